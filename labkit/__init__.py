@@ -1,0 +1,17 @@
+"""labkit: a notebook-first research toolkit for machine learning systems.
+
+>>> import labkit as lk
+>>> x = lk.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> (x * x).sum().backward()
+>>> x.grad.tolist()
+[2.0, 4.0, 6.0]
+"""
+from .errors import (CheckpointError, DeviceError, DTypeError, GradError, LabkitError,
+                     ShapeError)
+from .devices import Device, device, devices
+from .tensor import *  # noqa: F401,F403
+from .tensor import Tensor, op
+from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, is_grad_enabled, jvp, no_grad,
+                       value_and_grad, vjp)
+
+__version__ = "0.1.0"

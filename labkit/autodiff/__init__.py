@@ -1,0 +1,10 @@
+"""Reverse-mode autodiff over the eager tape: backward, grad, value_and_grad, vjp, jvp,
+custom gradients and a numerical gradient checker."""
+from .custom import custom_vjp
+from .engine import backward, gradients
+from .functional import enable_grad, grad, is_grad_enabled, jvp, no_grad, value_and_grad, vjp
+from .gradcheck import GradcheckError, gradcheck, numerical_vjp
+
+__all__ = ["backward", "gradients", "grad", "value_and_grad", "vjp", "jvp", "no_grad",
+           "enable_grad", "is_grad_enabled", "custom_vjp", "gradcheck", "numerical_vjp",
+           "GradcheckError"]

@@ -1,0 +1,75 @@
+"""``lk.custom_vjp``: give a function your own gradient rule (JAX's API).
+
+>>> import labkit as lk
+>>> @lk.custom_vjp
+... def clip_grad_identity(x):
+...     return x
+>>> clip_grad_identity.defvjp(lambda x: (x, None), lambda res, g: (g.clip(-1.0, 1.0),))
+<custom_vjp clip_grad_identity>
+>>> lk.grad(lambda x: (clip_grad_identity(x) * 5.0).sum())(lk.ones(2)).tolist()
+[1.0, 1.0]
+"""
+import functools
+
+from ..errors import GradError
+from ..tensor import dispatch
+from ..tensor.op import Op
+from ..tensor.shape_rules import dtype_of, shape_of
+from ..tensor.tensor import Tensor
+
+
+class _Residuals:
+    """Per-call holder for what ``fwd`` saved; passed as an attribute of the call's op."""
+    __slots__ = ("value",)
+
+
+class custom_vjp:
+    """Wrap ``fun`` so that its gradient is given by ``bwd`` instead of being derived.
+
+    ``f.defvjp(fwd, bwd)``: ``fwd(*args) -> (out, residuals)``; ``bwd(residuals, g) -> tuple``
+    with one cotangent per positional argument (None for no gradient), in labkit ops. ``fun``
+    returns one Tensor.
+    """
+
+    def __init__(self, fun):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.fwd = None
+        self.bwd = None
+        self._op = Op(f"custom_vjp[{getattr(fun, '__name__', 'fun')}]", self._kernel,
+                      self._shape, self._vjp)
+
+    def defvjp(self, fwd, bwd):
+        self.fwd, self.bwd = fwd, bwd
+        return self
+
+    def __repr__(self):
+        return f"<custom_vjp {getattr(self.fun, '__name__', 'fun')}>"
+
+    def __call__(self, *args):
+        if self.fwd is None:
+            raise GradError(f"{self!r}: call .defvjp(fwd, bwd) before using it")
+        return self._op(*args, res=_Residuals())
+
+    def _kernel(self, xp, *arrays, res):
+        from ..devices import device_of_array
+        args = [Tensor._make(a, device_of_array(a)) if hasattr(a, "shape") and
+                not isinstance(a, (int, float)) else a for a in arrays]
+        with dispatch.grad_enabled(False):
+            out, res.value = self.fwd(*args)
+        return out._data
+
+    def _shape(self, *args, res):
+        from ..tensor.creation import zeros
+        probe = [zeros(shape_of(a), dtype=dtype_of(a)) if hasattr(a, "shape") else a
+                 for a in args]
+        with dispatch.grad_enabled(False):
+            out = self.fun(*probe)
+        return out.shape, out.dtype
+
+    def _vjp(self, g, out, *args, res):
+        grads = tuple(self.bwd(res.value, g))
+        if len(grads) != len(args):
+            raise GradError(f"{self!r}: bwd returned {len(grads)} cotangent(s) for {len(args)} "
+                            f"argument(s)")
+        return grads

@@ -1,0 +1,181 @@
+"""The reverse-mode engine: walks tape entries backwards, applying each op's vjp rule.
+
+Everything that is done once for every op lives here and nowhere else: summing a broadcast
+cotangent back to its input's shape, casting it back to the input's dtype, and adding up fan-in.
+vjp rules are labkit ops, so with ``create_graph=True`` the backward pass is itself recorded
+and can be differentiated again (grad of grad).
+
+The walk is iterative (no recursion limit on deep graphs). Unless ``retain_graph`` is set, each
+node drops what it saved as soon as its vjp has run, so memory falls during backward.
+"""
+from ..errors import GradError, describe
+from ..tensor import dispatch
+from ..tensor.ops.elementwise import add, cast
+from ..tensor.ops.reduce import sum_to_shape
+from ..tensor.tensor import Tensor
+
+
+def _topological(roots):
+    """Tape nodes reachable from ``roots``, each after every node that consumes its output."""
+    order, seen = [], set()
+    stack = [(n, False) for n in roots]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        if node.inputs is None:
+            continue
+        for inp in node.inputs:
+            if isinstance(inp, Tensor) and inp._node is not None and id(inp._node) not in seen:
+                stack.append((inp._node, False))
+    order.reverse()
+    return order
+
+
+def _freed_error(node):
+    return GradError(
+        f"backward through op '{node.op.name}' a second time: its saved values were freed after "
+        f"the first backward. Pass retain_graph=True to the first backward (or lk.grad) if you "
+        f"need to differentiate the same graph twice, or recompute the forward pass.")
+
+
+def _fit(g, like):
+    """Cotangent ``g`` summed back to ``like``'s shape and cast to its dtype (engine-wide rule)."""
+    if g.shape != like.shape:
+        g = sum_to_shape(g, like.shape)
+    if g.dtype is not like.dtype:
+        g = cast(g, dtype=like.dtype.name)
+    return g
+
+
+def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumulate):
+    """Core of every reverse-mode entry point.
+
+    roots / cotangents: output tensors and their incoming gradients. targets: tensors whose
+    gradient to return (None: accumulate into every leaf's ``.grad`` instead). Returns the list
+    of gradients for ``targets`` (None where a target was not reached).
+    """
+    grads = {}        # id(node) -> cotangent of that node's output
+    leaf_grads = {}   # id(leaf) -> (leaf, cotangent)
+    target_keys = {}
+    if targets is not None:
+        for i, t in enumerate(targets):
+            target_keys.setdefault(id(t._node) if t._node is not None else id(t), []).append(i)
+    results = [None] * (len(targets) if targets is not None else 0)
+
+    root_nodes = []
+    for r, g in zip(roots, cotangents):
+        if r._node is None:
+            leaf_grads[id(r)] = (r, g if id(r) not in leaf_grads else add(leaf_grads[id(r)][1], g))
+            continue
+        key = id(r._node)
+        grads[key] = g if key not in grads else add(grads[key], g)
+        root_nodes.append(r._node)
+
+    with dispatch.grad_enabled(create_graph):
+        for node in _topological(root_nodes):
+            g = grads.pop(id(node), None)
+            if g is None:
+                continue
+            for i in target_keys.get(id(node), ()):
+                results[i] = g
+            if node.inputs is None:
+                raise _freed_error(node)
+            out = Tensor._make(node.out, node.device, create_graph, node if create_graph else None)
+            input_grads = node.op.vjp(g, out, *node.inputs, **node.attrs)
+            for inp, gi in zip(node.inputs, input_grads):
+                if gi is None or not isinstance(inp, Tensor) or not inp._requires_grad:
+                    continue
+                gi = _fit(gi, inp)
+                if inp._node is not None:
+                    key = id(inp._node)
+                    grads[key] = gi if key not in grads else add(grads[key], gi)
+                else:
+                    key = id(inp)
+                    leaf_grads[key] = (inp, gi) if key not in leaf_grads else \
+                        (inp, add(leaf_grads[key][1], gi))
+            if not retain_graph:
+                node.free()
+
+    if accumulate:
+        for leaf, g in leaf_grads.values():
+            if not create_graph:
+                g = g.detach()
+            leaf.grad = g if leaf.grad is None else (
+                add(leaf.grad, g) if create_graph else Tensor._make(
+                    leaf.grad._data + g._data, leaf.grad._device))
+    for key, (leaf, g) in leaf_grads.items():
+        for i in target_keys.get(key, ()):
+            results[i] = g
+    return results
+
+
+def _root_cotangent(t, gradient):
+    if gradient is None:
+        if t.size != 1:
+            raise GradError(
+                f"backward() on a tensor with {t.size} elements (shape {t.shape}) needs a "
+                f"gradient argument: the implicit gradient is only defined for a single value. "
+                f"Reduce it first (y.sum().backward()) or pass y.backward(gradient=...) with the "
+                f"shape {t.shape}.")
+        from ..tensor.creation import ones_like
+        return ones_like(t)
+    if not isinstance(gradient, Tensor):
+        from ..tensor.creation import tensor
+        gradient = tensor(gradient, dtype=t.dtype, device=t.device)
+    if gradient.shape != t.shape:
+        raise GradError(f"backward: gradient {describe(gradient)} does not match the output "
+                        f"{describe(t)}")
+    return gradient
+
+
+def backward(t, gradient=None, retain_graph=None, create_graph=False):
+    """``t.backward()``: add d(t)/d(leaf) to ``leaf.grad`` for every leaf requiring grad."""
+    if not t._requires_grad:
+        raise GradError(
+            f"backward() on {describe(t)}, which does not require grad: no input of the "
+            f"computation had requires_grad=True (or it ran under lk.no_grad()). Create the "
+            f"inputs with requires_grad=True.")
+    if retain_graph is None:
+        retain_graph = create_graph
+    run_backward([t], [_root_cotangent(t, gradient)], None, retain_graph, create_graph, True)
+
+
+def gradients(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False):
+    """d(outputs)/d(inputs) as a list (like ``torch.autograd.grad``), without touching ``.grad``.
+
+    An input that the outputs do not depend on gets zeros. With ``create_graph=True`` the
+    returned gradients are themselves differentiable.
+    """
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
+    for x in inputs:
+        if not x._requires_grad:
+            raise GradError(f"cannot differentiate with respect to {describe(x)}: it does not "
+                            f"require grad")
+    roots, cots = [], []
+    for y, g in zip(outputs, grad_outputs):
+        if y._requires_grad:
+            roots.append(y)
+            cots.append(_root_cotangent(y, g))
+    if retain_graph is None:
+        retain_graph = create_graph
+    results = run_backward(roots, cots, inputs, retain_graph, create_graph, False)
+    from ..tensor.creation import zeros_like
+    out = []
+    for x, g in zip(inputs, results):
+        if g is None:
+            g = zeros_like(x)
+        elif not create_graph and g._node is not None:
+            g = g.detach()
+        out.append(g)
+    return out

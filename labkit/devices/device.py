@@ -1,0 +1,152 @@
+"""Devices: ``"cpu:N"`` and ``"gpu:N"``, parsed in one place, one object per name.
+
+>>> import labkit as lk
+>>> lk.devices()
+[Device('cpu:0')]
+>>> with lk.device("cpu:0"):
+...     x = lk.zeros(3)
+>>> x.device
+Device('cpu:0')
+"""
+import contextlib
+import re
+import threading
+
+import numpy as np
+
+from ..errors import DeviceError
+from . import backends
+
+_NAME = re.compile(r"^(cpu|gpu|cuda)(?::(\d+))?$")
+
+
+class Device:
+    """A place where arrays live and kernels run. Compare with ``is``: there is one per name.
+
+    Attributes: ``type`` ('cpu' or 'gpu'), ``index``, ``name`` ('cpu:0'), ``xp`` (the array
+    module: numpy or cupy), ``array_type`` (the backend's ndarray class).
+    """
+
+    __slots__ = ("type", "index", "name", "xp", "array_type", "__weakref__")
+
+    def __init__(self, type_, index):
+        self.type = type_
+        self.index = index
+        self.name = f"{type_}:{index}"
+        if type_ == "cpu":
+            self.xp = np
+        else:
+            self.xp = backends.cupy_module()
+        self.array_type = self.xp.ndarray
+
+    def __repr__(self):
+        return f"Device('{self.name}')"
+
+    def __str__(self):
+        return self.name
+
+    def __reduce__(self):
+        return (get_device, (self.name,))
+
+    @contextlib.contextmanager
+    def activate(self):
+        """Make this the current CUDA device while the block runs (no-op on CPU)."""
+        if self.type == "gpu":
+            with self.xp.cuda.Device(self.index):
+                yield
+        else:
+            yield
+
+
+_devices = {}
+_cpu_count = 1
+_lock = threading.Lock()
+
+
+def get_device(spec=None):
+    """Parse ``spec`` (a Device, 'cpu', 'cpu:1', 'gpu', 'gpu:0', 'cuda:0' or None) to a Device.
+
+    None means the current default device (see ``lk.device``). Unknown names and devices that do
+    not exist raise DeviceError listing what does exist.
+    """
+    if spec is None:
+        return _default.device
+    if type(spec) is Device:
+        return spec
+    if not isinstance(spec, str):
+        raise DeviceError(f"a device is named by a string such as 'cpu:0' or 'gpu:0'; got {spec!r}")
+    dev = _devices.get(spec)
+    if dev is not None:
+        return dev
+    m = _NAME.match(spec.strip().lower())
+    if m is None:
+        raise DeviceError(f"unknown device name {spec!r}: use 'cpu', 'cpu:N', 'gpu' or 'gpu:N' "
+                          f"(devices here: {', '.join(d.name for d in devices())})")
+    type_ = "gpu" if m.group(1) in ("gpu", "cuda") else "cpu"
+    index = int(m.group(2) or 0)
+    canonical = f"{type_}:{index}"
+    with _lock:
+        dev = _devices.get(canonical)
+        if dev is None:
+            if type_ == "cpu":
+                if index >= _cpu_count:
+                    raise DeviceError(
+                        f"device {spec!r} does not exist: this process has {_cpu_count} CPU "
+                        f"device(s), cpu:0..cpu:{_cpu_count - 1}.")
+            else:
+                backends.cupy_module()  # raises a clear error when CuPy or a GPU is missing
+                n = backends.gpu_count()
+                if index >= n:
+                    raise DeviceError(f"device {spec!r} does not exist: CuPy sees {n} GPU(s).")
+            dev = Device(type_, index)
+            _devices[canonical] = dev
+        _devices[spec] = dev
+    return dev
+
+
+def devices():
+    """Every device of this process: the CPU devices, then one per CUDA device CuPy sees."""
+    out = [get_device(f"cpu:{i}") for i in range(_cpu_count)]
+    out += [get_device(f"gpu:{i}") for i in range(backends.gpu_count())]
+    return out
+
+
+def device_of_array(array):
+    """The device an array lives on (cpu:0 for NumPy arrays, gpu:N for CuPy arrays)."""
+    if isinstance(array, np.ndarray) or np.isscalar(array):
+        return get_device("cpu:0")
+    dev = getattr(array, "device", None)
+    if dev is not None and hasattr(dev, "id"):  # a CuPy array
+        return get_device(f"gpu:{dev.id}")
+    raise DeviceError(f"cannot tell which device an object of type {type(array).__name__} is on")
+
+
+class _Default(threading.local):
+    def __init__(self):
+        self.device = get_device("cpu:0")
+
+
+_default = _Default()
+
+
+@contextlib.contextmanager
+def device(spec):
+    """Context manager: new tensors created inside the block go to ``spec``.
+
+    >>> import labkit as lk
+    >>> with lk.device("cpu"):
+    ...     lk.ones(2).device
+    Device('cpu:0')
+    """
+    dev = get_device(spec)
+    previous = _default.device
+    _default.device = dev
+    try:
+        yield dev
+    finally:
+        _default.device = previous
+
+
+def default_device():
+    """The device new tensors go to when no ``device=`` is given."""
+    return _default.device

@@ -1,0 +1,48 @@
+"""The one family of errors labkit raises.
+
+Every error is written for the person at the notebook: it names the op, the shapes, dtypes and
+devices involved, and says what would fix it. Each class also derives from the matching built-in
+exception, so ``except ValueError`` in existing code keeps working.
+
+>>> import labkit as lk
+>>> try:
+...     lk.ones((2, 3)) @ lk.ones((2, 3))
+... except lk.ShapeError as e:
+...     print(type(e).__name__)
+ShapeError
+"""
+
+
+class LabkitError(Exception):
+    """Base class of every error labkit raises on purpose."""
+
+
+class ShapeError(LabkitError, ValueError):
+    """Shapes that do not fit an op (matmul inner dims, broadcasting, reshape sizes...)."""
+
+
+class DTypeError(LabkitError, TypeError):
+    """A dtype an op cannot take (gradients of integer tensors, unknown dtypes...)."""
+
+
+class DeviceError(LabkitError, RuntimeError):
+    """Unknown device names, a GPU asked for where none is, tensors on different devices."""
+
+
+class GradError(LabkitError, RuntimeError):
+    """Autodiff misuse: backward on a non-scalar without a gradient, a freed graph, ..."""
+
+
+class CheckpointError(LabkitError, ValueError):
+    """A checkpoint file that is truncated, corrupted, or holds something labkit cannot store."""
+
+
+def describe(value):
+    """A short description of an op argument for error messages: shape, dtype and device."""
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        return f"{type(value).__name__} {value!r}"
+    dtype = getattr(value, "dtype", "?")
+    device = getattr(value, "device", None)
+    where = f" on {device}" if device is not None else ""
+    return f"Tensor(shape={tuple(shape)}, dtype={dtype}{where})"

@@ -1,0 +1,19 @@
+"""Tensor, dtypes, the op declaration and registry, and every op (kernel + shape rule + vjp)."""
+from . import eager  # noqa: F401  (installs eager mode as the bottom of the mode stack)
+from . import methods  # noqa: F401  (attaches operators and methods to Tensor)
+from .creation import (arange, eye, from_dlpack, from_numpy, full, full_like, linspace, ones,
+                       ones_like, tensor, zeros, zeros_like)
+from .dtypes import (DType, as_dtype, bool_, float16, float32, float64, int32, int64,
+                     result_type)
+from .op import REGISTRY, Op, op
+from .ops.composite import (clip, flatten, log_softmax, logsumexp, mean, softmax, split, squeeze,
+                            stack, transpose, unsqueeze, var)
+from .ops.elementwise import (abs, add, cast, div, eq, exp, ge, gt, le, log, logical_not, lt,
+                              maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sign, sqrt, sub,
+                              tanh, where)
+from .ops.index import gather, getitem, scatter_add, take
+from .ops.linalg import matmul
+from .ops.reduce import argmax, argmin, max, min, sum
+from .ops.shape import broadcast_to, concat, permute, reshape
+from .random import manual_seed, rand, randint, randn, randperm
+from .tensor import Tensor

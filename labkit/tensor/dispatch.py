@@ -1,0 +1,77 @@
+"""The single dispatch function ``bind`` and the stack of modes it hands ops to.
+
+``bind(op, inputs, attrs)`` gives the op to the mode on top of the (thread-local) stack. The
+bottom mode is eager execution; graph capture pushes its own mode, so capture is a second branch
+here, not a second library, and no op ever asks which mode it is in.
+
+Grad mode (whether eager execution records tape entries) lives here too, so that labkit.autodiff
+and graph capture, which sit above this layer, switch it without this layer importing them.
+"""
+import contextlib
+import threading
+
+
+class Mode:
+    """A way of applying ops. Subclasses implement ``apply(op, inputs, attrs) -> Tensor``."""
+
+    def apply(self, op, inputs, attrs):
+        raise NotImplementedError
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.stack = [_eager_mode]
+        self.mode = _eager_mode
+        self.grad_enabled = True
+
+
+_eager_mode = None   # set by labkit.tensor.eager at import
+_state = None
+
+
+def _install_eager(mode):
+    global _eager_mode, _state
+    _eager_mode = mode
+    _state = _State()
+
+
+def bind(op, inputs, attrs):
+    """Apply ``op`` to ``inputs`` (a tuple) with ``attrs`` (a dict) in the current mode."""
+    return _state.mode.apply(op, inputs, attrs)
+
+
+def current_mode():
+    return _state.mode
+
+
+@contextlib.contextmanager
+def push_mode(mode):
+    """Run the block with ``mode`` on top of this thread's mode stack."""
+    st = _state
+    st.stack.append(mode)
+    st.mode = mode
+    try:
+        yield mode
+    finally:
+        st.stack.pop()
+        st.mode = st.stack[-1]
+
+
+def is_grad_enabled():
+    """Whether eager ops record tape entries for autodiff (False inside ``lk.no_grad()``)."""
+    return _state.grad_enabled
+
+
+def set_grad_enabled(flag):
+    _state.grad_enabled = bool(flag)
+
+
+@contextlib.contextmanager
+def grad_enabled(flag):
+    st = _state
+    previous = st.grad_enabled
+    st.grad_enabled = bool(flag)
+    try:
+        yield
+    finally:
+        st.grad_enabled = previous

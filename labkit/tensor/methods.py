@@ -1,0 +1,121 @@
+"""Operators and methods of Tensor, each a thin call into an op (no logic of its own here).
+
+Kept apart from tensor.py so that the Tensor class does not depend on the op modules, which
+depend on it.
+"""
+from . import dispatch
+from .dtypes import as_dtype
+from .ops import composite as C
+from .ops import elementwise as E
+from .ops import index as I
+from .ops import linalg as L
+from .ops import reduce as R
+from .ops import shape as S
+from .tensor import Tensor
+
+_NOATTRS = {}
+
+
+def _binary(op, reflected=False):
+    if reflected:
+        def method(self, other):
+            return dispatch._state.mode.apply(op, (other, self), _NOATTRS)
+    else:
+        def method(self, other):
+            return dispatch._state.mode.apply(op, (self, other), _NOATTRS)
+    method.__name__ = op.name
+    return method
+
+
+def _unary(op):
+    def method(self):
+        return dispatch._state.mode.apply(op, (self,), _NOATTRS)
+    method.__name__ = op.name
+    return method
+
+
+for _name, _op in (("add", E.add), ("sub", E.sub), ("mul", E.mul), ("truediv", E.div),
+                   ("pow", E.pow), ("matmul", L.matmul)):
+    setattr(Tensor, f"__{_name}__", _binary(_op))
+    setattr(Tensor, f"__r{_name}__", _binary(_op, reflected=True))
+for _name, _op in (("eq", E.eq), ("ne", E.ne), ("lt", E.lt), ("le", E.le), ("gt", E.gt),
+                   ("ge", E.ge)):
+    setattr(Tensor, f"__{_name}__", _binary(_op))
+Tensor.__neg__ = _unary(E.neg)
+Tensor.__abs__ = _unary(E.abs)
+Tensor.__invert__ = _unary(E.logical_not)
+Tensor.__pos__ = lambda self: self
+Tensor.__hash__ = object.__hash__  # defining __eq__ above would otherwise unset it
+
+for _name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs", "neg", "sign"):
+    setattr(Tensor, _name, _unary(getattr(E, _name)))
+Tensor.add = _binary(E.add)
+Tensor.sub = _binary(E.sub)
+Tensor.mul = _binary(E.mul)
+Tensor.div = _binary(E.div)
+Tensor.pow = _binary(E.pow)
+Tensor.matmul = _binary(L.matmul)
+Tensor.maximum = _binary(E.maximum)
+Tensor.minimum = _binary(E.minimum)
+
+
+def _reduction(op):
+    def method(self, dim=None, keepdim=False):
+        return op(self, dim=dim, keepdim=keepdim)
+    method.__name__ = op.name
+    method.__doc__ = op.doc
+    return method
+
+
+for _op in (R.sum, R.max, R.min, R.argmax, R.argmin):
+    setattr(Tensor, _op.name, _reduction(_op))
+Tensor.mean = lambda self, dim=None, keepdim=False: C.mean(self, dim=dim, keepdim=keepdim)
+Tensor.var = lambda self, dim=None, keepdim=False, correction=1: C.var(
+    self, dim=dim, keepdim=keepdim, correction=correction)
+Tensor.softmax = lambda self, dim=-1: C.softmax(self, dim=dim)
+Tensor.log_softmax = lambda self, dim=-1: C.log_softmax(self, dim=dim)
+Tensor.clip = lambda self, min=None, max=None: C.clip(self, min=min, max=max)
+Tensor.clamp = Tensor.clip
+Tensor.any = lambda self, dim=None, keepdim=False: R.sum(E.ne(self, 0), dim=dim, keepdim=keepdim) > 0
+Tensor.all = lambda self, dim=None, keepdim=False: R.sum(E.eq(self, 0), dim=dim, keepdim=keepdim) == 0
+
+
+def _reshape(self, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return S.reshape(self, shape=tuple(shape))
+
+
+def _permute(self, *dims):
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = dims[0]
+    return S.permute(self, dims=tuple(dims))
+
+
+def _expand(self, *shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return S.broadcast_to(self, shape=tuple(shape))
+
+
+Tensor.reshape = _reshape
+Tensor.view = _reshape
+Tensor.permute = _permute
+Tensor.broadcast_to = _expand
+Tensor.expand = _expand
+Tensor.transpose = lambda self, dim0=-2, dim1=-1: C.transpose(self, dim0, dim1)
+Tensor.T = property(lambda self: S.permute(self, dims=tuple(reversed(range(self.ndim)))))
+Tensor.squeeze = lambda self, dim=None: C.squeeze(self, dim)
+Tensor.unsqueeze = lambda self, dim: C.unsqueeze(self, dim)
+Tensor.flatten = lambda self, start_dim=0, end_dim=-1: C.flatten(self, start_dim, end_dim)
+Tensor.astype = lambda self, dtype: E.cast(self, dtype=as_dtype(dtype).name)
+Tensor.float = lambda self: E.cast(self, dtype="float32")
+Tensor.double = lambda self: E.cast(self, dtype="float64")
+Tensor.half = lambda self: E.cast(self, dtype="float16")
+Tensor.long = lambda self: E.cast(self, dtype="int64")
+Tensor.int = lambda self: E.cast(self, dtype="int32")
+Tensor.bool = lambda self: E.cast(self, dtype="bool_")
+Tensor.__getitem__ = lambda self, index: I.getitem(self, index)
+Tensor.gather = lambda self, dim, index: I.gather(self, dim, index)
+Tensor.take = lambda self, indices, dim=None: I.take(self, indices, dim)
+Tensor.scatter_add = lambda self, dim, index, src: I.scatter_add(self, dim, index, src)

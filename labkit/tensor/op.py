@@ -1,0 +1,74 @@
+"""The op declaration: one object holds an op's kernel, its shape/dtype rule and its vjp rule.
+
+This is the heart of labkit. An op is declared once, in one place:
+
+- ``kernel(xp, *inputs, **attrs)``: the forward computation, written once against the array
+  module ``xp`` (numpy or cupy), so the same kernel runs on CPU and GPU;
+- ``shape(*inputs, **attrs) -> (shape, dtype)``: the output's shape and labkit dtype, computed
+  from the inputs' ``.shape`` / ``.dtype`` alone (graph capture uses it without running anything;
+  eager mode uses it to explain a kernel failure);
+- ``vjp(g, out, *inputs, **attrs) -> tuple``: one cotangent per input (None where there is
+  none), written in labkit ops, so gradients work eagerly, inside a captured graph, and to any
+  order. The engine sums broadcast gradients back to each input's shape and adds fan-in, so a
+  rule returns the plain cotangent.
+
+Inputs are Tensors or Python scalars; attributes are keyword arguments (hashable values).
+Calling the Op object applies it through the single dispatch function ``bind``.
+
+The same API is public: a researcher declares a new op from a notebook exactly as the built-in
+ones are declared, and it works eagerly, under autodiff and under capture.
+
+>>> import labkit as lk
+>>> from labkit.tensor.shape_rules import same_as_first
+>>> @lk.op("cube", shape=same_as_first, vjp=lambda g, out, x: (g * 3 * x * x,))
+... def cube(xp, x):
+...     return x * x * x
+>>> lk.grad(lambda x: cube(x))(lk.tensor(2.0)).item()
+12.0
+"""
+from . import dispatch
+
+REGISTRY = {}
+
+
+class Op:
+    """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
+
+    __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "__weakref__")
+
+    def __init__(self, name, kernel, shape, vjp=None, doc=None):
+        if not callable(kernel) or not callable(shape):
+            raise TypeError(f"op {name!r}: kernel and shape rule must be callable")
+        self.name = name
+        self.kernel = kernel
+        self.shape = shape
+        self.vjp = vjp
+        self.doc = doc or kernel.__doc__
+        # Ops whose output lives on another device than their inputs (transfers) set this to
+        # ``attrs -> Device``; every other op's output stays on its inputs' device.
+        self.out_device = None
+
+    def __call__(self, *inputs, **attrs):
+        return dispatch.bind(self, inputs, attrs)
+
+    def __repr__(self):
+        return f"<op {self.name}>"
+
+    @property
+    def differentiable(self):
+        return self.vjp is not None
+
+
+def op(name, *, shape, vjp=None, register=True):
+    """Decorator declaring a primitive op from its kernel.
+
+    ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule (None: not differentiable, e.g.
+    comparisons and argmax). Registered ops are walked by the test suite, so each one needs a
+    test entry. Redeclaring a name replaces the earlier op (handy while iterating in a notebook).
+    """
+    def declare(kernel):
+        o = Op(name, kernel, shape, vjp)
+        if register:
+            REGISTRY[name] = o
+        return o
+    return declare

@@ -1,0 +1,2 @@
+"""Every op of labkit: primitives (one declaration each) and composites built from them."""
+from . import composite, elementwise, index, linalg, reduce, shape  # noqa: F401  (registers ops)

@@ -1,0 +1,121 @@
+"""Composite ops: written in primitives, so they get gradients and capture for free."""
+import math
+
+from ...errors import ShapeError
+from ..shape_rules import normalize_dim, normalize_dims
+from .elementwise import div, exp, log, maximum, minimum, sub
+from .reduce import max, sum
+from .shape import permute, reshape
+
+
+def mean(x, dim=None, keepdim=False):
+    """Average over ``dim`` (None: all elements)."""
+    axes = normalize_dims("mean", dim, x.ndim)
+    count = math.prod(x.shape[a] for a in axes)
+    return div(sum(x, dim=dim, keepdim=keepdim), count)
+
+
+def var(x, dim=None, keepdim=False, correction=1):
+    """Variance over ``dim`` with Bessel's ``correction`` (PyTorch's default: 1)."""
+    axes = normalize_dims("var", dim, x.ndim)
+    count = math.prod(x.shape[a] for a in axes)
+    centered = sub(x, mean(x, dim=dim, keepdim=True))
+    return div(sum(centered * centered, dim=dim, keepdim=keepdim), _at_least_zero(count - correction))
+
+
+def _at_least_zero(n):
+    return n if n > 0 else 0
+
+
+def transpose(x, dim0=-2, dim1=-1):
+    """Swap two dimensions (default: the last two)."""
+    nd = x.ndim
+    d0, d1 = normalize_dim("transpose", dim0, nd), normalize_dim("transpose", dim1, nd)
+    dims = list(range(nd))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return permute(x, dims=tuple(dims))
+
+
+def squeeze(x, dim=None):
+    """Remove dimensions of size 1 (all of them, or only ``dim``)."""
+    if dim is None:
+        shape = tuple(s for s in x.shape if s != 1)
+    else:
+        axes = normalize_dims("squeeze", dim, x.ndim)
+        shape = tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1))
+    return reshape(x, shape=shape)
+
+
+def unsqueeze(x, dim):
+    """Insert a dimension of size 1 at position ``dim``."""
+    d = normalize_dim("unsqueeze", dim, x.ndim + 1)
+    return reshape(x, shape=x.shape[:d] + (1,) + x.shape[d:])
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    """Merge dimensions ``start_dim..end_dim`` into one."""
+    if x.ndim == 0:
+        return reshape(x, shape=(1,))
+    s = normalize_dim("flatten", start_dim, x.ndim)
+    e = normalize_dim("flatten", end_dim, x.ndim)
+    return reshape(x, shape=x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
+
+
+def clip(x, min=None, max=None):
+    """Limit values to ``[min, max]`` (either may be None); gradient 1 inside, 0 outside."""
+    if min is not None:
+        x = maximum(x, min)
+    if max is not None:
+        x = minimum(x, max)
+    return x
+
+
+def logsumexp(x, dim=-1, keepdim=False):
+    """log(sum(exp(x))) over ``dim``, computed stably (the max is subtracted first)."""
+    m = max(x, dim=dim, keepdim=True).detach()
+    out = log(sum(exp(sub(x, m)), dim=dim, keepdim=True)) + m
+    return out if keepdim else squeeze(out, dim)
+
+
+def softmax(x, dim=-1):
+    """exp(x) / sum(exp(x)) over ``dim``, stable for large inputs."""
+    e = exp(sub(x, max(x, dim=dim, keepdim=True).detach()))
+    return div(e, sum(e, dim=dim, keepdim=True))
+
+
+def log_softmax(x, dim=-1):
+    """log(softmax(x)) over ``dim``, computed without forming softmax (stable)."""
+    return sub(x, logsumexp(x, dim=dim, keepdim=True))
+
+
+def stack(tensors, dim=0):
+    """Join tensors of one shape along a new dimension ``dim``."""
+    from .shape import concat
+    tensors = list(tensors)
+    if not tensors:
+        raise ShapeError("stack: needs at least one tensor")
+    d = normalize_dim("stack", dim, tensors[0].ndim + 1)
+    return concat(*[unsqueeze(t, d) for t in tensors], dim=d)
+
+
+def split(x, split_size_or_sections, dim=0):
+    """Split ``x`` along ``dim`` into pieces of ``split_size`` (the last may be smaller), or into
+    pieces of the sizes listed (PyTorch's semantics). Returns a tuple of tensors."""
+    from .index import getitem_slices
+    d = normalize_dim("split", dim, x.ndim)
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step <= 0:
+            raise ShapeError(f"split: split_size must be positive, got {step}")
+        sizes = [min(step, n - s) for s in range(0, n, step)] or [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+    bounds, start = [], 0
+    for s in sizes:
+        bounds.append((start, start + s))
+        start += s
+    if start != n:
+        raise ShapeError(f"split: sections {sizes} add up to {start}, but dim {dim} of "
+                         f"{tuple(x.shape)} has size {n}")
+    return tuple(getitem_slices(x, d, a, b) for a, b in bounds)

@@ -1,0 +1,193 @@
+"""Elementwise primitives: arithmetic, unary math, comparisons, where, casts and device moves.
+
+Each op is one declaration: kernel (against ``xp``), shape/dtype rule, vjp in labkit ops.
+"""
+import numpy as np
+
+from ...devices import device_of_array, get_device, transfer
+from ...errors import DTypeError, describe
+from ..dtypes import as_dtype, result_type
+from ..op import op
+from ..shape_rules import broadcast_shapes, elementwise, same_as_first, shape_of, ufunc_dtype
+from ..tensor import Tensor
+
+
+def _is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+# ---- binary arithmetic ---------------------------------------------------------------------
+@op("add", shape=elementwise(np.add), vjp=lambda g, out, a, b: (g, g))
+def add(xp, a, b):
+    return xp.add(a, b)
+
+
+@op("sub", shape=elementwise(np.subtract), vjp=lambda g, out, a, b: (g, neg(g)))
+def sub(xp, a, b):
+    return xp.subtract(a, b)
+
+
+@op("mul", shape=elementwise(np.multiply), vjp=lambda g, out, a, b: (mul(g, b), mul(g, a)))
+def mul(xp, a, b):
+    return xp.multiply(a, b)
+
+
+def _div_vjp(g, out, a, b):
+    ga = div(g, b)
+    return ga, (neg(mul(ga, out)) if _is_tensor(b) else None)
+
+
+@op("div", shape=elementwise(np.true_divide), vjp=_div_vjp)
+def div(xp, a, b):
+    return xp.true_divide(a, b)
+
+
+def _pow_vjp(g, out, a, b):
+    ga = mul(g, mul(b, pow(a, sub(b, 1)))) if _is_tensor(a) else None
+    gb = mul(g, mul(out, log(a))) if _is_tensor(b) else None
+    return ga, gb
+
+
+@op("pow", shape=elementwise(np.power), vjp=_pow_vjp)
+def pow(xp, a, b):
+    return xp.power(a, b)
+
+
+def _maximum_vjp(g, out, a, b):
+    pick_a = ge(a, b)
+    return where(pick_a, g, 0), where(pick_a, 0, g)
+
+
+@op("maximum", shape=elementwise(np.maximum), vjp=_maximum_vjp)
+def maximum(xp, a, b):
+    return xp.maximum(a, b)
+
+
+def _minimum_vjp(g, out, a, b):
+    pick_a = le(a, b)
+    return where(pick_a, g, 0), where(pick_a, 0, g)
+
+
+@op("minimum", shape=elementwise(np.minimum), vjp=_minimum_vjp)
+def minimum(xp, a, b):
+    return xp.minimum(a, b)
+
+
+# ---- unary math ------------------------------------------------------------------------------
+@op("neg", shape=elementwise(np.negative), vjp=lambda g, out, x: (neg(g),))
+def neg(xp, x):
+    return xp.negative(x)
+
+
+@op("exp", shape=elementwise(np.exp), vjp=lambda g, out, x: (mul(g, out),))
+def exp(xp, x):
+    return xp.exp(x)
+
+
+@op("log", shape=elementwise(np.log), vjp=lambda g, out, x: (div(g, x),))
+def log(xp, x):
+    return xp.log(x)
+
+
+@op("sqrt", shape=elementwise(np.sqrt), vjp=lambda g, out, x: (div(mul(g, 0.5), out),))
+def sqrt(xp, x):
+    return xp.sqrt(x)
+
+
+@op("abs", shape=elementwise(np.absolute), vjp=lambda g, out, x: (mul(g, sign(x)),))
+def abs(xp, x):
+    return xp.absolute(x)
+
+
+@op("sign", shape=elementwise(np.sign))
+def sign(xp, x):
+    return xp.sign(x)
+
+
+@op("tanh", shape=elementwise(np.tanh), vjp=lambda g, out, x: (mul(g, sub(1, mul(out, out))),))
+def tanh(xp, x):
+    return xp.tanh(x)
+
+
+def _sigmoid_kernel(xp, x):
+    # 1/(1+exp(-x)) overflows exp for very negative x; this form never does.
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(e.dtype, copy=False)
+
+
+sigmoid = op("sigmoid", shape=elementwise(np.exp),
+             vjp=lambda g, out, x: (mul(g, mul(out, sub(1, out))),))(_sigmoid_kernel)
+
+
+@op("relu", shape=elementwise(np.positive), vjp=lambda g, out, x: (mul(g, gt(x, 0)),))
+def relu(xp, x):
+    return xp.maximum(x, 0)
+
+
+# ---- comparisons (no gradient) -----------------------------------------------------------
+def _compare(name, ufunc):
+    fname = ufunc.__name__
+    return op(name, shape=elementwise(ufunc))(lambda xp, a, b: getattr(xp, fname)(a, b))
+
+
+eq = _compare("eq", np.equal)
+ne = _compare("ne", np.not_equal)
+lt = _compare("lt", np.less)
+le = _compare("le", np.less_equal)
+gt = _compare("gt", np.greater)
+ge = _compare("ge", np.greater_equal)
+
+
+@op("logical_not", shape=elementwise(np.logical_not))
+def logical_not(xp, x):
+    return xp.logical_not(x)
+
+
+# ---- selection ----------------------------------------------------------------------------
+def _where_rule(cond, a, b):
+    return broadcast_shapes("where", cond, a, b), result_type(_weak(a), _weak(b))
+
+
+def _weak(x):
+    """A Python scalar stays a value (a 'weak' type in NumPy's promotion); tensors give a dtype."""
+    return x if isinstance(x, (bool, int, float)) else x.dtype
+
+
+@op("where", shape=_where_rule,
+    vjp=lambda g, out, cond, a, b: (None, where(cond, g, 0), where(cond, 0, g)))
+def where(xp, cond, a, b):
+    """Elementwise ``a`` where ``cond`` is true, else ``b`` (NumPy broadcasting)."""
+    return xp.where(cond, a, b)
+
+
+# ---- casts and device moves ----------------------------------------------------------------
+def _cast_rule(x, dtype):
+    return shape_of(x), as_dtype(dtype)
+
+
+def _cast_vjp(g, out, x, dtype):
+    return (cast(g, dtype=x.dtype.name),) if x.dtype.is_floating else (None,)
+
+
+@op("cast", shape=_cast_rule, vjp=_cast_vjp)
+def cast(xp, x, dtype):
+    """``x`` converted to ``dtype`` (a copy unless the dtype already matches)."""
+    return x.astype(as_dtype(dtype).np, copy=False)
+
+
+def _to_device_vjp(g, out, x, device):
+    return (to_device(g, device=x.device.name),)
+
+
+def _to_device_kernel(xp, x, device):
+    """``x`` moved to ``device`` (no copy when it is already there)."""
+    return transfer(x, device_of_array(x), device)
+
+
+to_device = op("to_device", shape=same_as_first, vjp=_to_device_vjp)(_to_device_kernel)
+to_device.out_device = lambda attrs: get_device(attrs["device"])
+
+
+def check_float(opname, x):
+    if not x.dtype.is_floating:
+        raise DTypeError(f"{opname} needs a floating-point tensor; got {describe(x)}")

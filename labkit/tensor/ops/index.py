@@ -1,0 +1,235 @@
+"""Indexing: ``x[...]`` (ints, slices, None, Ellipsis, integer arrays, boolean masks), gather,
+scatter_add and take; each differentiable, with vjps written in each other.
+
+An index is split into a hashable ``spec`` (an attribute) and the index tensors (inputs), so the
+same op works eagerly and under capture.
+"""
+import numpy as np
+
+from ...errors import ShapeError, describe
+from ..op import op
+from ..shape_rules import normalize_dim, shape_of
+from ..tensor import Tensor
+
+_FULL = ("s", None, None, None)
+
+
+# ---- index specs ------------------------------------------------------------------------------
+def split_index(x, index):
+    """``index`` -> (spec, tensors): a hashable description and the index tensors it refers to."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    spec, tensors = [], []
+    for item in index:
+        if isinstance(item, Tensor):
+            spec.append(("t", len(tensors)))
+            tensors.append(item)
+        elif isinstance(item, slice):
+            spec.append(("s", _int_or_none(item.start), _int_or_none(item.stop),
+                         _int_or_none(item.step)))
+        elif item is None:
+            spec.append(("n",))
+        elif item is Ellipsis:
+            spec.append(("e",))
+        elif isinstance(item, (bool, np.bool_)):
+            raise ShapeError(f"indexing {describe(x)} with a Python bool is not supported; use a "
+                             f"boolean tensor mask")
+        elif isinstance(item, (int, np.integer)):
+            spec.append(("i", int(item)))
+        elif isinstance(item, (list, np.ndarray)):
+            from ..creation import tensor as _tensor
+            spec.append(("t", len(tensors)))
+            tensors.append(_tensor(item, device=x.device))
+        else:
+            raise ShapeError(f"cannot index {describe(x)} with {type(item).__name__} {item!r}: use "
+                             f"ints, slices, None, ..., integer or boolean tensors")
+    return tuple(spec), tensors
+
+
+def _int_or_none(v):
+    return None if v is None else int(v)
+
+
+def build_index(spec, arrays):
+    """The backend index tuple for ``spec`` with index arrays ``arrays``."""
+    out = []
+    for item in spec:
+        kind = item[0]
+        if kind == "s":
+            out.append(slice(item[1], item[2], item[3]))
+        elif kind == "i":
+            out.append(item[1])
+        elif kind == "t":
+            out.append(arrays[item[1]])
+        elif kind == "n":
+            out.append(None)
+        else:
+            out.append(Ellipsis)
+    return tuple(out)
+
+
+def _has_arrays(spec):
+    return any(item[0] == "t" for item in spec)
+
+
+def _check_index_dtypes(x, idx):
+    for t in idx:
+        if t.dtype.is_floating:
+            raise ShapeError(f"index tensors must be integer or bool; got {describe(t)} to index "
+                             f"{describe(x)}")
+
+
+def _getitem_rule(x, *idx, spec):
+    _check_index_dtypes(x, idx)
+    dummy = np.broadcast_to(np.zeros((), x.dtype.np), shape_of(x))
+    probe = [np.ones(shape_of(t), dtype=t.dtype.np) if t.dtype.name == "bool_"
+             else np.zeros(shape_of(t), dtype=np.int64) for t in idx]
+    try:
+        out = dummy[build_index(spec, probe)]
+    except IndexError as exc:
+        raise ShapeError(f"getitem: index {_spec_text(spec)} does not fit {describe(x)}: {exc}") \
+            from None
+    shape = out.shape
+    if any(t.dtype.name == "bool_" for t in idx):   # data-dependent length: unknown until run
+        shape = None
+    return shape, x.dtype
+
+
+def _spec_text(spec):
+    parts = []
+    for item in spec:
+        k = item[0]
+        if k == "s":
+            parts.append(":".join("" if v is None else str(v) for v in item[1:3]) +
+                         ("" if item[3] is None else f":{item[3]}"))
+        elif k == "i":
+            parts.append(str(item[1]))
+        elif k == "t":
+            parts.append(f"<tensor {item[1]}>")
+        elif k == "n":
+            parts.append("None")
+        else:
+            parts.append("...")
+    return "[" + ", ".join(parts) + "]"
+
+
+def _getitem_vjp(g, out, x, *idx, spec):
+    return (index_add(zeros_like(x), g, *idx, spec=spec),) + (None,) * len(idx)
+
+
+@op("getitem", shape=_getitem_rule, vjp=_getitem_vjp)
+def _getitem(xp, x, *idx, spec):
+    return x[build_index(spec, idx)]
+
+
+def getitem(x, index):
+    """``x[index]`` for ints, slices, None, ..., integer tensors/lists and boolean masks."""
+    spec, tensors = split_index(x, index)
+    return _getitem(x, *tensors, spec=spec)
+
+
+def getitem_slices(x, dim, start, stop):
+    """``x`` restricted to ``start:stop`` along ``dim`` (used by vjps of concat and split)."""
+    spec = (_FULL,) * (dim % x.ndim) + (("s", start, stop, None),)
+    return _getitem(x, spec=spec)
+
+
+def add_at(xp, out, index, values):
+    """``out[index] += values`` with repeated indices accumulated (NumPy's ``add.at``)."""
+    if xp is np:
+        np.add.at(out, index, values)
+    else:
+        import cupyx
+        cupyx.scatter_add(out, index, values)
+
+
+def _index_add_rule(base, values, *idx, spec):
+    return shape_of(base), base.dtype
+
+
+def _index_add_vjp(g, out, base, values, *idx, spec):
+    return (g, _getitem(g, *idx, spec=spec)) + (None,) * len(idx)
+
+
+@op("index_add", shape=_index_add_rule, vjp=_index_add_vjp)
+def index_add(xp, base, values, *idx, spec):
+    """A copy of ``base`` with ``values`` added at ``index`` (repeated indices accumulate)."""
+    out = base.copy()
+    index = build_index(spec, idx)
+    if _has_arrays(spec):
+        add_at(xp, out, index, values)
+    else:
+        out[index] += values
+    return out
+
+
+@op("zeros_like", shape=lambda x: (shape_of(x), x.dtype))
+def zeros_like(xp, x):
+    """Zeros with ``x``'s shape, dtype and device (no gradient flows to ``x``)."""
+    return xp.zeros_like(x)
+
+
+# ---- gather / scatter_add / take ------------------------------------------------------------
+def _gather_rule(x, index, dim):
+    sx, si = shape_of(x), shape_of(index)
+    d = normalize_dim("gather", dim, len(sx))
+    if len(si) != len(sx) or any(si[i] > sx[i] for i in range(len(sx)) if i != d):
+        raise ShapeError(f"gather along dim {dim}: index {describe(index)} must have the same "
+                         f"number of dimensions as {describe(x)} and be no larger outside dim {d}")
+    if index.dtype.is_floating or index.dtype.name == "bool_":
+        raise ShapeError(f"gather: index must be an integer tensor; got {describe(index)}")
+    return si, x.dtype
+
+
+def _gather_vjp(g, out, x, index, dim):
+    return _scatter_add(zeros_like(x), index, g, dim=dim), None
+
+
+@op("gather", shape=_gather_rule, vjp=_gather_vjp)
+def _gather(xp, x, index, dim):
+    return xp.take_along_axis(x, index, axis=dim)
+
+
+def gather(x, dim, index):
+    """PyTorch's gather: ``out[i][j] = x[i][index[i][j]]`` for ``dim=1`` (any rank)."""
+    return _gather(x, index, dim=dim)
+
+
+def _along_axis_index(xp, index, dim):
+    """Full index tuple addressing ``index`` along ``dim`` and positions elsewhere."""
+    grids = list(xp.indices(index.shape, sparse=True))
+    grids[dim] = index
+    return tuple(grids)
+
+
+def _scatter_rule(x, index, src, dim):
+    if shape_of(index) != shape_of(src):
+        raise ShapeError(f"scatter_add: index {describe(index)} and src {describe(src)} must have "
+                         f"the same shape")
+    _gather_rule(x, index, dim)
+    return shape_of(x), x.dtype
+
+
+def _scatter_vjp(g, out, x, index, src, dim):
+    return g, None, _gather(g, index, dim=dim)
+
+
+@op("scatter_add", shape=_scatter_rule, vjp=_scatter_vjp)
+def _scatter_add(xp, x, index, src, dim):
+    out = x.copy()
+    add_at(xp, out, _along_axis_index(xp, index, dim % x.ndim), src)
+    return out
+
+
+def scatter_add(x, dim, index, src):
+    """A copy of ``x`` with ``src`` added at ``index`` along ``dim`` (PyTorch's scatter_add)."""
+    return _scatter_add(x, index, src, dim=dim)
+
+
+def take(x, indices, dim=None):
+    """Elements of ``x`` at integer ``indices`` along ``dim`` (None: of the flattened tensor)."""
+    if dim is None:
+        from .shape import reshape
+        return getitem(reshape(x, shape=(-1,)), indices)
+    d = normalize_dim("take", dim, x.ndim)
+    return getitem(x, (slice(None),) * d + (indices,))

@@ -1,0 +1,102 @@
+"""Reductions: sum, max, min (differentiable), argmax, argmin; ``sum_to_shape`` for unbroadcasting."""
+import numpy as np
+
+from ..dtypes import from_numpy_dtype, int64
+from ..op import op
+from ..shape_rules import normalize_dims, reduced_shape, shape_of
+from .elementwise import cast, div, eq, mul
+from .shape import broadcast_to, reshape
+
+
+def _axes(dim, ndim):
+    """Kernel-side axes: None (all), or a tuple of non-negative axes."""
+    if dim is None:
+        return None
+    if isinstance(dim, int):
+        dim = (dim,)
+    return tuple(d % ndim for d in dim) if ndim else None
+
+
+def _keep_shape(x, dim):
+    """Shape of ``x`` with the reduced axes kept as size 1."""
+    axes = normalize_dims("sum", dim, x.ndim)
+    return tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+
+
+def _reduce_rule(name, dtype_fn):
+    def rule(x, dim=None, keepdim=False):
+        axes = normalize_dims(name, dim, len(shape_of(x)))
+        return reduced_shape(shape_of(x), axes, keepdim), dtype_fn(x)
+    return rule
+
+
+def _sum_dtype(x):
+    return from_numpy_dtype(np.add.reduce(np.zeros((1,), x.dtype.np)).dtype) \
+        if x.dtype.name in ("bool_", "int32") else x.dtype
+
+
+def _sum_vjp(g, out, x, dim=None, keepdim=False):
+    return (broadcast_to(reshape(g, shape=_keep_shape(x, dim)), shape=x.shape),)
+
+
+@op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp)
+def sum(xp, x, dim=None, keepdim=False):
+    """Sum over ``dim`` (None: every element), keeping reduced axes as size 1 if ``keepdim``."""
+    return xp.sum(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+
+
+def _extremum_vjp(g, out, x, dim=None, keepdim=False):
+    keep = _keep_shape(x, dim)
+    hit = cast(eq(x, reshape(out, shape=keep)), dtype=x.dtype.name)  # ties share the gradient
+    count = sum(hit, dim=dim, keepdim=True)
+    return (mul(div(reshape(g, shape=keep), count), hit),)
+
+
+@op("max", shape=_reduce_rule("max", lambda x: x.dtype), vjp=_extremum_vjp)
+def max(xp, x, dim=None, keepdim=False):
+    """Largest value over ``dim`` (the values, like ``torch.amax``; see ``argmax`` for indices)."""
+    return xp.max(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+
+
+@op("min", shape=_reduce_rule("min", lambda x: x.dtype), vjp=_extremum_vjp)
+def min(xp, x, dim=None, keepdim=False):
+    """Smallest value over ``dim`` (the values, like ``torch.amin``; see ``argmin``)."""
+    return xp.min(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+
+
+def _arg_rule(name):
+    def rule(x, dim=None, keepdim=False):
+        if dim is None:
+            return ((1,) * len(shape_of(x)) if keepdim else ()), int64
+        axes = normalize_dims(name, dim, len(shape_of(x)))
+        return reduced_shape(shape_of(x), axes, keepdim), int64
+    return rule
+
+
+def _arg_kernel(fn):
+    def kernel(xp, x, dim=None, keepdim=False):
+        if dim is None:
+            i = getattr(xp, fn)(x)
+            return xp.asarray(i, dtype=xp.int64).reshape((1,) * x.ndim if keepdim else ())
+        return getattr(xp, fn)(x, axis=dim, keepdims=keepdim).astype(xp.int64, copy=False)
+    return kernel
+
+
+argmax = op("argmax", shape=_arg_rule("argmax"))(_arg_kernel("argmax"))
+argmin = op("argmin", shape=_arg_rule("argmin"))(_arg_kernel("argmin"))
+
+
+def sum_to_shape(g, shape):
+    """Sum ``g`` down to ``shape`` (undoing NumPy broadcasting); written in labkit ops.
+
+    The autodiff engine calls this once for every cotangent, so vjp rules never unbroadcast.
+    """
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)
+    if axes:
+        g = sum(g, dim=axes, keepdim=True)
+    return reshape(g, shape=shape)

@@ -1,0 +1,121 @@
+"""Shape primitives: reshape, permute, broadcast_to, concat (views where the backend allows)."""
+import math
+
+from ...errors import ShapeError, describe
+from ..op import op
+from ..dtypes import result_type
+from ..shape_rules import dtype_of, normalize_dim, shape_of
+
+
+def resolve_shape(opname, x_shape, shape):
+    """``shape`` with one -1 filled in; ShapeError if the sizes do not match."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    shape = tuple(int(s) for s in shape)
+    size = math.prod(x_shape)
+    if shape.count(-1) > 1:
+        raise ShapeError(f"{opname}: at most one dimension can be -1, got {shape}")
+    if -1 in shape:
+        rest = math.prod(s for s in shape if s != -1)
+        if rest == 0 or size % rest:
+            raise ShapeError(f"{opname}: cannot reshape {tuple(x_shape)} ({size} elements) "
+                             f"into {shape}")
+        shape = tuple(size // rest if s == -1 else s for s in shape)
+    if math.prod(shape) != size:
+        raise ShapeError(f"{opname}: cannot reshape {tuple(x_shape)} ({size} elements) into "
+                         f"{shape} ({math.prod(shape)} elements); the element counts must match")
+    return shape
+
+
+def _reshape_rule(x, shape):
+    return resolve_shape("reshape", shape_of(x), shape), x.dtype
+
+
+@op("reshape", shape=_reshape_rule, vjp=lambda g, out, x, shape: (reshape(g, shape=x.shape),))
+def reshape(xp, x, shape):
+    """``x`` with a new shape holding the same elements (one dimension may be -1)."""
+    return x.reshape(shape)
+
+
+def _check_perm(x, dims):
+    nd = len(shape_of(x))
+    if sorted(d % nd if nd else d for d in dims) != list(range(nd)):
+        raise ShapeError(f"permute: dims={tuple(dims)} is not a permutation of the {nd} "
+                         f"dimensions of {describe(x)}")
+    return tuple(d % nd for d in dims)
+
+
+def _permute_rule(x, dims):
+    dims = _check_perm(x, dims)
+    s = shape_of(x)
+    return tuple(s[d] for d in dims), x.dtype
+
+
+def _permute_vjp(g, out, x, dims):
+    nd = len(dims)
+    inverse = [0] * nd
+    for i, d in enumerate(dims):
+        inverse[d % nd] = i
+    return (permute(g, dims=tuple(inverse)),)
+
+
+@op("permute", shape=_permute_rule, vjp=_permute_vjp)
+def permute(xp, x, dims):
+    """``x`` with its dimensions reordered: output dim i is input dim ``dims[i]``."""
+    return xp.transpose(x, dims)
+
+
+def _broadcast_rule(x, shape):
+    from ..shape_rules import broadcast_shapes
+
+    class _S:  # the target shape as an input-like object for the broadcasting check
+        pass
+    target = _S()
+    target.shape = tuple(shape)
+    out = broadcast_shapes("broadcast_to", x, target)
+    if out != tuple(shape):
+        raise ShapeError(f"broadcast_to: cannot broadcast {describe(x)} to shape {tuple(shape)}")
+    return out, x.dtype
+
+
+def _broadcast_vjp(g, out, x, shape):
+    from .reduce import sum_to_shape
+    return (sum_to_shape(g, x.shape),)
+
+
+@op("broadcast_to", shape=_broadcast_rule, vjp=_broadcast_vjp)
+def broadcast_to(xp, x, shape):
+    """A read-only view of ``x`` broadcast to ``shape`` (NumPy rules)."""
+    return xp.broadcast_to(x, shape)
+
+
+def _concat_rule(*xs, dim=0):
+    if not xs:
+        raise ShapeError("concat: needs at least one tensor")
+    first = shape_of(xs[0])
+    d = normalize_dim("concat", dim, len(first))
+    for x in xs[1:]:
+        s = shape_of(x)
+        if len(s) != len(first) or any(a != b for i, (a, b) in enumerate(zip(s, first)) if i != d):
+            raise ShapeError(
+                f"concat along dim {dim}: every tensor must match except in that dimension; got "
+                f"{', '.join(describe(x) for x in xs)}")
+    total = sum(shape_of(x)[d] for x in xs)
+    return first[:d] + (total,) + first[d + 1:], result_type(*[dtype_of(x) for x in xs])
+
+
+def _concat_vjp(g, out, *xs, dim=0):
+    from .index import getitem_slices
+    d = dim % g.ndim
+    grads, start = [], 0
+    for x in xs:
+        n = x.shape[d]
+        grads.append(getitem_slices(g, d, start, start + n))
+        start += n
+    return tuple(grads)
+
+
+@op("concat", shape=_concat_rule, vjp=_concat_vjp)
+def concat(xp, *xs, dim=0):
+    """Join tensors along an existing dimension ``dim``."""
+    return xp.concatenate(xs, axis=dim)

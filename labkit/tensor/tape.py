@@ -1,0 +1,31 @@
+"""The tape entry that eager autodiff records: which op made a tensor, from what.
+
+A tensor that needs a gradient holds its ``TapeNode``; the node holds the op's inputs (so they
+stay alive exactly as long as something downstream may differentiate through them) and the output
+array, but not the output Tensor: there are no reference cycles, so when the last tensor of a
+computation is dropped its whole tape is freed at once by reference counting, as in PyTorch.
+The backward engine (labkit.autodiff) walks these nodes.
+"""
+
+
+class TapeNode:
+    __slots__ = ("op", "inputs", "attrs", "out", "device", "__weakref__")
+
+    def __init__(self, op, inputs, attrs, out, device):
+        self.op = op
+        self.inputs = inputs   # tuple of Tensors / scalars as passed to the op; None once freed
+        self.attrs = attrs
+        self.out = out         # the output array (the vjp's ``out`` argument)
+        self.device = device
+
+    def free(self):
+        """Drop what backward needed; a second backward through this node is then an error."""
+        self.inputs = None
+        self.out = None
+
+    @property
+    def freed(self):
+        return self.inputs is None
+
+    def __repr__(self):
+        return f"<TapeNode {self.op.name}{' (freed)' if self.inputs is None else ''}>"

@@ -1,0 +1,199 @@
+"""The Tensor: an array on a device, plus what autodiff needs (``requires_grad``, ``grad``).
+
+Operators (``+ - * / ** @``, comparisons, indexing) and methods (``x.sum()``, ``x.reshape``...)
+are attached in ``labkit.tensor.methods`` once the ops exist; they all go through ``bind``.
+
+>>> import labkit as lk
+>>> x = lk.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+>>> y = (x * x).sum()
+>>> y.backward()
+>>> x.grad
+tensor([[2., 4.],
+        [6., 8.]])
+"""
+import numpy as np
+
+from ..errors import DeviceError, DTypeError, GradError
+from ..devices import get_device, transfer
+from . import dispatch
+from .dtypes import from_numpy_dtype
+
+
+class Tensor:
+    """An n-dimensional array on a device. Create one with ``lk.tensor(...)`` or ``lk.zeros(...)``.
+
+    Attributes: ``shape``, ``ndim``, ``dtype``, ``device``, ``requires_grad``, ``grad``.
+    """
+
+    __slots__ = ("_data", "_device", "_requires_grad", "grad", "_node", "__weakref__")
+    __array_priority__ = 1000   # so ndarray * Tensor defers to Tensor.__rmul__
+
+    # ---- construction (internal; users call lk.tensor) -------------------------------------
+    @classmethod
+    def _make(cls, data, device, requires_grad=False, node=None):
+        t = object.__new__(cls)
+        t._data = data
+        t._device = device
+        t._requires_grad = requires_grad
+        t.grad = None
+        t._node = node
+        return t
+
+    def __init__(self, data, dtype=None, device=None, requires_grad=False):
+        from .creation import tensor as _tensor
+        src = _tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+        self._data = src._data
+        self._device = src._device
+        self._requires_grad = src._requires_grad
+        self.grad = None
+        self._node = None
+
+    # ---- metadata ---------------------------------------------------------------------------
+    @property
+    def shape(self):
+        return self._data.shape
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    @property
+    def dtype(self):
+        return from_numpy_dtype(self._data.dtype)
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def size(self):
+        return self._data.size
+
+    def numel(self):
+        return self._data.size
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        flag = bool(flag)
+        if flag and not self.dtype.is_floating:
+            raise DTypeError(
+                f"requires_grad=True needs a floating-point tensor, but this one is {self.dtype} "
+                f"(shape {self.shape}). Only float16/32/64 tensors have gradients: convert first, "
+                f"e.g. x.float().requires_grad_()")
+        if not flag and self._node is not None:
+            raise GradError("cannot clear requires_grad of a tensor computed from others "
+                            "(it is not a leaf); use t.detach() for a tensor without history")
+        self._requires_grad = flag
+
+    def requires_grad_(self, flag=True):
+        """Set ``requires_grad`` in place and return the tensor (PyTorch's spelling)."""
+        self.requires_grad = flag
+        return self
+
+    @property
+    def is_leaf(self):
+        return self._node is None
+
+    # ---- conversion -------------------------------------------------------------------------
+    def numpy(self):
+        """The values as a NumPy array (shares memory on CPU; copies from a GPU)."""
+        if self._device.type == "cpu":
+            return self._data
+        return self._data.get()
+
+    def __array__(self, dtype=None, copy=None):
+        if self._device.type != "cpu":
+            raise DeviceError(
+                f"np.asarray() of a tensor on {self._device}: NumPy reads host memory only. "
+                f"Call t.numpy() (copies to the host) or t.to('cpu') first.")
+        if dtype is not None:
+            return self._data.astype(dtype, copy=bool(copy))
+        return self._data.copy() if copy else self._data
+
+    def item(self):
+        """The single value of a one-element tensor as a Python number."""
+        if self._data.size != 1:
+            raise ValueError(f"item() needs a tensor with one element; this one has shape "
+                             f"{self.shape} ({self._data.size} elements)")
+        return self._data.reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating or self._data.size != 1:
+            raise TypeError(f"only integer tensors with one element can be used as an index; "
+                            f"got {self.dtype} of shape {self.shape}")
+        return int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise ValueError(
+                f"the truth value of a tensor with {self._data.size} elements (shape {self.shape})"
+                f" is ambiguous: use (t).any() or (t).all(), or compare a single element")
+        return bool(self.item())
+
+    def to(self, device=None, dtype=None):
+        """This tensor on ``device`` and/or as ``dtype``; differentiable; no copy if unchanged."""
+        from .ops.elementwise import cast, to_device
+        out = self
+        if dtype is not None:
+            out = cast(out, dtype=dtype)
+        if device is not None:
+            out = to_device(out, device=get_device(device).name)
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def detach(self):
+        """The same values (shared memory) with no history and ``requires_grad=False``."""
+        return Tensor._make(self._data, self._device)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False):
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""
+        from ..autodiff.engine import backward
+        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+
+    # ---- hashing: tensors compare elementwise, so hash by identity -----------------------------
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        from .format import format_tensor
+        return format_tensor(self)
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        for i in range(self._data.shape[0]):
+            yield self[i]
+
+    # ---- DLPack (zero-copy exchange with PyTorch, CuPy, JAX) ---------------------------------
+    def __dlpack__(self, *args, **kwargs):
+        return self._data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+
+def wrap(array, device=None):
+    """A Tensor around an existing backend array (no copy); internal helper for kernels' users."""
+    if device is None:
+        from ..devices import device_of_array
+        device = device_of_array(array)
+    return Tensor._make(array, device)
