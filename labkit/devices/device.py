@@ -9,6 +9,7 @@
 Device('cpu:0')
 """
 import contextlib
+import os
 import re
 import threading
 
@@ -104,6 +105,29 @@ def get_device(spec=None):
     return dev
 
 
+def configure(cpus=None):
+    """Split the host into ``cpus`` virtual CPU devices ``cpu:0`` .. ``cpu:N-1``.
+
+    Virtual devices share the host's memory and cores; they let placement, transfers and
+    multi-device errors be shown and tested on a machine without a GPU. The environment variable
+    ``LABKIT_CPUS`` sets the count at import. Tensors already on a removed device stay valid.
+
+    >>> import labkit as lk
+    >>> lk.devices.configure(cpus=2); [d.name for d in lk.devices.devices()]
+    ['cpu:0', 'cpu:1']
+    >>> lk.devices.configure(cpus=1)
+    """
+    global _cpu_count
+    if cpus is not None:
+        cpus = int(cpus)
+        if cpus < 1:
+            raise DeviceError(f"configure(cpus={cpus}): at least one CPU device is needed")
+        with _lock:
+            _cpu_count = cpus
+            for name in [n for n, d in _devices.items() if d.type == "cpu" and d.index >= cpus]:
+                del _devices[name]
+
+
 def devices():
     """Every device of this process: the CPU devices, then one per CUDA device CuPy sees."""
     out = [get_device(f"cpu:{i}") for i in range(_cpu_count)]
@@ -119,6 +143,9 @@ def device_of_array(array):
     if dev is not None and hasattr(dev, "id"):  # a CuPy array
         return get_device(f"gpu:{dev.id}")
     raise DeviceError(f"cannot tell which device an object of type {type(array).__name__} is on")
+
+
+configure(cpus=int(os.environ.get("LABKIT_CPUS", "1") or 1))
 
 
 class _Default(threading.local):

@@ -6,6 +6,7 @@ from .creation import (arange, eye, from_dlpack, from_numpy, full, full_like, li
 from .dtypes import (DType, as_dtype, bool_, float16, float32, float64, int32, int64,
                      result_type)
 from .op import REGISTRY, Op, op
+from .ops.conv import avg_pool2d, conv2d, max_pool2d
 from .ops.composite import (clip, flatten, log_softmax, logsumexp, mean, softmax, split, squeeze,
                             stack, transpose, unsqueeze, var)
 from .ops.elementwise import (abs, add, cast, div, eq, exp, ge, gt, le, log, logical_not, lt,
