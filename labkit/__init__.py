@@ -8,7 +8,8 @@
 """
 from .errors import (CheckpointError, DeviceError, DTypeError, GradError, LabkitError,
                      ShapeError)
-from .devices import Device, device, devices
+from . import devices
+from .devices import Device, device
 from .tensor import *  # noqa: F401,F403
 from .tensor import Tensor, op
 from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, is_grad_enabled, jvp, no_grad,
