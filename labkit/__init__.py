@@ -12,7 +12,9 @@ from . import devices
 from .devices import Device, device
 from .tensor import *  # noqa: F401,F403
 from .tensor import Tensor, op
+from .tensor.checkpoint import save, load
 from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, is_grad_enabled, jvp, no_grad,
                        value_and_grad, vjp)
+from . import nn, optim, data
 
 __version__ = "0.1.0"

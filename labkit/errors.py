@@ -37,6 +37,10 @@ class CheckpointError(LabkitError, ValueError):
     """A checkpoint file that is truncated, corrupted, or holds something labkit cannot store."""
 
 
+class NumericsError(LabkitError, FloatingPointError):
+    """NaN or Inf produced by an op, found by the ``LABKIT_DEBUG=1`` checking mode."""
+
+
 def describe(value):
     """A short description of an op argument for error messages: shape, dtype and device."""
     shape = getattr(value, "shape", None)

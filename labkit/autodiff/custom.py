@@ -19,8 +19,15 @@ from ..tensor.tensor import Tensor
 
 
 class _Residuals:
-    """Per-call holder for what ``fwd`` saved; passed as an attribute of the call's op."""
-    __slots__ = ("value",)
+    """Per-call holder for what ``fwd`` saved; passed as an attribute of the call's op.
+
+    ``device`` is the call's device, so the tensors ``fwd`` sees are placed there (an array alone
+    cannot tell virtual CPU devices apart)."""
+    __slots__ = ("value", "device")
+
+    def __init__(self, device=None):
+        self.value = None
+        self.device = device
 
 
 class custom_vjp:
@@ -49,15 +56,29 @@ class custom_vjp:
     def __call__(self, *args):
         if self.fwd is None:
             raise GradError(f"{self!r}: call .defvjp(fwd, bwd) before using it")
-        return self._op(*args, res=_Residuals())
+        device = next((a.device for a in args if isinstance(a, Tensor)), None)
+        return self._op(*args, res=_Residuals(device))
 
     def _kernel(self, xp, *arrays, res):
-        from ..devices import device_of_array
-        args = [Tensor._make(a, device_of_array(a)) if hasattr(a, "shape") and
+        args = [Tensor._make(a, self._device_of(a, res)) if hasattr(a, "shape") and
                 not isinstance(a, (int, float)) else a for a in arrays]
         with dispatch.grad_enabled(False):
-            out, res.value = self.fwd(*args)
+            result = self.fwd(*args)
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], Tensor)):
+            got = type(result).__name__
+            if isinstance(result, tuple):
+                got += f" of length {len(result)}"
+            raise GradError(
+                f"{self!r}: fwd must return a pair (output tensor, residuals), but it returned "
+                f"a {got}. Write fwd as: def fwd(x): return f(x), (saved, values)")
+        out, res.value = result
         return out._data
+
+    @staticmethod
+    def _device_of(array, res):
+        from ..devices import device_of_array
+        d = res.device
+        return d if d is not None and type(array) is d.array_type else device_of_array(array)
 
     def _shape(self, *args, res):
         from ..tensor.creation import zeros

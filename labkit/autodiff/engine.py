@@ -53,6 +53,17 @@ def _fit(g, like):
     return g
 
 
+def _own(g, handed):
+    """``g`` detached, in an array of its own: each leaf's ``.grad`` may be updated in place
+    (clipping, zeroing) without touching another leaf's, a read-only broadcast view, or the
+    caller's gradient. Copies only arrays that are views or already handed out."""
+    arr = g._data
+    if arr.base is not None or id(arr) in handed:
+        arr = arr.copy()
+    handed.add(id(arr))
+    return Tensor._make(arr, g._device)
+
+
 def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumulate):
     """Core of every reverse-mode entry point.
 
@@ -103,12 +114,14 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
                 node.free()
 
     if accumulate:
+        handed = {id(g._data) for g in cotangents}   # arrays .grad must not share
         for leaf, g in leaf_grads.values():
-            if not create_graph:
-                g = g.detach()
-            leaf.grad = g if leaf.grad is None else (
-                add(leaf.grad, g) if create_graph else Tensor._make(
-                    leaf.grad._data + g._data, leaf.grad._device))
+            if create_graph:
+                leaf.grad = g if leaf.grad is None else add(leaf.grad, g)
+            elif leaf.grad is None:
+                leaf.grad = _own(g, handed)
+            else:
+                leaf.grad = Tensor._make(leaf.grad._data + g._data, leaf.grad._device)
     for key, (leaf, g) in leaf_grads.items():
         for i in target_keys.get(key, ()):
             results[i] = g

@@ -25,7 +25,30 @@ class _Depth(threading.local):
 _depth = _Depth()   # > 0 while a transform's function runs: inner transforms keep their graph
 
 
-class no_grad(contextlib.ContextDecorator):
+class _GradMode(contextlib.ContextDecorator):
+    """Sets grad mode to ``_flag`` inside the block and restores what was there before.
+
+    Re-entrant: the previous states form a stack, and each call of a decorated function gets a
+    fresh context (so recursion and threads never restore another call's state).
+    """
+    _flag = None
+
+    def __init__(self):
+        self._previous = []
+
+    def _recreate_cm(self):
+        return type(self)()
+
+    def __enter__(self):
+        self._previous.append(dispatch.is_grad_enabled())
+        dispatch.set_grad_enabled(self._flag)
+
+    def __exit__(self, *exc):
+        dispatch.set_grad_enabled(self._previous.pop())
+        return False
+
+
+class no_grad(_GradMode):
     """Context manager / decorator: ops inside record no tape (no gradients, less memory).
 
     >>> import labkit as lk
@@ -35,26 +58,12 @@ class no_grad(contextlib.ContextDecorator):
     >>> y.requires_grad
     False
     """
-
-    def __enter__(self):
-        self._previous = dispatch.is_grad_enabled()
-        dispatch.set_grad_enabled(False)
-
-    def __exit__(self, *exc):
-        dispatch.set_grad_enabled(self._previous)
-        return False
+    _flag = False
 
 
-class enable_grad(contextlib.ContextDecorator):
+class enable_grad(_GradMode):
     """Context manager / decorator: turn recording back on inside a ``no_grad`` block."""
-
-    def __enter__(self):
-        self._previous = dispatch.is_grad_enabled()
-        dispatch.set_grad_enabled(True)
-
-    def __exit__(self, *exc):
-        dispatch.set_grad_enabled(self._previous)
-        return False
+    _flag = True
 
 
 def is_grad_enabled():
@@ -114,6 +123,18 @@ def _scalar_output(out, where):
     return out
 
 
+def _detached(tree):
+    """``tree`` (tensors in nested tuples, lists and dicts) with every tensor detached."""
+    if isinstance(tree, Tensor):
+        return tree.detach()
+    if isinstance(tree, (tuple, list)):
+        items = [_detached(t) for t in tree]
+        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
+    if isinstance(tree, dict):
+        return {k: _detached(v) for k, v in tree.items()}
+    return tree
+
+
 def value_and_grad(fun, argnums=0, has_aux=False):
     """``fun`` -> a function returning ``(fun(*args), gradient)``; see ``grad``."""
     where = f"value_and_grad({getattr(fun, '__name__', 'fun')})"
@@ -131,6 +152,8 @@ def value_and_grad(fun, argnums=0, has_aux=False):
         else:
             grads = [zeros_like(x) for x in inputs]
         value = out if nested else out.detach()
+        if has_aux and not nested:
+            aux = _detached(aux)   # aux is not differentiated: do not keep its tape alive
         g = grads[0] if single else tuple(grads)
         return ((value, aux), g) if has_aux else (value, g)
     return wrapped
@@ -191,7 +214,7 @@ def jvp(fun, primals, tangents):
     where = f"jvp({getattr(fun, '__name__', 'fun')})"
     nums = tuple(range(len(primals)))
     out, inputs, nested = _call_differentiable(fun, primals, {}, nums, where)
-    tangents = [t if isinstance(t, Tensor) else _tensor(t, dtype=x.dtype)
+    tangents = [t if isinstance(t, Tensor) else _tensor(t, dtype=x.dtype, device=x.device)
                 for t, x in zip(tangents, inputs)]
     for t, x in zip(tangents, inputs):
         if t.shape != x.shape:

@@ -93,12 +93,14 @@ def get_device(spec=None):
                 if index >= _cpu_count:
                     raise DeviceError(
                         f"device {spec!r} does not exist: this process has {_cpu_count} CPU "
-                        f"device(s), cpu:0..cpu:{_cpu_count - 1}.")
+                        f"device(s), cpu:0..cpu:{_cpu_count - 1}. Use one of those, or split the "
+                        f"host into more with lk.devices.configure(cpus={index + 1}).")
             else:
                 backends.cupy_module()  # raises a clear error when CuPy or a GPU is missing
                 n = backends.gpu_count()
                 if index >= n:
-                    raise DeviceError(f"device {spec!r} does not exist: CuPy sees {n} GPU(s).")
+                    raise DeviceError(f"device {spec!r} does not exist: CuPy sees {n} GPU(s), "
+                                      f"gpu:0..gpu:{n - 1}. Use one of those, or a 'cpu' device.")
             dev = Device(type_, index)
             _devices[canonical] = dev
         _devices[spec] = dev

@@ -160,7 +160,15 @@ def from_dlpack(obj):
     """A tensor sharing memory with ``obj`` through DLPack (PyTorch, CuPy, JAX, NumPy arrays).
 
     CPU producers give a CPU tensor; CUDA producers give a GPU tensor (needs CuPy).
+
+    >>> import numpy as np, labkit as lk
+    >>> a = np.zeros(3, dtype=np.float32); t = lk.from_dlpack(a); a[1] = 2; t.tolist()
+    [0.0, 2.0, 0.0]
     """
+    if not hasattr(obj, "__dlpack_device__") or not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"from_dlpack expects an array that supports DLPack (a NumPy array, a "
+                        f"PyTorch, CuPy or JAX tensor), got {type(obj).__name__}; use "
+                        f"lk.tensor(data) to copy other data")
     kind, _ = obj.__dlpack_device__()
     if int(kind) == 1:  # kDLCPU
         array = np.from_dlpack(obj)
@@ -169,8 +177,11 @@ def from_dlpack(obj):
         array = cupy.from_dlpack(obj)
     else:
         raise DTypeError(f"from_dlpack: producer is on DLPack device type {kind}, which labkit "
-                         f"does not support (CPU and CUDA only)")
-    storage_dtype(array.dtype)
-    if array.dtype != storage_dtype(array.dtype):
-        raise DTypeError(f"from_dlpack: labkit has no dtype for {array.dtype}")
+                         f"does not support (CPU and CUDA only); move it to the CPU or a CUDA "
+                         f"GPU first")
+    if array.dtype.kind not in "fiub" or array.dtype != storage_dtype(array.dtype):
+        raise DTypeError(f"from_dlpack: labkit has no dtype for {array.dtype} (it holds float16/"
+                         f"32/64, int32/64 and bool), so it cannot share this memory; convert "
+                         f"the producer first (e.g. x.to(torch.float32)) or copy it with "
+                         f"lk.tensor(np.asarray(x))")
     return Tensor._make(array, device_of_array(array))

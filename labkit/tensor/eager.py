@@ -8,9 +8,10 @@ asked to explain why, so the error names the op, shapes, dtypes and devices.
 ``LABKIT_DEBUG=1`` switches on a checking mode: each op's shape rule is compared with the
 kernel's real output, and NaN/Inf in an output raises an error naming the op that made it.
 """
+import math
 import os
 
-from ..errors import DeviceError, LabkitError, ShapeError, describe
+from ..errors import DeviceError, DTypeError, LabkitError, NumericsError, ShapeError, describe
 from ..devices import default_device
 from . import dispatch
 from .dispatch import Mode
@@ -20,9 +21,10 @@ from .tensor import Tensor
 
 def _device_mismatch(op, inputs):
     parts = ", ".join(describe(a) for a in inputs)
+    first = next(a._device for a in inputs if isinstance(a, Tensor))
     return DeviceError(
         f"{op.name}: inputs are on different devices ({parts}). All tensor inputs of one op must "
-        f"be on one device: move them with t.to('cpu') / t.to('gpu:0') first.")
+        f"be on one device: move them first, e.g. t.to('{first}').")
 
 
 def explain_failure(op, inputs, attrs, exc):
@@ -37,7 +39,20 @@ def explain_failure(op, inputs, attrs, exc):
         pass
     parts = ", ".join(describe(a) for a in inputs)
     extra = f" with {attrs}" if attrs else ""
-    return ShapeError(f"{op.name} failed on ({parts}){extra}: {type(exc).__name__}: {exc}")
+    if isinstance(exc, IndexError) and "out of bounds" in str(exc):
+        # a data-dependent index value, which no shape rule can see
+        return ShapeError(f"{op.name}: an index is out of range for ({parts}){extra}: {exc}. "
+                          f"Index values along a dimension of size n must lie in -n..n-1: check "
+                          f"the index tensor's values (e.g. idx.max()) against the shape.")
+    return ShapeError(f"{op.name} failed on ({parts}){extra}: {type(exc).__name__}: {exc}. "
+                      f"Check these shapes and dtypes against what {op.name} expects.")
+
+
+def _not_an_input(op, i, value):
+    return DTypeError(
+        f"{op.name}: input {i} is a {type(value).__name__}; the inputs of an op are tensors or "
+        f"Python numbers. Pass the tensors one by one, or make one tensor with lk.tensor(...) / "
+        f"lk.stack(...) first.")
 
 
 class EagerMode(Mode):
@@ -58,6 +73,8 @@ class EagerMode(Mode):
                     needs_grad = True
                 arrays.append(a._data)
             else:
+                if type(a) in (list, tuple, dict):
+                    raise _not_an_input(op, len(arrays), a)
                 arrays.append(a)
         if device is None:
             device = default_device()
@@ -74,23 +91,57 @@ class EagerMode(Mode):
         return Tensor._make(out, device)
 
 
+def _nonfinite(value):
+    """'NaN', 'Inf' or None: what non-finite values a tensor, number or attribute holds."""
+    if isinstance(value, Tensor):
+        if not value.dtype.is_floating:
+            return None
+        xp = value._device.xp
+        if bool(xp.isnan(value._data).any()):
+            return "NaN"
+        return "Inf" if bool(xp.isinf(value._data).any()) else None
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else "Inf"
+    if isinstance(value, (tuple, list)):
+        return next((k for k in map(_nonfinite, value) if k), None)
+    return None
+
+
 class DebugEagerMode(EagerMode):
-    """Eager mode that checks every op's shape rule against its kernel, and outputs for NaN/Inf."""
+    """Eager mode that checks every op's shape rule against its kernel, and outputs for NaN/Inf.
+
+    An op "produces" NaN or Inf when its output holds them and none of its inputs or attributes
+    did (so max_pool2d's -inf padding, or an Inf passed on from an earlier op, is not flagged).
+    """
 
     def apply(self, op, inputs, attrs):
         result = super().apply(op, inputs, attrs)
         shape, dtype = op.shape(*inputs, **attrs)
-        if tuple(shape) != result.shape or dtype is not result.dtype:
+        # A rule may leave data-dependent sizes unknown: None for the shape or for a dimension.
+        same = shape is None or (len(shape) == result.ndim and all(
+            s is None or s == r for s, r in zip(shape, result.shape)))
+        if not same or dtype is not result.dtype:
             raise LabkitError(
-                f"LABKIT_DEBUG: op {op.name}'s shape rule says {tuple(shape)} {dtype} but its "
+                f"LABKIT_DEBUG: op {op.name}'s shape rule says {shape} {dtype} but its "
                 f"kernel returned {result.shape} {result.dtype} for inputs "
                 f"({', '.join(describe(a) for a in inputs)}); fix the rule or the kernel.")
         if result.dtype.is_floating:
             xp = result._device.xp
             if not bool(xp.isfinite(result._data).all()):
-                raise FloatingPointError(
-                    f"LABKIT_DEBUG: op {op.name} produced NaN or Inf from inputs "
-                    f"({', '.join(describe(a) for a in inputs)})")
+                made = _nonfinite(result)
+                given = [k for k in map(_nonfinite, (*inputs, *attrs.values())) if k]
+                if made == "NaN" and "NaN" not in given or made == "Inf" and not given:
+                    count = int(xp.count_nonzero(xp.isnan(result._data) if made == "NaN"
+                                                 else xp.isinf(result._data)))
+                    source = "inputs holding only Inf" if given else "finite inputs"
+                    parts = ", ".join(describe(a) for a in inputs)
+                    raise NumericsError(
+                        f"LABKIT_DEBUG: op {op.name} produced {made} ({count} of "
+                        f"{result.size} values of its output {describe(result)}) from {source} "
+                        f"({parts}){f' with {attrs}' if attrs else ''}. Look for its usual "
+                        f"causes (log or sqrt of a negative number, log(0), division by zero, "
+                        f"overflow) in the values fed to {op.name}; unset LABKIT_DEBUG to run "
+                        f"without this check.")
         return result
 
 

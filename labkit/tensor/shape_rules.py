@@ -20,7 +20,9 @@ def np_dtype_of(x):
     """NumPy dtype of a tensor-like input, or the Python type of a (weak) scalar."""
     d = getattr(x, "dtype", None)
     if d is None:
-        return type(x) if isinstance(x, (bool, int, float)) else np.asarray(x).dtype
+        if isinstance(x, bool):   # NumPy takes int/float as weak types, but bool as a dtype
+            return np.dtype(np.bool_)
+        return type(x) if isinstance(x, (int, float)) else np.asarray(x).dtype
     return getattr(d, "np", d)
 
 
@@ -64,14 +66,27 @@ def ufunc_dtype(opname, ufunc, *inputs):
     try:
         resolved = ufunc.resolve_dtypes(tuple(np_dtype_of(a) for a in inputs) + (None,))
     except Exception:
-        raise DTypeError(f"{opname}: no kernel for dtypes ({inputs_text(inputs)})") from None
-    return from_numpy_dtype(resolved[-1])
+        raise DTypeError(
+            f"{opname} is not defined for dtypes ({inputs_text(inputs)}) (NumPy's "
+            f"{ufunc.__name__} has no loop for them). Cast an input first, e.g. x.float() or "
+            f"x.to(dtype=lk.int64).") from None
+    out = np.dtype(resolved[-1])
+    try:
+        return from_numpy_dtype(out)
+    except DTypeError:
+        raise DTypeError(
+            f"{opname} of ({inputs_text(inputs)}) would give NumPy's {out}, which labkit does not "
+            f"hold (float16/32/64, int32/64, bool_). Cast an input first, e.g. x.to(dtype="
+            f"lk.int64).") from None
 
 
-def elementwise(ufunc):
-    """Rule for an elementwise op that behaves like the NumPy ufunc ``ufunc``."""
+def elementwise(ufunc, name=None):
+    """Rule for an elementwise op that behaves like the NumPy ufunc ``ufunc``; ``name`` is the
+    op's name for error messages (default: the ufunc's)."""
+    name = name or ufunc.__name__
+
     def rule(*inputs):
-        return broadcast_shapes(ufunc.__name__, *inputs), ufunc_dtype(ufunc.__name__, ufunc, *inputs)
+        return broadcast_shapes(name, *inputs), ufunc_dtype(name, ufunc, *inputs)
     return rule
 
 
@@ -88,23 +103,31 @@ def float_dtype(opname, x):
     return d
 
 
-def normalize_dim(opname, dim, ndim):
-    """Wrap a possibly negative ``dim`` into range, or raise ShapeError naming the op."""
-    if not -ndim <= dim < max(ndim, 1):
-        raise ShapeError(f"{opname}: dim={dim} is out of range for a tensor with {ndim} "
-                         f"dimension(s) (valid: {-ndim}..{max(ndim, 1) - 1})")
+def normalize_dim(opname, dim, ndim, x=None):
+    """Wrap a possibly negative ``dim`` into range, or raise ShapeError naming the op.
+
+    A 0-d tensor accepts dim 0 and -1, as in PyTorch. ``x`` (the tensor, if at hand) is
+    described in the error.
+    """
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        what = describe(x) if x is not None else f"a tensor with {ndim} dimension(s)"
+        raise ShapeError(f"{opname}: dim={dim} is out of range for {what}: valid dims are "
+                         f"{-n}..{n - 1} (negative dims count from the end)")
     return dim % ndim if ndim else 0
 
 
-def normalize_dims(opname, dim, ndim):
+def normalize_dims(opname, dim, ndim, x=None):
     """``dim`` (None, int or tuple) as a sorted tuple of non-negative axes."""
     if dim is None:
         return tuple(range(ndim))
     if isinstance(dim, int):
         dim = (dim,)
-    axes = tuple(sorted(normalize_dim(opname, d, ndim) for d in dim))
+    axes = tuple(sorted(normalize_dim(opname, d, ndim, x) for d in dim))
     if len(set(axes)) != len(axes):
-        raise ShapeError(f"{opname}: dim={dim} repeats an axis")
+        what = f" of {describe(x)}" if x is not None else ""
+        raise ShapeError(f"{opname}: dim={dim} names the same axis{what} twice; list each "
+                         f"dimension once")
     return axes
 
 

@@ -13,7 +13,7 @@ tensor([[2., 4.],
 """
 import numpy as np
 
-from ..errors import DeviceError, DTypeError, GradError
+from ..errors import DeviceError, DTypeError, GradError, ShapeError
 from ..devices import get_device, transfer
 from . import dispatch
 from .dtypes import from_numpy_dtype
@@ -87,8 +87,8 @@ class Tensor:
         if flag and not self.dtype.is_floating:
             raise DTypeError(
                 f"requires_grad=True needs a floating-point tensor, but this one is {self.dtype} "
-                f"(shape {self.shape}). Only float16/32/64 tensors have gradients: convert first, "
-                f"e.g. x.float().requires_grad_()")
+                f"(shape {self.shape}, on {self._device}). Only float16/32/64 tensors have "
+                f"gradients: convert first, e.g. x.float().requires_grad_()")
         if not flag and self._node is not None:
             raise GradError("cannot clear requires_grad of a tensor computed from others "
                             "(it is not a leaf); use t.detach() for a tensor without history")
@@ -115,15 +115,19 @@ class Tensor:
             raise DeviceError(
                 f"np.asarray() of a tensor on {self._device}: NumPy reads host memory only. "
                 f"Call t.numpy() (copies to the host) or t.to('cpu') first.")
-        if dtype is not None:
-            return self._data.astype(dtype, copy=bool(copy))
+        if dtype is not None and np.dtype(dtype) != self._data.dtype:
+            if copy is False:
+                raise ValueError(f"np.asarray(t, dtype={np.dtype(dtype)}, copy=False): converting "
+                                 f"this {self.dtype} tensor needs a copy; drop copy=False")
+            return self._data.astype(dtype)
         return self._data.copy() if copy else self._data
 
     def item(self):
         """The single value of a one-element tensor as a Python number."""
         if self._data.size != 1:
-            raise ValueError(f"item() needs a tensor with one element; this one has shape "
-                             f"{self.shape} ({self._data.size} elements)")
+            raise ShapeError(f"item() needs a tensor with one element; this one has shape "
+                             f"{self.shape} ({self._data.size} elements). Index one element "
+                             f"first (t[0].item()), or use t.tolist() for all of them.")
         return self._data.reshape(()).item()
 
     def tolist(self):
@@ -143,7 +147,7 @@ class Tensor:
 
     def __bool__(self):
         if self._data.size != 1:
-            raise ValueError(
+            raise ShapeError(
                 f"the truth value of a tensor with {self._data.size} elements (shape {self.shape})"
                 f" is ambiguous: use (t).any() or (t).all(), or compare a single element")
         return bool(self.item())

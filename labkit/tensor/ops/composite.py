@@ -1,7 +1,7 @@
 """Composite ops: written in primitives, so they get gradients and capture for free."""
 import math
 
-from ...errors import ShapeError
+from ...errors import ShapeError, describe
 from ..shape_rules import normalize_dim, normalize_dims
 from .elementwise import div, exp, log, maximum, minimum, sub
 from .reduce import max, sum
@@ -10,17 +10,20 @@ from .shape import permute, reshape
 
 def mean(x, dim=None, keepdim=False):
     """Average over ``dim`` (None: all elements)."""
-    axes = normalize_dims("mean", dim, x.ndim)
-    count = math.prod(x.shape[a] for a in axes)
+    count = _count(x, normalize_dims("mean", dim, x.ndim, x))
     return div(sum(x, dim=dim, keepdim=keepdim), count)
 
 
 def var(x, dim=None, keepdim=False, correction=1):
     """Variance over ``dim`` with Bessel's ``correction`` (PyTorch's default: 1)."""
-    axes = normalize_dims("var", dim, x.ndim)
-    count = math.prod(x.shape[a] for a in axes)
+    count = _count(x, normalize_dims("var", dim, x.ndim, x))
     centered = sub(x, mean(x, dim=dim, keepdim=True))
     return div(sum(centered * centered, dim=dim, keepdim=keepdim), _at_least_zero(count - correction))
+
+
+def _count(x, axes):
+    """How many elements a reduction over ``axes`` combines (1 for a 0-d tensor)."""
+    return math.prod(x.shape[a] for a in axes) if x.ndim else 1
 
 
 def _at_least_zero(n):
@@ -30,7 +33,7 @@ def _at_least_zero(n):
 def transpose(x, dim0=-2, dim1=-1):
     """Swap two dimensions (default: the last two)."""
     nd = x.ndim
-    d0, d1 = normalize_dim("transpose", dim0, nd), normalize_dim("transpose", dim1, nd)
+    d0, d1 = normalize_dim("transpose", dim0, nd, x), normalize_dim("transpose", dim1, nd, x)
     dims = list(range(nd))
     dims[d0], dims[d1] = dims[d1], dims[d0]
     return permute(x, dims=tuple(dims))
@@ -41,14 +44,14 @@ def squeeze(x, dim=None):
     if dim is None:
         shape = tuple(s for s in x.shape if s != 1)
     else:
-        axes = normalize_dims("squeeze", dim, x.ndim)
+        axes = normalize_dims("squeeze", dim, x.ndim, x)
         shape = tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1))
     return reshape(x, shape=shape)
 
 
 def unsqueeze(x, dim):
     """Insert a dimension of size 1 at position ``dim``."""
-    d = normalize_dim("unsqueeze", dim, x.ndim + 1)
+    d = normalize_dim("unsqueeze", dim, x.ndim + 1, x)
     return reshape(x, shape=x.shape[:d] + (1,) + x.shape[d:])
 
 
@@ -56,8 +59,11 @@ def flatten(x, start_dim=0, end_dim=-1):
     """Merge dimensions ``start_dim..end_dim`` into one."""
     if x.ndim == 0:
         return reshape(x, shape=(1,))
-    s = normalize_dim("flatten", start_dim, x.ndim)
-    e = normalize_dim("flatten", end_dim, x.ndim)
+    s = normalize_dim("flatten", start_dim, x.ndim, x)
+    e = normalize_dim("flatten", end_dim, x.ndim, x)
+    if s > e:
+        raise ShapeError(f"flatten: start_dim={start_dim} comes after end_dim={end_dim} for "
+                         f"{describe(x)}; pass start_dim <= end_dim")
     return reshape(x, shape=x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
 
 
@@ -72,6 +78,7 @@ def clip(x, min=None, max=None):
 
 def logsumexp(x, dim=-1, keepdim=False):
     """log(sum(exp(x))) over ``dim``, computed stably (the max is subtracted first)."""
+    normalize_dims("logsumexp", dim, x.ndim, x)
     m = max(x, dim=dim, keepdim=True).detach()
     out = log(sum(exp(sub(x, m)), dim=dim, keepdim=True)) + m
     return out if keepdim else squeeze(out, dim)
@@ -79,12 +86,14 @@ def logsumexp(x, dim=-1, keepdim=False):
 
 def softmax(x, dim=-1):
     """exp(x) / sum(exp(x)) over ``dim``, stable for large inputs."""
+    normalize_dims("softmax", dim, x.ndim, x)
     e = exp(sub(x, max(x, dim=dim, keepdim=True).detach()))
     return div(e, sum(e, dim=dim, keepdim=True))
 
 
 def log_softmax(x, dim=-1):
     """log(softmax(x)) over ``dim``, computed without forming softmax (stable)."""
+    normalize_dims("log_softmax", dim, x.ndim, x)
     return sub(x, logsumexp(x, dim=dim, keepdim=True))
 
 
@@ -94,7 +103,11 @@ def stack(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise ShapeError("stack: needs at least one tensor")
-    d = normalize_dim("stack", dim, tensors[0].ndim + 1)
+    if any(t.shape != tensors[0].shape for t in tensors[1:]):
+        raise ShapeError(f"stack: every tensor must have the same shape; got "
+                         f"{', '.join(describe(t) for t in tensors)}. Reshape or pad them to one "
+                         f"shape, or use lk.concat to join along an existing dimension.")
+    d = normalize_dim("stack", dim, tensors[0].ndim + 1, tensors[0])
     return concat(*[unsqueeze(t, d) for t in tensors], dim=d)
 
 
@@ -102,12 +115,12 @@ def split(x, split_size_or_sections, dim=0):
     """Split ``x`` along ``dim`` into pieces of ``split_size`` (the last may be smaller), or into
     pieces of the sizes listed (PyTorch's semantics). Returns a tuple of tensors."""
     from .index import getitem_slices
-    d = normalize_dim("split", dim, x.ndim)
+    d = normalize_dim("split", dim, x.ndim, x)
     n = x.shape[d]
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
         if step <= 0:
-            raise ShapeError(f"split: split_size must be positive, got {step}")
+            raise ShapeError(f"split: split_size must be positive, got {step} for {describe(x)}")
         sizes = [min(step, n - s) for s in range(0, n, step)] or [0]
     else:
         sizes = [int(s) for s in split_size_or_sections]
@@ -117,5 +130,5 @@ def split(x, split_size_or_sections, dim=0):
         start += s
     if start != n:
         raise ShapeError(f"split: sections {sizes} add up to {start}, but dim {dim} of "
-                         f"{tuple(x.shape)} has size {n}")
+                         f"{describe(x)} has size {n}; give sections that add up to {n}")
     return tuple(getitem_slices(x, d, a, b) for a, b in bounds)

@@ -31,23 +31,27 @@ def out_size(size, k, s, p, d):
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def _window_geometry(opname, shape, kernel_size, stride, padding, dilation):
+def _window_geometry(opname, shape, kernel_size, stride, padding, dilation, x=None,
+                     error=ShapeError):
+    """Output height and width of sliding windows; ``error`` (describing ``x``) if none fit."""
+    what = describe(x) if x is not None else f"shape {tuple(shape)}"
     if len(shape) != 4:
-        raise ShapeError(f"{opname} expects a 4-d (N, C, H, W) input; got shape {tuple(shape)}")
+        raise error(f"{opname} expects a 4-d (N, C, H, W) input; got {what}. Add a batch "
+                    f"dimension with x.unsqueeze(0) for a single (C, H, W) image.")
     n, c, h, w = shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
     oh, ow = out_size(h, kh, sh, ph, dh), out_size(w, kw, sw, pw, dw)
     if oh <= 0 or ow <= 0:
-        raise ShapeError(
-            f"{opname}: a {kh}x{kw} window (dilation {dh}x{dw}) does not fit the input of shape "
-            f"{tuple(shape)} with padding {ph}x{pw}: the output would be {oh}x{ow}. Use a "
-            f"smaller kernel, more padding, or a larger input.")
+        raise error(
+            f"{opname}: a {kh}x{kw} window (dilation {dh}x{dw}) does not fit the input {what} "
+            f"with padding {ph}x{pw}: the output would be {oh}x{ow}. Use a smaller kernel, more "
+            f"padding, or a larger input.")
     return n, c, h, w, oh, ow
 
 
 def _unfold_rule(x, kernel_size, stride, padding, dilation, pad_value=0.0):
     n, c, h, w, oh, ow = _window_geometry("unfold", shape_of(x), kernel_size, stride, padding,
-                                          dilation)
+                                          dilation, x)
     return (n, c) + tuple(kernel_size) + (oh, ow), x.dtype
 
 
@@ -59,8 +63,9 @@ def _unfold_vjp(g, out, x, kernel_size, stride, padding, dilation, pad_value=0.0
 @op("unfold", shape=_unfold_rule, vjp=_unfold_vjp)
 def unfold(xp, x, kernel_size, stride, padding, dilation, pad_value=0.0):
     """Sliding windows of ``x`` (N, C, H, W) as a (N, C, kh, kw, OH, OW) strided view."""
+    # a plain ValueError: the dispatcher then asks the rule, whose error describes the tensor
     n, c, h, w, oh, ow = _window_geometry("unfold", x.shape, kernel_size, stride, padding,
-                                          dilation)
+                                          dilation, error=ValueError)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
     if ph or pw:
         x = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
@@ -124,6 +129,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1):
         raise ShapeError(f"conv2d: input has {x.shape[1]} channels but weight expects {c} "
                          f"(input {describe(x)}, weight {describe(weight)})")
     geo = _geometry_args((kh, kw), stride, padding, dilation)
+    _window_geometry("conv2d", x.shape, x=x, **geo)
     cols = unfold(x, **geo)                                      # (N, C, kh, kw, OH, OW)
     n, oh, ow = x.shape[0], cols.shape[-2], cols.shape[-1]
     cols = reshape(cols, shape=(n, c * kh * kw, oh * ow))        # im2col: one copy
@@ -143,6 +149,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
     if ph > kh // 2 or pw > kw // 2:
         raise ShapeError(f"max_pool2d: padding {geo['padding']} must be at most half the kernel "
                          f"size {geo['kernel_size']}")
+    _window_geometry("max_pool2d", x.shape, x=x, **geo)
     cols = unfold(x, pad_value=float("-inf"), **geo)
     return _max(cols, dim=(2, 3))
 
@@ -152,4 +159,5 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0):
     kernel_size."""
     geo = _geometry_args(kernel_size, stride if stride is not None else kernel_size, padding, 1)
     kh, kw = geo["kernel_size"]
+    _window_geometry("avg_pool2d", x.shape, x=x, **geo)
     return _sum(unfold(x, **geo), dim=(2, 3)) * (1.0 / (kh * kw))

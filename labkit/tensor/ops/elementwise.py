@@ -2,6 +2,8 @@
 
 Each op is one declaration: kernel (against ``xp``), shape/dtype rule, vjp in labkit ops.
 """
+import math
+
 import numpy as np
 
 from ...devices import device_of_array, get_device, transfer
@@ -17,17 +19,18 @@ def _is_tensor(x):
 
 
 # ---- binary arithmetic ---------------------------------------------------------------------
-@op("add", shape=elementwise(np.add), vjp=lambda g, out, a, b: (g, g))
+@op("add", shape=elementwise(np.add, "add"), vjp=lambda g, out, a, b: (g, g))
 def add(xp, a, b):
     return xp.add(a, b)
 
 
-@op("sub", shape=elementwise(np.subtract), vjp=lambda g, out, a, b: (g, neg(g)))
+@op("sub", shape=elementwise(np.subtract, "sub"), vjp=lambda g, out, a, b: (g, neg(g)))
 def sub(xp, a, b):
     return xp.subtract(a, b)
 
 
-@op("mul", shape=elementwise(np.multiply), vjp=lambda g, out, a, b: (mul(g, b), mul(g, a)))
+@op("mul", shape=elementwise(np.multiply, "mul"),
+    vjp=lambda g, out, a, b: (mul(g, b), mul(g, a)))
 def mul(xp, a, b):
     return xp.multiply(a, b)
 
@@ -37,20 +40,28 @@ def _div_vjp(g, out, a, b):
     return ga, (neg(mul(ga, out)) if _is_tensor(b) else None)
 
 
-@op("div", shape=elementwise(np.true_divide), vjp=_div_vjp)
+@op("div", shape=elementwise(np.true_divide, "div"), vjp=_div_vjp)
 def div(xp, a, b):
     return xp.true_divide(a, b)
 
 
 def _pow_vjp(g, out, a, b):
-    ga = mul(g, mul(b, pow(a, sub(b, 1)))) if _is_tensor(a) else None
-    gb = mul(g, mul(out, log(a))) if _is_tensor(b) else None
+    # A Python-number exponent or base stays a Python number (b - 1, math.log(a)): an op on
+    # numbers alone would make a tensor on the default device, and of a non-weak dtype.
+    ga = gb = None
+    if _is_tensor(a):
+        ga = mul(g, mul(b, pow(a, sub(b, 1) if _is_tensor(b) else b - 1)))
+    if _is_tensor(b):
+        gb = mul(g, mul(out, log(a) if _is_tensor(a) else math.log(a)))
     return ga, gb
 
 
-@op("pow", shape=elementwise(np.power), vjp=_pow_vjp)
+@op("pow", shape=elementwise(np.power, "pow"), vjp=_pow_vjp)
 def pow(xp, a, b):
-    return xp.power(a, b)
+    out = xp.power(a, b)
+    if getattr(out, "dtype", None) == xp.int8:   # bool ** bool: NumPy's int8, not a labkit dtype
+        raise TypeError("bool ** bool gives int8")  # the rule explains it
+    return out
 
 
 def _maximum_vjp(g, out, a, b):
@@ -58,7 +69,7 @@ def _maximum_vjp(g, out, a, b):
     return where(pick_a, g, 0), where(pick_a, 0, g)
 
 
-@op("maximum", shape=elementwise(np.maximum), vjp=_maximum_vjp)
+@op("maximum", shape=elementwise(np.maximum, "maximum"), vjp=_maximum_vjp)
 def maximum(xp, a, b):
     return xp.maximum(a, b)
 
@@ -68,58 +79,66 @@ def _minimum_vjp(g, out, a, b):
     return where(pick_a, g, 0), where(pick_a, 0, g)
 
 
-@op("minimum", shape=elementwise(np.minimum), vjp=_minimum_vjp)
+@op("minimum", shape=elementwise(np.minimum, "minimum"), vjp=_minimum_vjp)
 def minimum(xp, a, b):
     return xp.minimum(a, b)
 
 
 # ---- unary math ------------------------------------------------------------------------------
-@op("neg", shape=elementwise(np.negative), vjp=lambda g, out, x: (neg(g),))
+@op("neg", shape=elementwise(np.negative, "neg"), vjp=lambda g, out, x: (neg(g),))
 def neg(xp, x):
     return xp.negative(x)
 
 
-@op("exp", shape=elementwise(np.exp), vjp=lambda g, out, x: (mul(g, out),))
+@op("exp", shape=elementwise(np.exp, "exp"), vjp=lambda g, out, x: (mul(g, out),))
 def exp(xp, x):
     return xp.exp(x)
 
 
-@op("log", shape=elementwise(np.log), vjp=lambda g, out, x: (div(g, x),))
+@op("log", shape=elementwise(np.log, "log"), vjp=lambda g, out, x: (div(g, x),))
 def log(xp, x):
     return xp.log(x)
 
 
-@op("sqrt", shape=elementwise(np.sqrt), vjp=lambda g, out, x: (div(mul(g, 0.5), out),))
+@op("sqrt", shape=elementwise(np.sqrt, "sqrt"), vjp=lambda g, out, x: (div(mul(g, 0.5), out),))
 def sqrt(xp, x):
     return xp.sqrt(x)
 
 
-@op("abs", shape=elementwise(np.absolute), vjp=lambda g, out, x: (mul(g, sign(x)),))
+@op("abs", shape=elementwise(np.absolute, "abs"), vjp=lambda g, out, x: (mul(g, sign(x)),))
 def abs(xp, x):
     return xp.absolute(x)
 
 
-@op("sign", shape=elementwise(np.sign))
+@op("sign", shape=elementwise(np.sign, "sign"))
 def sign(xp, x):
     return xp.sign(x)
 
 
-@op("tanh", shape=elementwise(np.tanh), vjp=lambda g, out, x: (mul(g, sub(1, mul(out, out))),))
+@op("tanh", shape=elementwise(np.tanh, "tanh"),
+    vjp=lambda g, out, x: (mul(g, sub(1, mul(out, out))),))
 def tanh(xp, x):
     return xp.tanh(x)
 
 
 def _sigmoid_kernel(xp, x):
     # 1/(1+exp(-x)) overflows exp for very negative x; this form never does.
+    if getattr(x, "dtype", None) is not None and x.dtype.kind != "f":
+        # bool and int inputs: computed in the float type that exp gives them
+        x = x.astype(xp.exp(xp.zeros((), x.dtype)).dtype)
     e = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(e.dtype, copy=False)
 
 
-sigmoid = op("sigmoid", shape=elementwise(np.exp),
+sigmoid = op("sigmoid", shape=elementwise(np.exp, "sigmoid"),
              vjp=lambda g, out, x: (mul(g, mul(out, sub(1, out))),))(_sigmoid_kernel)
 
 
-@op("relu", shape=elementwise(np.positive), vjp=lambda g, out, x: (mul(g, gt(x, 0)),))
+def _relu_rule(x):
+    return shape_of(x), ufunc_dtype("relu", np.maximum, x, 0)   # the kernel's maximum(x, 0)
+
+
+@op("relu", shape=_relu_rule, vjp=lambda g, out, x: (mul(g, gt(x, 0)),))
 def relu(xp, x):
     return xp.maximum(x, 0)
 
@@ -127,7 +146,7 @@ def relu(xp, x):
 # ---- comparisons (no gradient) -----------------------------------------------------------
 def _compare(name, ufunc):
     fname = ufunc.__name__
-    return op(name, shape=elementwise(ufunc))(lambda xp, a, b: getattr(xp, fname)(a, b))
+    return op(name, shape=elementwise(ufunc, name))(lambda xp, a, b: getattr(xp, fname)(a, b))
 
 
 eq = _compare("eq", np.equal)
@@ -138,7 +157,7 @@ gt = _compare("gt", np.greater)
 ge = _compare("ge", np.greater_equal)
 
 
-@op("logical_not", shape=elementwise(np.logical_not))
+@op("logical_not", shape=elementwise(np.logical_not, "logical_not"))
 def logical_not(xp, x):
     return xp.logical_not(x)
 

@@ -75,8 +75,8 @@ def _has_arrays(spec):
 def _check_index_dtypes(x, idx):
     for t in idx:
         if t.dtype.is_floating:
-            raise ShapeError(f"index tensors must be integer or bool; got {describe(t)} to index "
-                             f"{describe(x)}")
+            raise ShapeError(f"getitem: index tensors must be integer or bool; got {describe(t)} "
+                             f"to index {describe(x)}. Convert the index with idx.long().")
 
 
 def _getitem_rule(x, *idx, spec):
@@ -170,14 +170,16 @@ def zeros_like(xp, x):
 
 
 # ---- gather / scatter_add / take ------------------------------------------------------------
-def _gather_rule(x, index, dim):
+def _gather_rule(x, index, dim, opname="gather"):
     sx, si = shape_of(x), shape_of(index)
-    d = normalize_dim("gather", dim, len(sx))
+    d = normalize_dim(opname, dim, len(sx), x)
     if len(si) != len(sx) or any(si[i] > sx[i] for i in range(len(sx)) if i != d):
-        raise ShapeError(f"gather along dim {dim}: index {describe(index)} must have the same "
-                         f"number of dimensions as {describe(x)} and be no larger outside dim {d}")
+        raise ShapeError(f"{opname} along dim {dim}: index {describe(index)} must have the same "
+                         f"number of dimensions as {describe(x)} and be no larger outside dim {d}"
+                         f". Reshape the index (e.g. index.unsqueeze(...)) to fit.")
     if index.dtype.is_floating or index.dtype.name == "bool_":
-        raise ShapeError(f"gather: index must be an integer tensor; got {describe(index)}")
+        raise ShapeError(f"{opname}: index must be an integer tensor; got {describe(index)} to "
+                         f"index {describe(x)}. Convert it with index.long().")
     return si, x.dtype
 
 
@@ -187,12 +189,24 @@ def _gather_vjp(g, out, x, index, dim):
 
 @op("gather", shape=_gather_rule, vjp=_gather_vjp)
 def _gather(xp, x, index, dim):
-    return xp.take_along_axis(x, index, axis=dim)
+    # PyTorch's gather lets index be smaller than x outside ``dim``; take_along_axis would
+    # broadcast it instead, so x is first cut down to the index's extent there.
+    d = _kernel_axis(dim, x.ndim)
+    if any(si != sx for i, (si, sx) in enumerate(zip(index.shape, x.shape)) if i != d):
+        x = x[tuple(slice(None) if i == d else slice(0, si) for i, si in enumerate(index.shape))]
+    return xp.take_along_axis(x, index, axis=d)
 
 
 def gather(x, dim, index):
     """PyTorch's gather: ``out[i][j] = x[i][index[i][j]]`` for ``dim=1`` (any rank)."""
     return _gather(x, index, dim=dim)
+
+
+def _kernel_axis(dim, ndim):
+    """``dim`` made non-negative; out of range raises (never wraps), so the rule explains it."""
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"dim {dim} out of range for {ndim} dimension(s)")
+    return dim % ndim
 
 
 def _along_axis_index(xp, index, dim):
@@ -205,8 +219,9 @@ def _along_axis_index(xp, index, dim):
 def _scatter_rule(x, index, src, dim):
     if shape_of(index) != shape_of(src):
         raise ShapeError(f"scatter_add: index {describe(index)} and src {describe(src)} must have "
-                         f"the same shape")
-    _gather_rule(x, index, dim)
+                         f"the same shape (adding into {describe(x)}); slice src to the index's "
+                         f"shape")
+    _gather_rule(x, index, dim, "scatter_add")
     return shape_of(x), x.dtype
 
 
@@ -217,7 +232,7 @@ def _scatter_vjp(g, out, x, index, src, dim):
 @op("scatter_add", shape=_scatter_rule, vjp=_scatter_vjp)
 def _scatter_add(xp, x, index, src, dim):
     out = x.copy()
-    add_at(xp, out, _along_axis_index(xp, index, dim % x.ndim), src)
+    add_at(xp, out, _along_axis_index(xp, index, _kernel_axis(dim, x.ndim)), src)
     return out
 
 
@@ -231,5 +246,5 @@ def take(x, indices, dim=None):
     if dim is None:
         from .shape import reshape
         return getitem(reshape(x, shape=(-1,)), indices)
-    d = normalize_dim("take", dim, x.ndim)
+    d = normalize_dim("take", dim, x.ndim, x)
     return getitem(x, (slice(None),) * d + (indices,))

@@ -1,6 +1,7 @@
 """Reductions: sum, max, min (differentiable), argmax, argmin; ``sum_to_shape`` for unbroadcasting."""
 import numpy as np
 
+from ...errors import ShapeError, describe
 from ..dtypes import from_numpy_dtype, int64
 from ..op import op
 from ..shape_rules import normalize_dims, reduced_shape, shape_of
@@ -9,25 +10,43 @@ from .shape import broadcast_to, reshape
 
 
 def _axes(dim, ndim):
-    """Kernel-side axes: None (all), or a tuple of non-negative axes."""
+    """Kernel-side axes: None (all, and any dim of a 0-d tensor), or a tuple of axes.
+
+    Out-of-range dims are passed on for the backend to reject (never wrapped around), so the
+    dispatcher turns its failure into the rule's clear error.
+    """
     if dim is None:
         return None
-    if isinstance(dim, int):
-        dim = (dim,)
-    return tuple(d % ndim for d in dim) if ndim else None
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if not ndim:
+        if any(d not in (0, -1) for d in dims):
+            raise IndexError(f"dim {dim} out of range for a 0-d tensor")
+        return None
+    return dims
 
 
 def _keep_shape(x, dim):
     """Shape of ``x`` with the reduced axes kept as size 1."""
-    axes = normalize_dims("sum", dim, x.ndim)
+    axes = normalize_dims("sum", dim, x.ndim, x)
     return tuple(1 if i in axes else s for i, s in enumerate(x.shape))
 
 
-def _reduce_rule(name, dtype_fn):
+def _reduce_rule(name, dtype_fn, needs_elements=False):
     def rule(x, dim=None, keepdim=False):
-        axes = normalize_dims(name, dim, len(shape_of(x)))
+        axes = normalize_dims(name, dim, len(shape_of(x)), x)
+        if needs_elements:
+            _check_nonempty(name, x, axes, dim)
         return reduced_shape(shape_of(x), axes, keepdim), dtype_fn(x)
     return rule
+
+
+def _check_nonempty(name, x, axes, dim):
+    """max/min/argmax/argmin have no value for an empty reduction; say so with a remedy."""
+    s = shape_of(x)
+    if any(s[a] == 0 for a in axes if a < len(s)) or (dim is None and 0 in s):
+        raise ShapeError(f"{name}: dim={dim} of {describe(x)} reduces over no elements, and {name}"
+                         f" of nothing is undefined. Check the shape, or reduce over a non-empty "
+                         f"dimension.")
 
 
 def _sum_dtype(x):
@@ -52,13 +71,13 @@ def _extremum_vjp(g, out, x, dim=None, keepdim=False):
     return (mul(div(reshape(g, shape=keep), count), hit),)
 
 
-@op("max", shape=_reduce_rule("max", lambda x: x.dtype), vjp=_extremum_vjp)
+@op("max", shape=_reduce_rule("max", lambda x: x.dtype, True), vjp=_extremum_vjp)
 def max(xp, x, dim=None, keepdim=False):
     """Largest value over ``dim`` (the values, like ``torch.amax``; see ``argmax`` for indices)."""
     return xp.max(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
 
 
-@op("min", shape=_reduce_rule("min", lambda x: x.dtype), vjp=_extremum_vjp)
+@op("min", shape=_reduce_rule("min", lambda x: x.dtype, True), vjp=_extremum_vjp)
 def min(xp, x, dim=None, keepdim=False):
     """Smallest value over ``dim`` (the values, like ``torch.amin``; see ``argmin``)."""
     return xp.min(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
@@ -66,9 +85,13 @@ def min(xp, x, dim=None, keepdim=False):
 
 def _arg_rule(name):
     def rule(x, dim=None, keepdim=False):
+        if not isinstance(dim, (int, type(None))):
+            raise ShapeError(f"{name}: dim must be one int or None (all elements), got dim={dim} "
+                             f"for {describe(x)}")
+        axes = normalize_dims(name, dim, len(shape_of(x)), x)
+        _check_nonempty(name, x, axes, dim)
         if dim is None:
             return ((1,) * len(shape_of(x)) if keepdim else ()), int64
-        axes = normalize_dims(name, dim, len(shape_of(x)))
         return reduced_shape(shape_of(x), axes, keepdim), int64
     return rule
 

@@ -7,28 +7,31 @@ from ..dtypes import result_type
 from ..shape_rules import dtype_of, normalize_dim, shape_of
 
 
-def resolve_shape(opname, x_shape, shape):
-    """``shape`` with one -1 filled in; ShapeError if the sizes do not match."""
+def resolve_shape(opname, x_shape, shape, x=None):
+    """``shape`` with one -1 filled in; ShapeError (describing ``x`` if given) if the sizes do
+    not match."""
+    what = describe(x) if x is not None else str(tuple(x_shape))
     if isinstance(shape, int):
         shape = (shape,)
     shape = tuple(int(s) for s in shape)
     size = math.prod(x_shape)
     if shape.count(-1) > 1:
-        raise ShapeError(f"{opname}: at most one dimension can be -1, got {shape}")
+        raise ShapeError(f"{opname}: at most one dimension can be -1, got {shape} for {what}")
     if -1 in shape:
         rest = math.prod(s for s in shape if s != -1)
         if rest == 0 or size % rest:
-            raise ShapeError(f"{opname}: cannot reshape {tuple(x_shape)} ({size} elements) "
-                             f"into {shape}")
+            raise ShapeError(f"{opname}: cannot reshape {what} ({size} elements) into {shape}: "
+                             f"no size for the -1 dimension makes the element counts match")
         shape = tuple(size // rest if s == -1 else s for s in shape)
     if math.prod(shape) != size:
-        raise ShapeError(f"{opname}: cannot reshape {tuple(x_shape)} ({size} elements) into "
-                         f"{shape} ({math.prod(shape)} elements); the element counts must match")
+        raise ShapeError(f"{opname}: cannot reshape {what} ({size} elements) into {shape} "
+                         f"({math.prod(shape)} elements); the element counts must match (use -1 "
+                         f"for one dimension to have it inferred)")
     return shape
 
 
 def _reshape_rule(x, shape):
-    return resolve_shape("reshape", shape_of(x), shape), x.dtype
+    return resolve_shape("reshape", shape_of(x), shape, x), x.dtype
 
 
 @op("reshape", shape=_reshape_rule, vjp=lambda g, out, x, shape: (reshape(g, shape=x.shape),))
@@ -41,7 +44,7 @@ def _check_perm(x, dims):
     nd = len(shape_of(x))
     if sorted(d % nd if nd else d for d in dims) != list(range(nd)):
         raise ShapeError(f"permute: dims={tuple(dims)} is not a permutation of the {nd} "
-                         f"dimensions of {describe(x)}")
+                         f"dimensions of {describe(x)}: name each of 0..{nd - 1} exactly once")
     return tuple(d % nd for d in dims)
 
 
@@ -66,16 +69,14 @@ def permute(xp, x, dims):
 
 
 def _broadcast_rule(x, shape):
-    from ..shape_rules import broadcast_shapes
-
-    class _S:  # the target shape as an input-like object for the broadcasting check
-        pass
-    target = _S()
-    target.shape = tuple(shape)
-    out = broadcast_shapes("broadcast_to", x, target)
-    if out != tuple(shape):
-        raise ShapeError(f"broadcast_to: cannot broadcast {describe(x)} to shape {tuple(shape)}")
-    return out, x.dtype
+    s, target = shape_of(x), tuple(shape)
+    if len(s) > len(target) or any(a != 1 and a != b for a, b in zip(s[::-1], target[::-1])):
+        raise ShapeError(
+            f"broadcast_to: cannot broadcast {describe(x)} to shape {target}: matching trailing "
+            f"dimensions, each of the tensor's must be 1 or equal the target's (and the target "
+            f"may not have fewer dimensions). Reshape the tensor, or pick a target shape that "
+            f"fits it.")
+    return target, x.dtype
 
 
 def _broadcast_vjp(g, out, x, shape):
@@ -93,7 +94,11 @@ def _concat_rule(*xs, dim=0):
     if not xs:
         raise ShapeError("concat: needs at least one tensor")
     first = shape_of(xs[0])
-    d = normalize_dim("concat", dim, len(first))
+    if not first:
+        raise ShapeError(f"concat: cannot join 0-d tensors along an existing dimension "
+                         f"({', '.join(describe(x) for x in xs)}); use lk.stack(...) to join them "
+                         f"along a new one")
+    d = normalize_dim("concat", dim, len(first), xs[0])
     for x in xs[1:]:
         s = shape_of(x)
         if len(s) != len(first) or any(a != b for i, (a, b) in enumerate(zip(s, first)) if i != d):

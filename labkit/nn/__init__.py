@@ -1,0 +1,26 @@
+"""Neural-network layers, losses and initialisers, in PyTorch's spelling.
+
+A model is a plain Python class deriving from ``Module``; layers are Modules; losses and
+stateless layers live in ``labkit.nn.functional``; initialisers in ``labkit.nn.init``.
+
+>>> import labkit as lk
+>>> net = lk.nn.Sequential(lk.nn.Linear(4, 16), lk.nn.ReLU(), lk.nn.Linear(16, 3))
+>>> loss = lk.nn.functional.cross_entropy(net(lk.randn(8, 4)), lk.randint(0, 3, 8))
+>>> loss.backward()
+>>> net[0].weight.grad.shape
+(16, 4)
+"""
+from . import functional, init
+from .activation import Flatten, Identity, ReLU, Sigmoid, Softmax, Tanh
+from .container import ModuleList, Sequential
+from .conv import Conv2d, MaxPool2d
+from .dropout import Dropout
+from .embedding import Embedding
+from .linear import Linear
+from .module import IncompatibleKeys, Module, StateDictError
+from .parameter import Parameter
+from .recurrent import LSTM, RNN
+
+__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv2d", "MaxPool2d",
+           "Flatten", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax", "Embedding", "RNN",
+           "LSTM", "Dropout", "StateDictError", "IncompatibleKeys", "functional", "init"]

@@ -1,0 +1,46 @@
+"""``Parameter``: a tensor that a ``Module`` registers as one of its trainable weights.
+
+>>> import labkit as lk
+>>> w = lk.nn.Parameter(lk.zeros(2, 3))
+>>> w.requires_grad, w.shape
+(True, (2, 3))
+"""
+from ..tensor.creation import tensor as _tensor
+from ..tensor.tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A leaf tensor with ``requires_grad=True`` that modules collect in ``parameters()``.
+
+    ``Parameter(t)`` shares ``t``'s memory (no copy) and drops its history, like PyTorch.
+    Assigning a Parameter to a Module attribute registers it under that name.
+
+    >>> import labkit as lk
+    >>> class Scale(lk.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.s = lk.nn.Parameter(lk.ones(1))
+    ...     def forward(self, x):
+    ...         return x * self.s
+    >>> [name for name, _ in Scale().named_parameters()]
+    ['s']
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data, requires_grad=True):
+        if not isinstance(data, Tensor):
+            data = _tensor(data)
+        array = data._data
+        if not getattr(getattr(array, "flags", None), "writeable", True):
+            array = array.copy()         # e.g. a read-only broadcast view: own a copy instead
+        self._data = array
+        self._device = data._device
+        self._requires_grad = False
+        self.grad = None
+        self._node = None
+        if requires_grad:
+            self.requires_grad = True    # checks the dtype, with a clear error for integers
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()

@@ -1,0 +1,48 @@
+"""Adagrad: per-coordinate learning rates from the running sum of squared gradients."""
+from .optimizer import Optimizer
+
+
+class Adagrad(Optimizer):
+    """PyTorch's Adagrad. Per step t (from 1), with gradient g of parameter p:
+
+    ``g += weight_decay * p``; ``clr = lr / (1 + (t - 1) * lr_decay)``;
+    ``sum += g * g``; ``p -= clr * g / (sqrt(sum) + eps)``.
+
+    >>> import labkit as lk
+    >>> w = lk.nn.Parameter(lk.tensor([3.0]))
+    >>> opt = lk.optim.Adagrad([w], lr=0.5)
+    >>> (w * w).sum().backward(); opt.step()
+    >>> round(w.item(), 4)     # 3 - 0.5 * 6 / 6
+    2.5
+    """
+
+    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0,
+                 initial_accumulator_value=0.0, eps=1e-10):
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value,
+                                      eps=eps))
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        for name in ("lr_decay", "initial_accumulator_value", "eps"):
+            if group[name] < 0:
+                raise ValueError(f"Adagrad: {name} must be >= 0, got {group[name]}")
+
+    def _update(self, xp, p, g, state, group, scratch):
+        s0, s1 = scratch
+        if "sum" not in state:
+            state["step"] = 0
+            state["sum"] = xp.full_like(p, group["initial_accumulator_value"])
+        state["step"] += 1
+        if group["weight_decay"]:
+            xp.multiply(p, group["weight_decay"], out=s0)
+            g = xp.add(s0, g, out=s0)
+        clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
+        acc = state["sum"]
+        xp.multiply(g, g, out=s1)
+        acc += s1
+        xp.sqrt(acc, out=s1)
+        s1 += group["eps"]
+        xp.divide(g, s1, out=s1)
+        s1 *= clr
+        xp.subtract(p, s1, out=p)

@@ -1,0 +1,506 @@
+"""The op harness: every registered primitive and every public composite, checked the same ways.
+
+For each case in op_cases.py, on every device (the GPU runs are skipped where there is none):
+
+- values against the NumPy oracle, in float64 and in float32 (result dtypes included), on the
+  case's edge inputs and on random inputs drawn by hypothesis;
+- every primitive that runs (inside composites and vjps too) has its shape/dtype rule compared
+  with what its kernel returned;
+- gradients against central differences in float64 (``lk.gradcheck``), and the gradient of the
+  vjp itself (second order, in both the primal and the cotangent);
+- float32 gradients keep their input's dtype and shape.
+
+Plus: the table covers every op in the registry; elementwise result dtypes follow NumPy's
+promotion for every pair of labkit dtypes (and Python scalars); a wrong vjp fails gradcheck;
+errors name the op, the shapes, dtypes and devices, and a remedy.
+"""
+import itertools
+import os
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import labkit as lk
+from labkit.autodiff import gradients
+from labkit.tensor import dispatch
+from labkit.tensor.eager import EagerMode
+from labkit.tensor.op import REGISTRY
+from labkit.tensor.shape_rules import same_as_first
+
+from .op_cases import ALL_CASES, COMPOSITE_CASES, COMPOSITE_NAMES, PRIMITIVE_CASES, \
+    sample_strategy
+
+# Few examples, derandomized, so CI is quick and reproducible; LABKIT_TEST_EXAMPLES=500 soaks.
+EXAMPLES = int(os.environ.get("LABKIT_TEST_EXAMPLES", "40"))
+HYPOTHESIS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+                      suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                             HealthCheck.too_slow, HealthCheck.data_too_large])
+DIFFERENTIABLE = [c for c in ALL_CASES if c.differentiable]
+SECOND_ORDER = [c for c in DIFFERENTIABLE if c.second_order]
+
+
+def ids(case):
+    return case.name
+
+
+# ---- a mode that checks each primitive's shape/dtype rule against its kernel --------------
+class RuleCheckingMode(EagerMode):
+    """Eager mode that also runs every op's shape rule and compares it with the real output."""
+
+    def __init__(self):
+        self.seen = set()
+
+    def apply(self, op, inputs, attrs):
+        result = super().apply(op, inputs, attrs)
+        self.seen.add(op.name)
+        shape, dtype = op.shape(*inputs, **attrs)
+        what = ", ".join(lk.errors.describe(a) for a in inputs)
+        if shape is not None:   # None: data-dependent (boolean-mask indexing)
+            assert tuple(shape) == result.shape, (
+                f"{op.name}: shape rule says {tuple(shape)}, kernel gave {result.shape} "
+                f"for ({what}) {attrs}")
+        assert dtype is result.dtype, (
+            f"{op.name}: shape rule says {dtype}, kernel gave {result.dtype} for ({what}) {attrs}")
+        return result
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+def _as_float(a, dtype):
+    if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+        return a.astype(dtype)
+    return a
+
+
+def _to_lk(a, device, dtype=np.float64):
+    assert not isinstance(a, np.generic), "harness: build arrays with _arr(), not NumPy scalars"
+    if isinstance(a, np.ndarray):
+        return lk.tensor(_as_float(a, dtype), device=device)
+    return a
+
+
+def _grad_positions(sample):
+    if sample.grad is not None:
+        return sample.grad
+    return tuple(i for i, a in enumerate(sample.args)
+                 if isinstance(a, np.ndarray) and a.dtype.kind == "f")
+
+
+def _combine(out):
+    """One tensor from an op's result (split returns a tuple of pieces)."""
+    if isinstance(out, tuple):
+        return lk.concat(*[lk.reshape(o, shape=(-1,)) for o in out])
+    return out
+
+
+def _compare(case, out, expected, rtol, atol, where):
+    if isinstance(expected, tuple):
+        assert isinstance(out, tuple) and len(out) == len(expected), where
+        for o, e in zip(out, expected):
+            _compare(case, o, e, rtol, atol, where)
+        return
+    expected = np.asarray(expected)
+    assert isinstance(out, lk.Tensor), where
+    assert out.shape == expected.shape, f"{where}: shape {out.shape} != {expected.shape}"
+    assert out.dtype.np == expected.dtype, f"{where}: dtype {out.dtype} != {expected.dtype}"
+    got = out.numpy()
+    if expected.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, expected, err_msg=where)
+    else:
+        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
+                                   rtol=rtol, atol=atol, equal_nan=True, err_msg=where)
+
+
+def check_values(case, sample, device, dtype=np.float64):
+    args = [_to_lk(a, device, dtype) for a in sample.args]
+    ref_args = [_as_float(a, dtype) for a in sample.args]
+    mode = RuleCheckingMode()
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # NumPy's "mean of empty slice"
+        with dispatch.push_mode(mode):
+            out = case.fn(*args, **sample.kwargs)
+        expected = case.ref(*ref_args, **sample.kwargs)
+    if case.op is not None:
+        assert case.op in mode.seen, f"case {case.name} never ran its op {case.op}"
+    if dtype == np.float64:
+        rtol, atol = case.rtol, case.atol
+    else:
+        rtol, atol = 2e-3, 2e-3
+    _compare(case, out, expected, rtol, atol, f"{case.name} {sample} ({np.dtype(dtype)})")
+
+
+def _bind(case, sample, args, pos):
+    def f(*xs):
+        full = list(args)
+        for p, x in zip(pos, xs):
+            full[p] = x
+        return _combine(case.fn(*full, **sample.kwargs))
+    return f
+
+
+def _finite(f, args, pos):
+    """Whether f's output is finite (nan/inf outputs, e.g. a max-pool window that lies wholly in
+    the padding, have no derivative to check: their values are checked by the value tests)."""
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(f(*[args[p] for p in pos]).numpy()).all())
+
+
+def check_gradients(case, sample, device):
+    args = [_to_lk(a, device) for a in sample.args]
+    pos = _grad_positions(sample)
+    f = _bind(case, sample, args, pos)
+    if not _finite(f, args, pos):
+        return
+    with np.errstate(all="ignore"), dispatch.push_mode(RuleCheckingMode()):
+        assert lk.gradcheck(f, [args[p] for p in pos], **case.grad_kw)
+
+
+def check_second_order(case, sample, device):
+    """gradcheck of (x, u) -> <vjp_f(x)(u), w>: vjp rules are themselves differentiable."""
+    args = [_to_lk(a, device) for a in sample.args]
+    pos = _grad_positions(sample)
+    f = _bind(case, sample, args, pos)
+    rng = np.random.default_rng(1)
+    if not _finite(f, args, pos):
+        return
+    with np.errstate(all="ignore"):
+        out = f(*[args[p] for p in pos])
+    u = lk.tensor(rng.standard_normal(out.shape), device=device)
+    ws = [lk.tensor(rng.standard_normal(args[p].shape), device=device) for p in pos]
+
+    def h(*xs_u):
+        *xs, cot = xs_u
+        with lk.enable_grad():
+            xs = [x if x.requires_grad else x.detach().requires_grad_() for x in xs]
+            gs = gradients(f(*xs), xs, grad_outputs=cot, create_graph=True)
+            total = lk.zeros((), dtype="float64", device=device)
+            for g, w in zip(gs, ws):
+                total = total + lk.sum(g * w)
+        return total
+
+    with np.errstate(all="ignore"), dispatch.push_mode(RuleCheckingMode()):
+        assert lk.gradcheck(h, [args[p] for p in pos] + [u], **case.grad_kw)
+
+
+def check_float32_gradients(case, sample, device):
+    args = [_to_lk(a, device, np.float32) for a in sample.args]
+    pos = _grad_positions(sample)
+    xs = [args[p].requires_grad_() for p in pos]
+    with np.errstate(all="ignore"):
+        out = _combine(case.fn(*args, **sample.kwargs))
+        gs = gradients(out, xs, grad_outputs=lk.ones(out.shape, dtype=out.dtype, device=device))
+    for x, g in zip(xs, gs):
+        assert g.shape == x.shape and g.dtype is x.dtype and g.device is x.device, (
+            f"{case.name}: gradient {lk.errors.describe(g)} for input {lk.errors.describe(x)}")
+
+
+def _edge_samples(case):
+    rng = np.random.default_rng(0)
+    return [case.sample(rng, p) for p in case.edges]
+
+
+def _drawn(case, data):
+    params, seed = data.draw(sample_strategy(case), label="params, seed")
+    return case.sample(np.random.default_rng(seed), params)
+
+
+# ---- the table is complete ---------------------------------------------------------------
+def _uncovered(registry):
+    return sorted(set(registry) - {c.op for c in PRIMITIVE_CASES})
+
+
+def test_every_registered_op_has_a_case():
+    missing = _uncovered(REGISTRY)
+    assert not missing, (f"registered ops without a test case in tests/tensor/op_cases.py: "
+                         f"{missing}. Add a Case (inputs, NumPy oracle, differentiable?) for each.")
+    stale = sorted({c.op for c in PRIMITIVE_CASES} - set(REGISTRY))
+    assert not stale, f"cases for ops that are not registered: {stale}"
+
+
+def test_a_new_registered_op_without_a_case_is_caught():
+    new = lk.op("untested_double", shape=same_as_first)(lambda xp, x: x * 2)
+    try:
+        assert REGISTRY["untested_double"] is new
+        assert _uncovered(REGISTRY) == ["untested_double"]
+    finally:
+        del REGISTRY["untested_double"]
+    assert _uncovered(REGISTRY) == []
+
+
+def test_every_composite_has_a_case():
+    names = {c.name for c in COMPOSITE_CASES}
+    assert set(COMPOSITE_NAMES) <= names
+    for name in ("mean", "var", "softmax", "log_softmax", "logsumexp", "transpose", "squeeze",
+                 "unsqueeze", "flatten", "clip", "stack", "split", "take", "conv2d",
+                 "max_pool2d", "avg_pool2d", "gather", "scatter_add"):
+        assert callable(getattr(lk, name)), name
+
+
+def test_case_names_are_unique():
+    names = [c.name for c in ALL_CASES]
+    assert len(names) == len(set(names))
+
+
+# ---- values ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", ALL_CASES, ids=ids)
+def test_values_edges(case, device):
+    for sample in _edge_samples(case):
+        check_values(case, sample, device)
+        check_values(case, sample, device, np.float32)
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=ids)
+@HYPOTHESIS
+@given(data=st.data())
+def test_values_random(case, device, data):
+    sample = _drawn(case, data)
+    check_values(case, sample, device)
+    check_values(case, sample, device, np.float32)
+
+
+# ---- gradients -----------------------------------------------------------------------------
+@pytest.mark.parametrize("case", DIFFERENTIABLE, ids=ids)
+def test_gradients_edges(case, device):
+    for sample in _edge_samples(case):
+        check_gradients(case, sample, device)
+        check_float32_gradients(case, sample, device)
+
+
+@pytest.mark.parametrize("case", DIFFERENTIABLE, ids=ids)
+@HYPOTHESIS
+@given(data=st.data())
+def test_gradients_random(case, device, data):
+    check_gradients(case, _drawn(case, data), device)
+
+
+@pytest.mark.parametrize("case", SECOND_ORDER, ids=ids)
+def test_second_order_edges(case, device):
+    for sample in _edge_samples(case)[:4]:
+        check_second_order(case, sample, device)
+
+
+@pytest.mark.parametrize("case", SECOND_ORDER, ids=ids)
+@settings(HYPOTHESIS, max_examples=max(EXAMPLES // 3, 1))
+@given(data=st.data())
+def test_second_order_random(case, device, data):
+    check_second_order(case, _drawn(case, data), device)
+
+
+# ---- dtype promotion of elementwise ops (NumPy's rules over labkit dtypes) --------------------
+DTYPES = ["float16", "float32", "float64", "int32", "int64", "bool_"]
+UNARY = {"neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.absolute,
+         "sign": np.sign, "tanh": np.tanh, "sigmoid": np.exp,
+         "relu": lambda x: np.maximum(x, 0), "logical_not": np.logical_not}
+BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+          "pow": np.power, "maximum": np.maximum, "minimum": np.minimum, "eq": np.equal,
+          "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+          "ge": np.greater_equal}
+LABKIT_NP = {lk.as_dtype(d).np for d in DTYPES}
+
+
+def _values(dtype, shape=(2,)):
+    return np.full(shape, 2 if dtype != "bool_" else True, dtype=lk.as_dtype(dtype).np)
+
+
+def _expected_dtype(fn, *args):
+    """NumPy's result dtype, or None where NumPy has no loop or labkit no dtype for it."""
+    try:
+        with np.errstate(all="ignore"):
+            d = np.asarray(fn(*args)).dtype
+    except TypeError:
+        return None
+    return d if d in LABKIT_NP else None
+
+
+def _check_dtype(name, fn, np_fn, np_args, lk_args):
+    expected = _expected_dtype(np_fn, *np_args)
+    what = f"{name}({', '.join(str(getattr(a, 'dtype', type(a).__name__)) for a in np_args)})"
+    if expected is None:
+        with pytest.raises(lk.DTypeError, match=name):
+            fn(*lk_args)
+        return
+    mode = RuleCheckingMode()
+    with np.errstate(all="ignore"), dispatch.push_mode(mode):
+        out = fn(*lk_args)
+    assert out.dtype.np == expected, f"{what}: labkit gives {out.dtype}, NumPy {expected}"
+    with np.errstate(all="ignore"):
+        ref = np.asarray(np_fn(*np_args))
+    if name != "sigmoid":
+        np.testing.assert_allclose(out.numpy().astype(np.float64), ref.astype(np.float64),
+                                   err_msg=what)
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_result_dtypes(name, device):
+    for d in DTYPES:
+        x = _values(d)
+        _check_dtype(name, getattr(lk, name), UNARY[name], [x], [lk.tensor(x, device=device)])
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_result_dtypes(name, device):
+    for da, db in itertools.product(DTYPES, repeat=2):
+        a, b = _values(da), _values(db, (3, 1))
+        _check_dtype(name, getattr(lk, name), BINARY[name], [a, b],
+                     [lk.tensor(a, device=device), lk.tensor(b, device=device)])
+    for d, scalar in itertools.product(DTYPES, (2, 2.0, True)):
+        a = _values(d)
+        _check_dtype(name, getattr(lk, name), BINARY[name], [a, scalar],
+                     [lk.tensor(a, device=device), scalar])
+        _check_dtype(name, getattr(lk, name), BINARY[name], [scalar, a],
+                     [scalar, lk.tensor(a, device=device)])
+
+
+def test_where_and_concat_result_dtypes(device):
+    cond = np.array([True, False])
+    for da, db in itertools.product(DTYPES, repeat=2):
+        a, b = _values(da), _values(db)
+        ta, tb = lk.tensor(a, device=device), lk.tensor(b, device=device)
+        tc = lk.tensor(cond, device=device)
+        with dispatch.push_mode(RuleCheckingMode()):
+            assert lk.where(tc, ta, tb).dtype.np == np.where(cond, a, b).dtype
+            assert lk.concat(ta, tb).dtype.np == np.concatenate([a, b]).dtype
+            assert lk.where(tc, ta, 1.5).dtype.np == np.where(cond, a, 1.5).dtype
+
+
+def test_operators_match_ops(device):
+    a = lk.tensor([[1.5, -2.0]], device=device)
+    b = lk.tensor([[0.5], [4.0]], device=device)
+    for op_fn, fn in ((lambda x, y: x + y, lk.add), (lambda x, y: x - y, lk.sub),
+                      (lambda x, y: x * y, lk.mul), (lambda x, y: x / y, lk.div),
+                      (lambda x, y: x < y, lk.lt), (lambda x, y: x >= y, lk.ge)):
+        np.testing.assert_array_equal(op_fn(a, b).numpy(), fn(a, b).numpy())
+    np.testing.assert_array_equal((-a).numpy(), lk.neg(a).numpy())
+    np.testing.assert_array_equal(abs(a).numpy(), lk.abs(a).numpy())
+    np.testing.assert_array_equal((a @ a.T).numpy(), lk.matmul(a, a.T).numpy())
+
+
+# ---- fold is the adjoint of unfold -------------------------------------------------------------
+@pytest.mark.parametrize("geo", [dict(kernel_size=(2, 3), stride=(2, 1), padding=(1, 0),
+                                      dilation=(1, 2)),
+                                 dict(kernel_size=(3, 3), stride=(1, 1), padding=(1, 1),
+                                      dilation=(1, 1))])
+def test_fold_is_adjoint_of_unfold(geo, device):
+    from labkit.tensor.ops.conv import fold, unfold
+    rng = np.random.default_rng(3)
+    x = lk.tensor(rng.standard_normal((2, 2, 5, 6)), device=device)
+    cols = unfold(x, **geo)
+    c = lk.tensor(rng.standard_normal(cols.shape), device=device)
+    lhs = float(lk.sum(cols * c).item())
+    rhs = float(lk.sum(x * fold(c, image_shape=x.shape, **geo)).item())
+    assert abs(lhs - rhs) < 1e-9 * max(1.0, abs(lhs))
+
+
+# ---- the gradient checker catches a wrong rule ------------------------------------------------
+def test_wrong_vjp_fails_gradcheck(device):
+    wrong = lk.op("wrong_square", shape=same_as_first, register=False,
+                  vjp=lambda g, out, x: (g * x,))(lambda xp, x: x * x)   # should be 2 * g * x
+    right = lk.op("right_square", shape=same_as_first, register=False,
+                  vjp=lambda g, out, x: (g * x * 2.0,))(lambda xp, x: x * x)
+    assert "wrong_square" not in REGISTRY and "right_square" not in REGISTRY
+    x = lk.tensor(np.random.default_rng(0).standard_normal((3, 2)), device=device)
+    assert lk.gradcheck(right, [x])
+    with pytest.raises(lk.autodiff.GradcheckError, match="differ"):
+        lk.gradcheck(wrong, [x])
+    assert lk.gradcheck(wrong, [x], raise_exception=False) is False
+
+
+def test_wrong_second_order_rule_fails_gradcheck(device):
+    # first derivative right, but written on raw values: the vjp is not differentiable itself
+    def detached_vjp(g, out, x):
+        return (g * lk.tensor(np.cos(x.numpy()), device=x.device),)
+    sin = lk.op("raw_sin", shape=same_as_first, register=False, vjp=detached_vjp)(
+        lambda xp, x: xp.sin(x))
+    x = lk.tensor([0.3, -1.2], dtype="float64", device=device)
+    assert lk.gradcheck(sin, [x])
+    with pytest.raises(lk.autodiff.GradcheckError):
+        lk.gradcheck(lambda x: lk.grad(lambda y: sin(y).sum())(x), [x])
+
+
+def test_declared_op_runs_eagerly_with_gradients(device):
+    cube = lk.op("cube_test", shape=same_as_first, register=False,
+                 vjp=lambda g, out, x: (g * 3.0 * x * x,))(lambda xp, x: x * x * x)
+    x = lk.tensor([1.0, -2.0], dtype="float64", device=device)
+    np.testing.assert_allclose(cube(x).numpy(), [1.0, -8.0])
+    assert lk.gradcheck(cube, [x])
+    assert lk.gradcheck(lambda x: lk.grad(lambda y: cube(y).sum())(x), [x])
+
+
+# ---- errors name the op, shapes, dtypes, devices and a remedy ----------------------------------
+def _err_cases(device):
+    from labkit.tensor.ops.conv import unfold
+    t = lambda *s, dtype="float32": lk.zeros(*s, dtype=dtype, device=device)   # noqa: E731
+    return [
+        ("add", lk.ShapeError, lambda: t(2, 3) + t(2, 4), "(2, 3)"),
+        ("matmul", lk.ShapeError, lambda: t(2, 3) @ t(2, 3), "(2, 3)"),
+        ("matmul", lk.ShapeError, lambda: lk.matmul(t(), t(3)), "()"),
+        ("reshape", lk.ShapeError, lambda: t(2, 3).reshape(4), "(2, 3)"),
+        ("permute", lk.ShapeError, lambda: t(2, 3).permute(0, 0), "(2, 3)"),
+        ("broadcast_to", lk.ShapeError, lambda: lk.broadcast_to(t(2, 3), shape=(3, 3)),
+         "(2, 3)"),
+        ("concat", lk.ShapeError, lambda: lk.concat(t(2, 3), t(3, 2)), "(2, 3)"),
+        ("concat", lk.ShapeError, lambda: lk.concat(t(), t()), "()"),
+        ("sum", lk.ShapeError, lambda: t(2, 3).sum(dim=2), "(2, 3)"),
+        ("sum", lk.ShapeError, lambda: t().sum(dim=1), "()"),
+        ("argmax", lk.ShapeError, lambda: lk.argmax(t(2, 3), dim=-3), "(2, 3)"),
+        ("max", lk.ShapeError, lambda: lk.max(t(0, 3)), "(0, 3)"),
+        ("argmax", lk.ShapeError, lambda: lk.argmax(t(0)), "(0,)"),
+        ("sub", lk.DTypeError, lambda: t(2, dtype="bool_") - t(2, dtype="bool_"), "(2,)"),
+        ("neg", lk.DTypeError, lambda: -t(2, dtype="bool_"), "(2,)"),
+        ("pow", lk.DTypeError, lambda: t(2, dtype="bool_") ** t(2, dtype="bool_"), "(2,)"),
+        ("getitem", lk.ShapeError, lambda: t(2, 3)[5], "(2, 3)"),
+        ("getitem", lk.ShapeError, lambda: t(2, 3)[t(2)], "(2, 3)"),
+        ("gather", lk.ShapeError, lambda: lk.gather(t(2, 3), 1, t(2, 2, dtype="int64")[None]),
+         "(2, 3)"),
+        ("gather", lk.ShapeError, lambda: lk.gather(t(2, 3), 1, t(2, 2)), "(2, 2)"),
+        ("scatter_add", lk.ShapeError,
+         lambda: lk.scatter_add(t(2, 3), 1, t(2, 2, dtype="int64"), t(2, 3)), "(2, 2)"),
+        ("conv2d", lk.ShapeError, lambda: lk.conv2d(t(1, 2, 4, 4), t(3, 1, 3, 3)),
+         "(1, 2, 4, 4)"),
+        ("max_pool2d", lk.ShapeError, lambda: lk.max_pool2d(t(1, 1, 2, 2), 5, padding=1),
+         "(1, 1, 2, 2)"),
+        ("conv2d", lk.ShapeError, lambda: lk.conv2d(t(1, 1, 2, 2), t(1, 1, 3, 3)),
+         "(1, 1, 2, 2)"),
+        ("avg_pool2d", lk.ShapeError, lambda: lk.avg_pool2d(t(2, 2, 2), 2), "(2, 2, 2)"),
+        ("unfold", lk.ShapeError, lambda: unfold(t(1, 1, 2, 2), kernel_size=(3, 3),
+                                                 stride=(1, 1), padding=(0, 0),
+                                                 dilation=(1, 1)), "(1, 1, 2, 2)"),
+        ("logsumexp", lk.ShapeError, lambda: lk.logsumexp(t(2, 3), dim=-3), "(2, 3)"),
+        ("scatter_add", lk.ShapeError,
+         lambda: lk.scatter_add(t(2, 3), 2, t(2, 3, dtype="int64"), t(2, 3)), "(2, 3)"),
+        ("gather", lk.ShapeError, lambda: lk.gather(t(2, 3), -3, t(2, 3, dtype="int64")),
+         "(2, 3)"),
+        ("mean", lk.ShapeError, lambda: lk.mean(t(2, 3), dim=(0, -2)), "(2, 3)"),
+        ("softmax", lk.ShapeError, lambda: lk.softmax(t(2, 3), dim=2), "(2, 3)"),
+        ("squeeze", lk.ShapeError, lambda: lk.squeeze(t(2, 3), dim=3), "(2, 3)"),
+        ("flatten", lk.ShapeError, lambda: lk.flatten(t(2, 3, 4), 2, 0), "(2, 3, 4)"),
+        ("split", lk.ShapeError, lambda: lk.split(t(5), [2, 2]), "(5,)"),
+        ("stack", lk.ShapeError, lambda: lk.stack([t(2), t(3)]), "(2,)"),
+        ("transpose", lk.ShapeError, lambda: lk.transpose(t(2, 3), 0, 2), "(2, 3)"),
+    ]
+
+
+def test_errors_name_op_shapes_dtypes_devices(device):
+    dev = lk.devices.get_device(device).name
+    for name, kind, call, shape_text in _err_cases(device):
+        with pytest.raises(kind) as info:
+            call()
+        msg = str(info.value)
+        assert name in msg, f"error does not name the op {name!r}: {msg}"
+        assert shape_text in msg, f"{name}: error does not show the shape {shape_text}: {msg}"
+        assert "lk." in msg and dev in msg, f"{name}: error lacks dtype or device: {msg}"
+        assert isinstance(info.value, lk.LabkitError)
+
+
+def test_device_mismatch_error_names_devices():
+    before = sum(d.type == "cpu" for d in lk.devices())
+    lk.devices.configure(cpus=max(before, 2))
+    try:
+        a = lk.ones(2, device="cpu:0")
+        b = lk.ones(2, device="cpu:1")
+        with pytest.raises(lk.DeviceError, match=r"add.*cpu:0.*cpu:1.*\.to\("):
+            a + b
+    finally:
+        lk.devices.configure(cpus=before)
