@@ -7,7 +7,7 @@
 [2.0, 4.0, 6.0]
 """
 from .errors import (CheckpointError, DeviceError, DTypeError, GradError, LabkitError,
-                     ShapeError)
+                     NumericsError, ShapeError)
 from . import devices
 from .devices import Device, device
 from .tensor import *  # noqa: F401,F403
@@ -15,6 +15,9 @@ from .tensor import Tensor, op
 from .tensor.checkpoint import save, load
 from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, is_grad_enabled, jvp, no_grad,
                        value_and_grad, vjp)
+from . import config
+from .graph import (Function, Graph, GraphError, SymbolicTensor, TracingError, function,
+                    gradients, name_scope, placeholder)
 from . import nn, optim, data
 
 __version__ = "0.1.0"

@@ -64,8 +64,12 @@ def _own(g, handed):
     return Tensor._make(arr, g._device)
 
 
-def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumulate):
+def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumulate,
+                 follow_all=False):
     """Core of every reverse-mode entry point.
+
+    ``follow_all``: differentiate through every recorded input, not only those that require
+    grad (graph-mode ``lk.gradients`` asks for any tensor of a graph).
 
     roots / cotangents: output tensors and their incoming gradients. targets: tensors whose
     gradient to return (None: accumulate into every leaf's ``.grad`` instead). Returns the list
@@ -88,7 +92,7 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
         grads[key] = g if key not in grads else add(grads[key], g)
         root_nodes.append(r._node)
 
-    with dispatch.grad_enabled(create_graph):
+    with dispatch.grad_enabled(create_graph), dispatch.current_mode().phase("backward"):
         for node in _topological(root_nodes):
             g = grads.pop(id(node), None)
             if g is None:
@@ -97,10 +101,11 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
                 results[i] = g
             if node.inputs is None:
                 raise _freed_error(node)
-            out = Tensor._make(node.out, node.device, create_graph, node if create_graph else None)
+            out = node.output_tensor(create_graph)
             input_grads = node.op.vjp(g, out, *node.inputs, **node.attrs)
             for inp, gi in zip(node.inputs, input_grads):
-                if gi is None or not isinstance(inp, Tensor) or not inp._requires_grad:
+                if gi is None or not isinstance(inp, Tensor) or not (
+                        inp._requires_grad or follow_all):
                     continue
                 gi = _fit(gi, inp)
                 if inp._node is not None:
@@ -116,7 +121,12 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
     if accumulate:
         handed = {id(g._data) for g in cotangents}   # arrays .grad must not share
         for leaf, g in leaf_grads.values():
-            if create_graph:
+            if g._data is None:   # a symbolic gradient: backward() inside graph capture
+                previous = leaf.grad
+                leaf.grad = g if previous is None or previous._data is not None \
+                    else add(previous, g)
+                dispatch.current_mode().note_leaf_grad(leaf, previous)
+            elif create_graph:
                 leaf.grad = g if leaf.grad is None else add(leaf.grad, g)
             elif leaf.grad is None:
                 leaf.grad = _own(g, handed)

@@ -16,5 +16,6 @@ from .ops.index import gather, getitem, scatter_add, take
 from .ops.linalg import matmul
 from .ops.reduce import argmax, argmin, max, min, sum
 from .ops.shape import broadcast_to, concat, permute, reshape
+from .ops.state import assign, assign_add, assign_sub
 from .random import manual_seed, rand, randint, randn, randperm
 from .tensor import Tensor

@@ -17,6 +17,16 @@ class Mode:
     def apply(self, op, inputs, attrs):
         raise NotImplementedError
 
+    @contextlib.contextmanager
+    def phase(self, name):
+        """Ops applied inside the block belong to ``name`` ('backward' while the autodiff engine
+        runs vjp rules); capture records it on each node so pictures can tell the parts apart."""
+        yield
+
+    def note_leaf_grad(self, leaf, previous):
+        """Called by backward when it sets ``leaf.grad`` to a value of this mode (capture uses it
+        to turn gradients of outside tensors into outputs of the graph)."""
+
 
 class _State(threading.local):
     def __init__(self):

@@ -119,3 +119,9 @@ Tensor.__getitem__ = lambda self, index: I.getitem(self, index)
 Tensor.gather = lambda self, dim, index: I.gather(self, dim, index)
 Tensor.take = lambda self, indices, dim=None: I.take(self, indices, dim)
 Tensor.scatter_add = lambda self, dim, index, src: I.scatter_add(self, dim, index, src)
+
+from .ops import state as _state  # noqa: E402
+
+Tensor.assign = lambda self, value: _state.assign(self, value)
+Tensor.assign_add = lambda self, value: _state.assign_add(self, value)
+Tensor.assign_sub = lambda self, value: _state.assign_sub(self, value)

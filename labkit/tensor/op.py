@@ -34,9 +34,9 @@ REGISTRY = {}
 class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
-    __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "__weakref__")
+    __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "__weakref__")
 
-    def __init__(self, name, kernel, shape, vjp=None, doc=None):
+    def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False):
         if not callable(kernel) or not callable(shape):
             raise TypeError(f"op {name!r}: kernel and shape rule must be callable")
         self.name = name
@@ -47,6 +47,9 @@ class Op:
         # Ops whose output lives on another device than their inputs (transfers) set this to
         # ``attrs -> Device``; every other op's output stays on its inputs' device.
         self.out_device = None
+        # Stateful ops (assign, queue ops...) have side effects: a captured function runs every
+        # one of them, in program order, whether or not its result is fetched.
+        self.stateful = stateful
 
     def __call__(self, *inputs, **attrs):
         return dispatch.bind(self, inputs, attrs)
@@ -59,7 +62,7 @@ class Op:
         return self.vjp is not None
 
 
-def op(name, *, shape, vjp=None, register=True):
+def op(name, *, shape, vjp=None, register=True, stateful=False):
     """Decorator declaring a primitive op from its kernel.
 
     ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule (None: not differentiable, e.g.
@@ -67,7 +70,7 @@ def op(name, *, shape, vjp=None, register=True):
     test entry. Redeclaring a name replaces the earlier op (handy while iterating in a notebook).
     """
     def declare(kernel):
-        o = Op(name, kernel, shape, vjp)
+        o = Op(name, kernel, shape, vjp, stateful=stateful)
         if register:
             REGISTRY[name] = o
         return o

@@ -18,6 +18,11 @@ class TapeNode:
         self.out = out         # the output array (the vjp's ``out`` argument)
         self.device = device
 
+    def output_tensor(self, linked):
+        """The output as a Tensor for the vjp rule; ``linked``: part of a recorded backward."""
+        from .tensor import Tensor
+        return Tensor._make(self.out, self.device, linked, self if linked else None)
+
     def free(self):
         """Drop what backward needed; a second backward through this node is then an error."""
         self.inputs = None

@@ -210,3 +210,9 @@ to_device.out_device = lambda attrs: get_device(attrs["device"])
 def check_float(opname, x):
     if not x.dtype.is_floating:
         raise DTypeError(f"{opname} needs a floating-point tensor; got {describe(x)}")
+
+
+@op("stop_gradient", shape=same_as_first)
+def stop_gradient(xp, x):
+    """``x`` itself, through which no gradient flows (``t.detach()`` under graph capture)."""
+    return x

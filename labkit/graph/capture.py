@@ -1,0 +1,186 @@
+"""Capture mode: the second branch of the single dispatch function.
+
+While a graph is being built, ``bind`` hands every op to ``CaptureMode.apply``, which runs the
+op's shape rule (no kernel) and adds a node. Tensors from outside the graph are captured by
+reference (the graph reads their current value when it runs). Under capture the tape is still
+recorded, so ``loss.backward()`` and ``lk.grad`` inside a captured function put the backward pass
+into the graph, from the same vjp rules.
+"""
+import contextlib
+import threading
+
+from ..devices import default_device
+from ..errors import DeviceError, describe
+from ..tensor import dispatch
+from ..tensor.dispatch import Mode
+from ..tensor.dtypes import as_dtype, float32
+from ..tensor.tape import TapeNode
+from ..tensor.tensor import Tensor
+from .ir import PLACEHOLDER, GraphError, Node
+from .symbolic import SymbolicTensor
+
+
+class SymbolicTapeNode(TapeNode):
+    """A tape entry whose output is a graph node rather than an array."""
+
+    __slots__ = ()
+
+    def output_tensor(self, linked):
+        t = SymbolicTensor._of(self.out, linked)
+        if linked:
+            t._node = self
+        return t
+
+
+class CaptureMode(Mode):
+    """Add each op to ``graph`` as a node instead of running it."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.leaf_grads = []    # (tensor, previous .grad) set by backward() during capture
+        self.role = "forward"
+
+    def apply(self, op, inputs, attrs):
+        g = self.graph
+        args = []
+        device = None
+        needs_grad = False
+        for a in inputs:
+            if isinstance(a, Tensor):
+                if isinstance(a, SymbolicTensor):
+                    node = a._gnode
+                    if node.graph is not g:
+                        raise GraphError(
+                            f"{op.name}: input {a!r} belongs to graph {node.graph.name!r}, not "
+                            f"to {g.name!r}, the graph being built. A symbolic tensor cannot "
+                            f"leave the graph (or function trace) that made it: return it from "
+                            f"the function, or pass values between graphs as feeds.")
+                else:
+                    node = g.capture(a)
+                if device is None:
+                    device = a._device
+                elif a._device is not device:
+                    raise DeviceError(
+                        f"{op.name}: inputs are on different devices "
+                        f"({', '.join(describe(x) for x in inputs)}); move them to one device "
+                        f"with t.to(...) first.")
+                needs_grad = needs_grad or a._requires_grad
+                args.append(node)
+            elif isinstance(a, (list, tuple, dict)):
+                from ..errors import DTypeError
+                raise DTypeError(f"{op.name}: got a {type(a).__name__} as an input; pass tensors "
+                                 f"as separate arguments")
+            else:
+                args.append(a)
+        shape, dtype = op.shape(*inputs, **attrs)
+        if op.out_device is not None:
+            device = op.out_device(attrs)
+        node = g.add_node("op", op, args, attrs, shape, dtype, device or default_device())
+        node.stateful = op.stateful
+        node.role = "update" if op.stateful else self.role
+        grad = needs_grad and op.vjp is not None and dispatch._state.grad_enabled
+        out = SymbolicTensor._of(node, grad)
+        if op.vjp is not None and dispatch._state.grad_enabled:
+            # recorded for every differentiable op (trace time only), so that lk.gradients can
+            # differentiate with respect to any tensor of the graph
+            out._node = SymbolicTapeNode(op, inputs, attrs, node, node.device)
+        return out
+
+    @contextlib.contextmanager
+    def phase(self, name):
+        previous, self.role = self.role, name
+        try:
+            yield
+        finally:
+            self.role = previous
+
+    def note_leaf_grad(self, leaf, previous):
+        self.leaf_grads.append((leaf, previous))
+
+
+class _Graphs(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+_graphs = _Graphs()
+
+
+def current_graph():
+    """The graph being built by this thread (None when not capturing)."""
+    return _graphs.stack[-1][0] if _graphs.stack else None
+
+
+def current_capture():
+    return _graphs.stack[-1][1] if _graphs.stack else None
+
+
+@contextlib.contextmanager
+def enter_graph(graph):
+    """Build ``graph``: ops inside the block become its nodes."""
+    mode = CaptureMode(graph)
+    _graphs.stack.append((graph, mode))
+    try:
+        with dispatch.push_mode(mode):
+            yield mode
+    finally:
+        _graphs.stack.pop()
+
+
+def placeholder(shape, dtype=None, name=None, device=None, requires_grad=False):
+    """A graph input, fed with ``g.run(fetches, {placeholder: value})``.
+
+    >>> import labkit as lk
+    >>> with lk.Graph() as g:
+    ...     x = lk.placeholder((3,), lk.float32, name="x")
+    >>> x.shape
+    (3,)
+    """
+    graph = current_graph()
+    if graph is None:
+        raise GraphError("lk.placeholder is for building a graph: use it inside "
+                         "'with lk.Graph() as g:'")
+    from ..devices import get_device
+    shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+    node = graph.add_node(PLACEHOLDER, None, (), {}, shape, as_dtype(dtype) or float32,
+                          get_device(device), name=name or "placeholder")
+    return SymbolicTensor._of(node, requires_grad)
+
+
+@contextlib.contextmanager
+def name_scope(name):
+    """Group the nodes made inside the block under ``name`` (shown as boxes in pictures).
+
+    Outside graph capture it does nothing, so model code can use it in both modes.
+    """
+    graph = current_graph()
+    if graph is None:
+        yield
+        return
+    with graph.name_scope(name):
+        yield
+
+
+@contextlib.contextmanager
+def role(name):
+    """Mark the nodes made inside the block as ``forward``, ``backward`` or ``update``."""
+    mode = current_capture()
+    if mode is None:
+        yield
+        return
+    with mode.phase(name):
+        yield
+
+
+def as_node(graph, t):
+    """The node of ``graph`` that tensor ``t`` stands for (GraphError if it is another graph's)."""
+    if isinstance(t, SymbolicTensor):
+        if t._gnode.graph is not graph:
+            raise GraphError(f"fetch {t!r} belongs to graph {t._gnode.graph.name!r}, not to "
+                             f"{graph.name!r}: fetch tensors of the graph you run")
+        return t._gnode
+    if isinstance(t, Node):
+        if t.graph is not graph:
+            raise GraphError(f"node {t.name} belongs to another graph")
+        return t
+    raise GraphError(f"cannot fetch {type(t).__name__} {t!r}: fetch symbolic tensors of the graph")

@@ -1,0 +1,298 @@
+"""``lk.function``: trace a Python function into a graph once per input signature, then run the
+compiled plan.
+
+The signature of a call is, for each tensor argument, its shape, dtype, device and requires_grad,
+and for every other argument its Python value. A call with a new signature traces again, and the
+retrace explains itself: ``f.traces`` lists every trace with what changed (``x: shape (32, 10) ->
+(16, 10)``), and a function that retraces often warns, naming the calling line.
+
+Tensors the function uses from outside (a model's parameters, optimiser slots) are captured by
+reference: each run reads their current values, and ``assign`` ops inside the function update them
+in place. ``loss.backward()`` inside the function puts the backward pass into the graph; the
+gradients it gives to outside tensors become ``.grad`` after each run, as eagerly.
+"""
+import functools
+import inspect
+import warnings
+
+from .. import config
+from ..errors import LabkitError
+from ..tensor.tensor import Tensor
+from .capture import enter_graph
+from .executor import Plan, feed_array
+from .ir import PLACEHOLDER, Graph
+from .symbolic import SymbolicTensor
+
+_TENSOR = "T"
+
+
+def _flatten(obj, leaves, path, paths):
+    """Structure spec of ``obj`` (hashable); tensors go to ``leaves`` (their paths to ``paths``)."""
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        if paths is not None:
+            paths.append(path)
+        return _TENSOR
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__,) + tuple(
+            _flatten(v, leaves, f"{path}[{i}]", paths) for i, v in enumerate(obj))
+    if isinstance(obj, dict):
+        return ("dict",) + tuple((k, _flatten(v, leaves, f"{path}[{k!r}]", paths))
+                                 for k, v in obj.items())
+    try:
+        hash(obj)
+    except TypeError:
+        return ("object", id(obj))
+    return ("value", type(obj).__name__, obj)
+
+
+def _unflatten(spec, leaves):
+    it = iter(leaves)
+
+    def build(s):
+        if s == _TENSOR:
+            return next(it)
+        kind = s[0]
+        if kind in ("list", "tuple"):
+            items = [build(x) for x in s[1:]]
+            return items if kind == "list" else tuple(items)
+        if kind == "dict":
+            return {k: build(v) for k, v in s[1:]}
+        if kind == "value":
+            return s[2]
+        raise LabkitError(f"lk.function cannot rebuild a {kind} output")
+    return build(spec)
+
+
+def _tensor_spec(t):
+    return (t.shape, t.dtype.name, t.device.name, t._requires_grad)
+
+
+def _describe_spec(spec):
+    shape, dtype, device, rg = spec
+    return f"shape {shape}, {dtype}, {device}{', requires_grad' if rg else ''}"
+
+
+class Trace:
+    """One trace of a function: its signature, graph, compiled plan, and why it was made."""
+
+    def __init__(self, number, signature, graph, reason):
+        self.number = number
+        self.signature = signature
+        self.graph = graph
+        self.reason = reason
+        self.plan = None
+        self.out_spec = None
+        self.grad_outputs = []     # (tensor, replace?) whose .grad each run sets
+
+    def __repr__(self):
+        return f"<trace {self.number}: {self.reason}>"
+
+
+class Function:
+    """A Python function captured into graphs. Make one with ``@lk.function``.
+
+    >>> import labkit as lk
+    >>> @lk.function
+    ... def f(x):
+    ...     return (x * 2.0).sum()
+    >>> f(lk.ones(3)).item()
+    6.0
+    >>> len(f.traces)
+    1
+    """
+
+    def __init__(self, fn, name=None):
+        functools.update_wrapper(self, fn, updated=())
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", type(fn).__name__)
+        self.traces = []
+        self._cache = {}
+        try:
+            self._params = list(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            self._params = []
+
+    def __repr__(self):
+        return f"<lk.function {self.name}: {len(self.traces)} trace(s)>"
+
+    def __get__(self, obj, objtype=None):   # used as a method: one Function per instance
+        if obj is None:
+            return self
+        bound = obj.__dict__.get(f"__lk_function_{self.name}")
+        if bound is None:
+            bound = Function(self.fn.__get__(obj, objtype), self.name)
+            obj.__dict__[f"__lk_function_{self.name}"] = bound
+        return bound
+
+    # ---- calling ---------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if config._state["functions_eagerly"]:
+            return self.fn(*args, **kwargs)
+        leaves = []
+        structure = _flatten((args, kwargs), leaves, "", None)
+        key = (structure, tuple(_tensor_spec(t) for t in leaves))
+        trace = self._cache.get(key)
+        if trace is None:
+            trace = self._trace(key, args, kwargs)
+        return self._run(trace, leaves)
+
+    def _run(self, trace, leaves):
+        arrays = [t._data if t._data is not None else feed_array(n, t)
+                  for t, n in zip(leaves, trace.plan.feed_nodes)]
+        results = trace.plan(*arrays)
+        n_out = len(results) - len(trace.grad_outputs)
+        for (tensor, replace), array in zip(trace.grad_outputs, results[n_out:]):
+            if replace or tensor.grad is None:
+                tensor.grad = Tensor._make(array, tensor._device)
+            else:
+                tensor.grad = Tensor._make(tensor.grad._data + array, tensor._device)
+        outs = [Tensor._make(a, n.device) for a, n in
+                zip(results[:n_out], trace.plan.fetch_nodes)]
+        return _unflatten(trace.out_spec, outs)
+
+    # ---- tracing -----------------------------------------------------------------------------
+    def _paths(self, args, kwargs):
+        leaves, paths = [], []
+        names = self._params
+        for i, a in enumerate(args):
+            _flatten(a, leaves, names[i] if i < len(names) else f"args[{i}]", paths)
+        for k, v in kwargs.items():
+            _flatten(v, leaves, k, paths)
+        return leaves, paths
+
+    def _explain(self, key, args, kwargs):
+        if not self.traces:
+            return "first call"
+        previous = self.traces[-1].signature
+        (old_struct, old_specs), (new_struct, new_specs) = previous, key
+        leaves, paths = self._paths(args, kwargs)
+        if old_struct != new_struct:
+            changes = _python_changes(old_struct, new_struct, self._params)
+            if not changes:
+                changes = ["the structure of the arguments changed (number of tensors or "
+                           "nesting)"]
+            return "; ".join(changes)
+        changes = []
+        for path, old, new in zip(paths, old_specs, new_specs):
+            if old == new:
+                continue
+            parts = []
+            for what, a, b in zip(("shape", "dtype", "device", "requires_grad"), old, new):
+                if a != b:
+                    parts.append(f"{what} {a} -> {b}")
+            changes.append(f"{path}: {', '.join(parts)}")
+        return "; ".join(changes) or "a new signature"
+
+    def _trace(self, key, args, kwargs):
+        reason = self._explain(key, args, kwargs)
+        graph = Graph(f"{self.name}#{len(self.traces) + 1}")
+        leaves, paths = self._paths(args, kwargs)
+        symbolic = {}
+        with enter_graph(graph) as mode:
+            for t, path in zip(leaves, paths):
+                node = graph.add_node(PLACEHOLDER, None, (), {}, t.shape, t.dtype, t.device,
+                                      name=path.replace("[", "_").replace("]", "")
+                                      .replace("'", "") or "arg")
+                symbolic[id(t)] = SymbolicTensor._of(node, t._requires_grad)
+            sym_args = _substitute(args, symbolic)
+            sym_kwargs = _substitute(kwargs, symbolic)
+            result = self.fn(*sym_args, **sym_kwargs)
+        out_leaves = []
+        out_spec = _flatten(result, out_leaves, "", None)
+        fetches = []
+        for t in out_leaves:
+            if isinstance(t, SymbolicTensor):
+                fetches.append(t.node)
+            else:   # an outside tensor returned as is
+                fetches.append(graph.capture(t))
+        trace = Trace(len(self.traces) + 1, key, graph, reason)
+        seen = set()
+        for tensor, previous in mode.leaf_grads:
+            if id(tensor) in seen:
+                continue
+            seen.add(id(tensor))
+            g = tensor.grad
+            tensor.grad = previous if previous is None or previous._data is not None else None
+            trace.grad_outputs.append((tensor, previous is None))
+            fetches.append(g.node)
+        trace.out_spec = out_spec
+        feed_nodes = [symbolic[id(t)].node for t in leaves]
+        trace.plan = Plan(graph, fetches, feed_nodes, include_stateful=True)
+        self.traces.append(trace)
+        self._cache[key] = trace
+        limit = config._state["retrace_warning"]
+        if len(self.traces) == limit:
+            warnings.warn(
+                f"lk.function {self.name} has been traced {limit} times; each trace builds and "
+                f"compiles a new graph. Latest reason: {reason}. See {self.name}.traces; pass "
+                f"tensors of one shape, or make changing Python values tensors.",
+                stacklevel=3)
+        return trace
+
+    # ---- inspection -------------------------------------------------------------------------------
+    def graph(self, *args, **kwargs):
+        """The graph captured for these arguments (traced now if this signature is new)."""
+        leaves = []
+        structure = _flatten((args, kwargs), leaves, "", None)
+        key = (structure, tuple(_tensor_spec(t) for t in leaves))
+        trace = self._cache.get(key) or self._trace(key, args, kwargs)
+        return trace.graph
+
+    def explain_traces(self):
+        """One line per trace: its number and why it was made."""
+        return "\n".join(f"trace {t.number}: {t.reason}" for t in self.traces)
+
+
+def _substitute(obj, symbolic):
+    if isinstance(obj, Tensor):
+        return symbolic.get(id(obj), obj)
+    if isinstance(obj, list):
+        return [_substitute(v, symbolic) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_substitute(v, symbolic) for v in obj)
+    if isinstance(obj, dict):
+        return {k: _substitute(v, symbolic) for k, v in obj.items()}
+    return obj
+
+
+def _python_changes(old, new, names):
+    """Which Python-valued arguments changed between two structures, as readable lines."""
+    changes = []
+    (_, old_args, old_kwargs), (_, new_args, new_kwargs) = old, new
+    if len(old_args) != len(new_args):
+        return [f"number of positional arguments {len(old_args) - 1} -> {len(new_args) - 1}"]
+    for i, (a, b) in enumerate(zip(old_args[1:], new_args[1:])):
+        if a != b:
+            name = names[i] if i < len(names) else f"args[{i}]"
+            changes.append(f"{name}: {_value_text(a)} -> {_value_text(b)}")
+    if old_kwargs != new_kwargs:
+        old_d, new_d = dict(old_kwargs[1:]), dict(new_kwargs[1:])
+        for k in sorted(set(old_d) | set(new_d), key=str):
+            if old_d.get(k) != new_d.get(k):
+                changes.append(f"{k}: {_value_text(old_d.get(k))} -> {_value_text(new_d.get(k))}")
+    return changes
+
+
+def _value_text(spec):
+    if spec is None:
+        return "(absent)"
+    if spec == _TENSOR:
+        return "a tensor"
+    if spec[0] == "value":
+        return f"Python value {spec[2]!r}"
+    if spec[0] == "object":
+        return "an object"
+    return f"a {spec[0]}"
+
+
+def function(fn=None, *, name=None):
+    """Capture ``fn`` into a graph on first call per input signature; then run the compiled plan.
+
+    Use as ``@lk.function``, ``lk.function(fn)``, ``lk.function(model)`` (a Module) or
+    ``lk.function(obj.method)``. ``f.traces`` explains every trace; ``f.graph(*args)`` returns
+    the captured graph; ``lk.config.run_functions_eagerly(True)`` runs every function eagerly.
+    """
+    if fn is None:
+        return lambda f: Function(f, name)
+    return Function(fn, name)

@@ -1,0 +1,123 @@
+"""Symbolic tensors: what code sees while a graph is being captured.
+
+A ``SymbolicTensor`` is a Tensor with a shape, dtype and device but no values: it names a node of
+the graph being built. All operators and methods work on it (they go through the same dispatch);
+anything that needs a value now (``bool(t)``, ``t.item()``, ``np.asarray(t)``) is a tracing
+mistake, and raises a TracingError that names the node and says what to use instead.
+"""
+from ..errors import LabkitError
+from ..tensor.tensor import Tensor
+
+
+class TracingError(LabkitError, TypeError):
+    """Something that needs a concrete value was asked of a symbolic tensor during capture."""
+
+
+class SymbolicTensor(Tensor):
+    """A placeholder for a value of a graph node (shape, dtype, device known; values not)."""
+
+    __slots__ = ("_gnode",)
+
+    @classmethod
+    def _of(cls, node, requires_grad=False):
+        t = object.__new__(cls)
+        t._data = None
+        t._device = node.device
+        t._requires_grad = requires_grad
+        t.grad = None
+        t._node = None
+        t._gnode = node
+        return t
+
+    @property
+    def node(self):
+        """The graph node this tensor stands for."""
+        return self._gnode
+
+    @property
+    def graph(self):
+        return self._gnode.graph
+
+    @property
+    def name(self):
+        return self._gnode.name
+
+    @property
+    def shape(self):
+        return self._gnode.shape
+
+    @property
+    def ndim(self):
+        return len(self._gnode.shape)
+
+    @property
+    def dtype(self):
+        return self._gnode.dtype
+
+    @property
+    def size(self):
+        n = 1
+        for s in self._gnode.shape:
+            n *= s
+        return n
+
+    def numel(self):
+        return self.size
+
+    def __len__(self):
+        if not self._gnode.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._gnode.shape[0]
+
+    def _concrete(self, what, instead):
+        n = self._gnode
+        raise TracingError(
+            f"{what} needs a concrete value, but this tensor is symbolic: it stands for node "
+            f"{n.ref()} '{n.name}' ({n.op_name}, {n.dtype.name}{list(n.shape or ())}) of graph "
+            f"{n.graph.name!r}, whose value exists only when the graph runs. {instead} To debug "
+            f"with real values, run eagerly: lk.config.run_functions_eagerly(True).")
+
+    def __bool__(self):
+        self._concrete("Python control flow on a tensor (if/while/and/or, bool(t))",
+                       "Put data-dependent choices in the graph with lk.cond, lk.where or "
+                       "lk.while_loop.")
+
+    def item(self):
+        self._concrete("t.item()", "Return the tensor from the function instead.")
+
+    def numpy(self):
+        self._concrete("t.numpy()", "Return the tensor from the function instead.")
+
+    def tolist(self):
+        self._concrete("t.tolist()", "Return the tensor from the function instead.")
+
+    def __array__(self, dtype=None, copy=None):
+        self._concrete("NumPy (np.asarray, a NumPy function)", "Use labkit ops inside a "
+                       "captured function.")
+
+    def __float__(self):
+        self._concrete("float(t)", "Keep it a tensor.")
+
+    def __int__(self):
+        self._concrete("int(t)", "Keep it a tensor.")
+
+    def __index__(self):
+        self._concrete("using a tensor as a Python index", "Index with lk.take / lk.gather.")
+
+    def __repr__(self):
+        n = self._gnode
+        shape = ", ".join("?" if s is None else str(s) for s in (n.shape or ()))
+        return (f"SymbolicTensor({n.name!r}, op={n.op_name}, shape=({shape}), "
+                f"dtype={n.dtype}, device='{n.device}')")
+
+    def __dlpack__(self, *args, **kwargs):
+        self._concrete("DLPack export", "Export the function's result instead.")
+
+    def detach(self):
+        from ..tensor.ops.elementwise import stop_gradient
+        return stop_gradient(self)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False):
+        from ..autodiff.engine import backward
+        backward(self, gradient, retain_graph=True if retain_graph is None else retain_graph,
+                 create_graph=create_graph)
