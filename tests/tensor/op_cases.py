@@ -18,8 +18,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import labkit as lk
-from labkit.tensor.ops import index as _index
 from labkit.tensor.ops import conv as _conv
+from labkit.tensor.ops import elementwise as _elementwise
+from labkit.tensor.ops import index as _index
+from labkit.tensor.ops import state as _state
 
 MAX_SIDE = 3
 
@@ -666,8 +668,46 @@ WINDOWS = [
 ]
 
 
+# ---- state: in-place updates (the result is the target, updated) ---------------------------
+@st.composite
+def _assign_params(draw):
+    shape = draw(shapes())
+    if draw(st.integers(0, 4)) == 0:          # a Python number
+        return {"shape": shape, "value_shape": None}
+    k = draw(st.integers(0, len(shape)))      # a trailing part of the shape, some dims 1
+    value = tuple(1 if draw(st.booleans()) else s for s in shape[len(shape) - k:])
+    return {"shape": shape, "value_shape": value}
+
+
+def _assign_build(rng, shape, value_shape):
+    return Sample((normal(rng, shape), 1.5 if value_shape is None else normal(rng, value_shape)))
+
+
+def _assign_ref(update):
+    def ref(target, value):
+        out = np.array(target)
+        out[...] = update(target, value)
+        return out
+    return ref
+
+
+ASSIGN_EDGES = [dict(shape=(), value_shape=()), dict(shape=(2, 3), value_shape=(3,)),
+                dict(shape=(2, 3), value_shape=None), dict(shape=(0, 2), value_shape=(1, 2)),
+                dict(shape=(2, 1), value_shape=(2, 1))]
+STATE = [
+    Case("assign", lambda t, v: _state.assign(t, v), _assign_ref(lambda t, v: v),
+         _assign_build, _assign_params(), ASSIGN_EDGES, op="assign", differentiable=False),
+    Case("assign_add", lambda t, v: _state.assign_add(t, v), _assign_ref(lambda t, v: t + v),
+         _assign_build, _assign_params(), ASSIGN_EDGES, op="assign_add", differentiable=False),
+    Case("assign_sub", lambda t, v: _state.assign_sub(t, v), _assign_ref(lambda t, v: t - v),
+         _assign_build, _assign_params(), ASSIGN_EDGES, op="assign_sub", differentiable=False),
+    unary("stop_gradient", _elementwise.stop_gradient, lambda x: x.copy(),
+          differentiable=False),
+]
+
+
 PRIMITIVE_CASES = (ELEMENTWISE + [WHERE] + CASTS + [TO_DEVICE] + REDUCTIONS + SHAPE_OPS +
-                   [MATMUL] + INDEXING + GATHER + WINDOWS)
+                   [MATMUL] + INDEXING + GATHER + WINDOWS + STATE)
 
 
 # ---- composites ----------------------------------------------------------------------------

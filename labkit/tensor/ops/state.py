@@ -13,9 +13,11 @@ result is the updated tensor itself (it shares the buffer), and carries no gradi
 """
 import threading
 
+import numpy as np
+
 from ...errors import DTypeError, ShapeError, describe
 from ..op import op
-from ..shape_rules import broadcast_shapes, shape_of
+from ..shape_rules import broadcast_shapes, dtype_of, shape_of
 
 _LOCKS = [threading.Lock() for _ in range(64)]
 
@@ -30,8 +32,8 @@ def _assign_rule(name):
         if out != shape_of(target):
             raise ShapeError(f"{name}: cannot write {describe(value)} into {describe(target)}: "
                              f"the value must broadcast to the target's shape")
-        vd = getattr(value, "dtype", None)
-        if vd is not None and target.dtype.is_floating is False and vd.is_floating:
+        if not target.dtype.is_floating and (isinstance(value, float) or (
+                hasattr(value, "dtype") and dtype_of(value).is_floating)):
             raise DTypeError(f"{name}: writing {describe(value)} into {describe(target)} would "
                              f"lose the fraction; cast explicitly")
         return shape_of(target), target.dtype
@@ -41,6 +43,8 @@ def _assign_rule(name):
 @op("assign", shape=_assign_rule("assign"), stateful=True)
 def assign(xp, target, value):
     """Overwrite ``target`` in place with ``value`` (broadcast); returns ``target``."""
+    if target.dtype.kind in "iub" and getattr(value, "dtype", np.asarray(value).dtype).kind == "f":
+        raise TypeError("float value into an integer target")
     with _lock(target):
         target[...] = value
     return target
@@ -50,7 +54,7 @@ def assign(xp, target, value):
 def assign_add(xp, target, value):
     """``target += value`` in place, atomically; returns ``target``."""
     with _lock(target):
-        xp.add(target, value, out=target, casting="unsafe")
+        xp.add(target, value, out=target, casting="same_kind")
     return target
 
 
@@ -58,5 +62,5 @@ def assign_add(xp, target, value):
 def assign_sub(xp, target, value):
     """``target -= value`` in place, atomically; returns ``target``."""
     with _lock(target):
-        xp.subtract(target, value, out=target, casting="unsafe")
+        xp.subtract(target, value, out=target, casting="same_kind")
     return target
