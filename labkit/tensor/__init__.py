@@ -1,6 +1,7 @@
 """Tensor, dtypes, the op declaration and registry, and every op (kernel + shape rule + vjp)."""
 from . import eager  # noqa: F401  (installs eager mode as the bottom of the mode stack)
 from . import methods  # noqa: F401  (attaches operators and methods to Tensor)
+from . import profiling  # noqa: F401  (lets lk.profile() time eager ops)
 from .creation import (arange, eye, from_dlpack, from_numpy, full, full_like, linspace, ones,
                        ones_like, tensor, zeros, zeros_like)
 from .dtypes import (DType, as_dtype, bool_, float16, float32, float64, int32, int64,

@@ -1,0 +1,135 @@
+"""``lk.profile()``: record every op run (eager or in a graph) with its device, lane and timing.
+
+>>> import labkit as lk
+>>> with lk.profile() as prof:
+...     for _ in range(2):
+...         y = (lk.ones(4, 4) @ lk.ones(4, 4)).sum()
+...         prof.step()
+>>> [e.op for e in prof.steps[0]]
+['matmul', 'sum']
+"""
+import json
+import os
+import tempfile
+import threading
+
+from .events import OpEvent, lane_name, now_ns
+
+_active = []                 # the profiles currently recording (innermost last)
+_activation_hooks = []       # (start, stop) callables registered by the layers that emit events
+_lock = threading.Lock()
+
+
+def register_hooks(start, stop):
+    """Let a higher layer start/stop emitting when a profile opens/closes (called at import)."""
+    _activation_hooks.append((start, stop))
+
+
+def active_profile():
+    """The innermost recording profile, or None."""
+    return _active[-1] if _active else None
+
+
+class Profile:
+    """The record of a ``with lk.profile() as prof:`` block.
+
+    ``prof.events``: every OpEvent; ``prof.step()`` marks a step boundary (``lk.function`` calls
+    mark one each); ``prof.steps``: the events of each step; ``prof.summary()``: top ops by total
+    time per device; ``prof.export_chrome_trace(path)``: a file Perfetto and chrome://tracing open.
+    """
+
+    def __init__(self):
+        self.events = []
+        self.step_number = 0
+        self.step_marks = []      # (step, time_ns) at each boundary
+        self.start_ns = None
+        self.end_ns = None
+        self._hook_state = []
+
+    # ---- recording --------------------------------------------------------------------------
+    def __enter__(self):
+        self.start_ns = now_ns()
+        with _lock:
+            _active.append(self)
+        self._hook_state = [start() for start, _ in _activation_hooks]
+        return self
+
+    def __exit__(self, *exc):
+        for (_, stop), state in zip(reversed(_activation_hooks), reversed(self._hook_state)):
+            stop(state)
+        with _lock:
+            _active.remove(self)
+        self.end_ns = now_ns()
+        return False
+
+    def record(self, op, name, device, start_ns, end_ns, bytes_in=0, bytes_out=0,
+               source="eager", lane=None, gpu_events=None):
+        self.events.append(OpEvent(op, name, device, lane or lane_name(), start_ns, end_ns,
+                                   bytes_in, bytes_out, self.step_number, source, gpu_events))
+
+    def step(self):
+        """Mark the end of a step: later events belong to the next one."""
+        self.step_marks.append((self.step_number, now_ns()))
+        self.step_number += 1
+
+    # ---- reading ------------------------------------------------------------------------------
+    @property
+    def steps(self):
+        """A list with the events of each step (the last, unfinished step included if any)."""
+        out = [[] for _ in range(self.step_number + 1)]
+        for e in self.events:
+            out[e.step].append(e)
+        if not out[-1]:
+            out.pop()
+        return out
+
+    def devices(self):
+        return sorted({e.device for e in self.events})
+
+    def summary(self, top=10):
+        """A text table: per device, the ops with the most total time (count, total, mean)."""
+        rows = {}
+        for e in self.events:
+            r = rows.setdefault((e.device, e.op), [0, 0])
+            r[0] += 1
+            r[1] += e.duration_ns
+        lines = []
+        for device in self.devices():
+            mine = sorted(((op, c, t) for (d, op), (c, t) in rows.items() if d == device),
+                          key=lambda r: -r[2])
+            total = sum(t for _, _, t in mine) or 1
+            lines.append(f"{device}: {len(mine)} op kinds, {total / 1e6:.3f} ms in ops")
+            lines.append(f"  {'op':<20}{'calls':>8}{'total ms':>12}{'mean us':>10}{'share':>8}")
+            for op, c, t in mine[:top]:
+                lines.append(f"  {op:<20}{c:>8}{t / 1e6:>12.3f}{t / c / 1e3:>10.1f}"
+                             f"{100 * t / total:>7.1f}%")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        where = ", ".join(self.devices()) or "no device"
+        return f"<Profile: {len(self.events)} op events on {where}, {len(self.steps)} step(s)>"
+
+    def to_chrome_trace(self):
+        """The trace as a dict in the Trace Event Format (one process track per device)."""
+        from .chrome import chrome_trace
+        return chrome_trace(self)
+
+    def export_chrome_trace(self, path):
+        """Write the trace as JSON for Perfetto / chrome://tracing (atomically)."""
+        data = json.dumps(self.to_chrome_trace())
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".trace-", dir=folder)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return path
+
+
+def profile():
+    """Start recording every op run in this block (eager ops and graph nodes)."""
+    return Profile()

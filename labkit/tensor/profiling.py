@@ -1,0 +1,61 @@
+"""Eager ops under ``lk.profile()``: a mode pushed on the mode stack times each op it passes
+down, so that when no profile is open eager dispatch pays nothing for the profiler."""
+from ..profiler import active_profile, register_hooks
+from ..profiler.events import now_ns
+from . import dispatch
+from .dispatch import Mode
+from .eager import EagerMode
+from .tensor import Tensor
+
+
+class ProfilingMode(Mode):
+    """Time each op that the mode below runs eagerly; record it in the active profile."""
+
+    def __init__(self, below):
+        self.below = below
+
+    def apply(self, op, inputs, attrs):
+        if not isinstance(self.below, EagerMode):
+            return self.below.apply(op, inputs, attrs)
+        prof = active_profile()
+        device = next((a._device for a in inputs if isinstance(a, Tensor)), None)
+        gpu = None
+        if device is not None and device.type == "gpu":
+            # GPU durations come from CUDA events on the stream, not from host clocks
+            cuda = device.xp.cuda
+            gpu = (cuda.Event(), cuda.Event())
+            gpu[0].record()
+        start = now_ns()
+        out = self.below.apply(op, inputs, attrs)
+        end_ns = now_ns()
+        if gpu is not None:
+            gpu[1].record()
+        if prof is not None:
+            bytes_in = sum(a._data.nbytes for a in inputs if isinstance(a, Tensor))
+            prof.record(op.name, op.name, out._device.name, start, end_ns, bytes_in,
+                        out._data.nbytes, "eager", gpu_events=gpu)
+        return out
+
+    def phase(self, name):
+        return self.below.phase(name)
+
+    def note_leaf_grad(self, leaf, previous):
+        self.below.note_leaf_grad(leaf, previous)
+
+
+def _start():
+    st = dispatch._state
+    mode = ProfilingMode(st.mode)
+    st.stack.append(mode)
+    st.mode = mode
+    return mode
+
+
+def _stop(mode):
+    st = dispatch._state
+    if mode in st.stack:
+        st.stack.remove(mode)
+    st.mode = st.stack[-1]
+
+
+register_hooks(_start, _stop)
