@@ -19,20 +19,24 @@ def _topological(roots):
     """Tape nodes reachable from ``roots``, each after every node that consumes its output."""
     order, seen = [], set()
     stack = [(n, False) for n in roots]
+    pop, push, mark = stack.pop, stack.append, seen.add
     while stack:
-        node, expanded = stack.pop()
+        node, expanded = pop()
         if expanded:
             order.append(node)
             continue
-        if id(node) in seen:
+        if node in seen:
             continue
-        seen.add(id(node))
-        stack.append((node, True))
-        if node.inputs is None:
+        mark(node)
+        push((node, True))
+        inputs = node.inputs
+        if inputs is None:
             continue
-        for inp in node.inputs:
-            if isinstance(inp, Tensor) and inp._node is not None and id(inp._node) not in seen:
-                stack.append((inp._node, False))
+        for inp in inputs:
+            if isinstance(inp, Tensor):
+                parent = inp._node
+                if parent is not None and parent not in seen:
+                    push((parent, False))
     order.reverse()
     return order
 
@@ -48,7 +52,8 @@ def _fit(g, like):
     """Cotangent ``g`` summed back to ``like``'s shape and cast to its dtype (engine-wide rule)."""
     if g.shape != like.shape:
         g = sum_to_shape(g, like.shape)
-    if g.dtype is not like.dtype:
+    a, b = g._data, like._data
+    if (a.dtype != b.dtype) if (a is not None and b is not None) else (g.dtype is not like.dtype):
         g = cast(g, dtype=like.dtype.name)
     return g
 
@@ -75,12 +80,12 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
     gradient to return (None: accumulate into every leaf's ``.grad`` instead). Returns the list
     of gradients for ``targets`` (None where a target was not reached).
     """
-    grads = {}        # id(node) -> cotangent of that node's output
+    grads = {}        # node -> cotangent of that node's output
     leaf_grads = {}   # id(leaf) -> (leaf, cotangent)
     target_keys = {}
     if targets is not None:
         for i, t in enumerate(targets):
-            target_keys.setdefault(id(t._node) if t._node is not None else id(t), []).append(i)
+            target_keys.setdefault(t._node if t._node is not None else id(t), []).append(i)
     results = [None] * (len(targets) if targets is not None else 0)
 
     root_nodes = []
@@ -88,36 +93,57 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
         if r._node is None:
             leaf_grads[id(r)] = (r, g if id(r) not in leaf_grads else add(leaf_grads[id(r)][1], g))
             continue
-        key = id(r._node)
+        key = r._node
         grads[key] = g if key not in grads else add(grads[key], g)
         root_nodes.append(r._node)
 
+    st = dispatch._state
+    grad_all, st.grad_all = st.grad_all, follow_all
+    try:
+        _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, create_graph,
+              follow_all)
+    finally:
+        st.grad_all = grad_all
+    _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumulate)
+    return results
+
+
+def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, create_graph,
+          follow_all):
+    """Apply the vjp rule of every node reachable from ``root_nodes``, in reverse order."""
+    pop = grads.pop
     with dispatch.grad_enabled(create_graph), dispatch.current_mode().phase("backward"):
         for node in _topological(root_nodes):
-            g = grads.pop(id(node), None)
+            g = pop(node, None)
             if g is None:
                 continue
-            for i in target_keys.get(id(node), ()):
-                results[i] = g
-            if node.inputs is None:
+            if target_keys:
+                for i in target_keys.get(node, ()):
+                    results[i] = g
+            inputs = node.inputs
+            if inputs is None:
                 raise _freed_error(node)
-            out = node.output_tensor(create_graph)
-            input_grads = node.op.vjp(g, out, *node.inputs, **node.attrs)
-            for inp, gi in zip(node.inputs, input_grads):
+            input_grads = node.op.vjp(g, node.output_tensor(create_graph), *inputs,
+                                      **node.attrs)
+            for inp, gi in zip(inputs, input_grads):
                 if gi is None or not isinstance(inp, Tensor) or not (
                         inp._requires_grad or follow_all):
                     continue
                 gi = _fit(gi, inp)
-                if inp._node is not None:
-                    key = id(inp._node)
-                    grads[key] = gi if key not in grads else add(grads[key], gi)
+                parent = inp._node
+                if parent is not None:
+                    prev = grads.get(parent)
+                    grads[parent] = gi if prev is None else add(prev, gi)
                 else:
                     key = id(inp)
-                    leaf_grads[key] = (inp, gi) if key not in leaf_grads else \
-                        (inp, add(leaf_grads[key][1], gi))
+                    prev = leaf_grads.get(key)
+                    leaf_grads[key] = (inp, gi) if prev is None else (inp, add(prev[1], gi))
             if not retain_graph:
                 node.free()
 
+
+def _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumulate):
+    """Hand the leaves' cotangents out: into ``.grad`` (backward) and/or to ``results``."""
     if accumulate:
         handed = {id(g._data) for g in cotangents}   # arrays .grad must not share
         for leaf, g in leaf_grads.values():
@@ -135,7 +161,6 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
     for key, (leaf, g) in leaf_grads.items():
         for i in target_keys.get(key, ()):
             results[i] = g
-    return results
 
 
 def _root_cotangent(t, gradient):

@@ -33,6 +33,7 @@ class _State(threading.local):
         self.stack = [_eager_mode]
         self.mode = _eager_mode
         self.grad_enabled = True
+        self.grad_all = False   # True while lk.gradients wants cotangents for every input
 
 
 _eager_mode = None   # set by labkit.tensor.eager at import

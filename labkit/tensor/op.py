@@ -27,6 +27,7 @@ ones are declared, and it works eagerly, under autodiff and under capture.
 12.0
 """
 from . import dispatch
+from .tensor import Tensor
 
 REGISTRY = {}
 
@@ -75,3 +76,13 @@ def op(name, *, shape, vjp=None, register=True, stateful=False):
             REGISTRY[name] = o
         return o
     return declare
+
+
+def needs_grad(x):
+    """For use in vjp rules: whether input ``x`` wants a cotangent.
+
+    A rule may return None for inputs that don't (Python scalars, tensors that do not require
+    grad) instead of computing a cotangent the engine would throw away: ``x @ W`` with data ``x``
+    then costs one matmul in backward, not two.
+    """
+    return isinstance(x, Tensor) and (x._requires_grad or dispatch._state.grad_all)

@@ -7,6 +7,10 @@ computation is dropped its whole tape is freed at once by reference counting, as
 The backward engine (labkit.autodiff) walks these nodes.
 """
 
+from .tensor import Tensor
+
+_make = Tensor._make
+
 
 class TapeNode:
     __slots__ = ("op", "inputs", "attrs", "out", "device", "__weakref__")
@@ -20,8 +24,7 @@ class TapeNode:
 
     def output_tensor(self, linked):
         """The output as a Tensor for the vjp rule; ``linked``: part of a recorded backward."""
-        from .tensor import Tensor
-        return Tensor._make(self.out, self.device, linked, self if linked else None)
+        return _make(self.out, self.device, linked, self if linked else None)
 
     def free(self):
         """Drop what backward needed; a second backward through this node is then an error."""

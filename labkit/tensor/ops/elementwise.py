@@ -9,9 +9,14 @@ import numpy as np
 from ...devices import device_of_array, get_device, transfer
 from ...errors import DTypeError, describe
 from ..dtypes import as_dtype, result_type
-from ..op import op
+from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, elementwise, same_as_first, shape_of, ufunc_dtype
 from ..tensor import Tensor
+
+
+def _if(x, g):
+    """``g`` if input ``x`` wants a cotangent, else None (see ``needs_grad``)."""
+    return g if needs_grad(x) else None
 
 
 def _is_tensor(x):
@@ -19,25 +24,26 @@ def _is_tensor(x):
 
 
 # ---- binary arithmetic ---------------------------------------------------------------------
-@op("add", shape=elementwise(np.add, "add"), vjp=lambda g, out, a, b: (g, g))
+@op("add", shape=elementwise(np.add, "add"), vjp=lambda g, out, a, b: (_if(a, g), _if(b, g)))
 def add(xp, a, b):
     return xp.add(a, b)
 
 
-@op("sub", shape=elementwise(np.subtract, "sub"), vjp=lambda g, out, a, b: (g, neg(g)))
+@op("sub", shape=elementwise(np.subtract, "sub"), vjp=lambda g, out, a, b: (_if(a, g), neg(g) if needs_grad(b) else None))
 def sub(xp, a, b):
     return xp.subtract(a, b)
 
 
 @op("mul", shape=elementwise(np.multiply, "mul"),
-    vjp=lambda g, out, a, b: (mul(g, b), mul(g, a)))
+    vjp=lambda g, out, a, b: (mul(g, b) if needs_grad(a) else None,
+                              mul(g, a) if needs_grad(b) else None))
 def mul(xp, a, b):
     return xp.multiply(a, b)
 
 
 def _div_vjp(g, out, a, b):
     ga = div(g, b)
-    return ga, (neg(mul(ga, out)) if _is_tensor(b) else None)
+    return (ga if needs_grad(a) else None), (neg(mul(ga, out)) if needs_grad(b) else None)
 
 
 @op("div", shape=elementwise(np.true_divide, "div"), vjp=_div_vjp)
@@ -49,9 +55,9 @@ def _pow_vjp(g, out, a, b):
     # A Python-number exponent or base stays a Python number (b - 1, math.log(a)): an op on
     # numbers alone would make a tensor on the default device, and of a non-weak dtype.
     ga = gb = None
-    if _is_tensor(a):
+    if needs_grad(a):
         ga = mul(g, mul(b, pow(a, sub(b, 1) if _is_tensor(b) else b - 1)))
-    if _is_tensor(b):
+    if needs_grad(b):
         gb = mul(g, mul(out, log(a) if _is_tensor(a) else math.log(a)))
     return ga, gb
 

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ...errors import ShapeError, describe
-from ..op import op
+from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, shape_of, ufunc_dtype
 from .shape import permute, reshape
 
@@ -46,12 +46,15 @@ def _matmul_vjp(g, out, a, b):
         g2 = reshape(g, shape=g.shape + (1,))
     else:
         g2 = g
-    ga = matmul(g2, _swap_last(b2))           # (..., m, k)
-    gb = matmul(_swap_last(a2), g2)           # (..., k, n)
-    if a.ndim == 1:
-        ga = reshape(ga, shape=ga.shape[:-2] + ga.shape[-1:])
-    if b.ndim == 1:
-        gb = reshape(gb, shape=gb.shape[:-1])
+    ga = gb = None
+    if needs_grad(a):
+        ga = matmul(g2, _swap_last(b2))           # (..., m, k)
+        if a.ndim == 1:
+            ga = reshape(ga, shape=ga.shape[:-2] + ga.shape[-1:])
+    if needs_grad(b):
+        gb = matmul(_swap_last(a2), g2)           # (..., k, n)
+        if b.ndim == 1:
+            gb = reshape(gb, shape=gb.shape[:-1])
     return ga, gb
 
 
