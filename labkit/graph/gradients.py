@@ -42,7 +42,8 @@ def gradients(ys, xs, grad_ys=None):
     try:
         cots = [g if g is not None else ones(y.shape, dtype=y.dtype, device=y.device)
                 for y, g in zip(ys, grad_ys)]
-        roots = [(y, c) for y, c in zip(ys, cots) if y._node is not None or y in xs]
+        roots = [(y, c) for y, c in zip(ys, cots)
+                 if y._node is not None or any(y is x for x in xs)]
         results = run_backward([r for r, _ in roots], [c for _, c in roots], xs,
                                retain_graph=True, create_graph=True, accumulate=False,
                                follow_all=True)
