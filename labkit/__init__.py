@@ -9,6 +9,7 @@
 from .errors import (CheckpointError, DeviceError, DTypeError, GradError, LabkitError,
                      NumericsError, ShapeError)
 from . import devices
+from .profiler import profile
 from .devices import Device, device
 from .tensor import *  # noqa: F401,F403
 from .tensor import Tensor, op
@@ -18,6 +19,10 @@ from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, is_grad_enabled
 from . import config
 from .graph import (Function, Graph, GraphError, SymbolicTensor, TracingError, function,
                     gradients, name_scope, placeholder)
+from .graph import cond, scan, while_loop
+from .graph import FIFOQueue, QueueClosedError, Variable, restore_variables, save_variables
 from . import nn, optim, data
+from . import viz
+from . import dist
 
 __version__ = "0.1.0"

@@ -21,3 +21,56 @@ def functions_run_eagerly():
 def set_retrace_warning(count):
     """Warn (naming the calling line) once a function has been traced ``count`` times."""
     _state["retrace_warning"] = int(count)
+
+
+# ---- graph optimisation passes (see labkit.graph.passes) -------------------------------------
+_state.update({"disabled_passes": frozenset(), "passes_version": 0, "cpu_fusion": "cost"})
+
+
+def _known_passes(names):
+    from .graph.passes import PASSES
+    unknown = [n for n in names if n not in PASSES]
+    if unknown:
+        raise ValueError(f"unknown graph pass(es) {unknown}; the passes are {list(PASSES)}")
+
+
+def _set_disabled(disabled):
+    _state["disabled_passes"] = frozenset(disabled)
+    _state["passes_version"] += 1    # every lk.function re-optimises its traces on next call
+
+
+def disable_pass(*names):
+    """Switch graph passes off by name for every ``lk.function`` (e.g. to see a graph without
+    fusion): ``lk.config.disable_pass("fusion")``. Functions re-optimise on their next call.
+
+    >>> import labkit as lk
+    >>> lk.config.disable_pass("fusion", "memory")
+    >>> sorted(lk.config.disabled_passes())
+    ['fusion', 'memory']
+    >>> lk.config.enable_pass()              # no names: every pass on again
+    >>> lk.config.disabled_passes()
+    frozenset()
+    """
+    _known_passes(names)
+    _set_disabled(_state["disabled_passes"] | set(names))
+
+
+def enable_pass(*names):
+    """Switch graph passes back on by name (no names: all of them)."""
+    _known_passes(names)
+    _set_disabled(_state["disabled_passes"] - set(names) if names else ())
+
+
+def disabled_passes():
+    """The names of the graph passes switched off."""
+    return _state["disabled_passes"]
+
+
+def set_cpu_fusion(policy):
+    """How elementwise fusion treats CPU chains: ``"cost"`` (default: fuse where one numexpr
+    pass is faster than separate NumPy calls, i.e. small tensors), ``"always"`` or ``"never"``."""
+    if policy not in ("cost", "always", "never"):
+        raise ValueError(f"set_cpu_fusion: policy must be 'cost', 'always' or 'never', "
+                         f"not {policy!r}")
+    _state["cpu_fusion"] = policy
+    _state["passes_version"] += 1

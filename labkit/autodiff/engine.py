@@ -50,7 +50,7 @@ def _freed_error(node):
 
 def _fit(g, like):
     """Cotangent ``g`` summed back to ``like``'s shape and cast to its dtype (engine-wide rule)."""
-    if g.shape != like.shape:
+    if g.shape != like.shape and None not in g.shape and None not in like.shape:
         g = sum_to_shape(g, like.shape)
     a, b = g._data, like._data
     if (a.dtype != b.dtype) if (a is not None and b is not None) else (g.dtype is not like.dtype):
@@ -148,10 +148,7 @@ def _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumula
         handed = {id(g._data) for g in cotangents}   # arrays .grad must not share
         for leaf, g in leaf_grads.values():
             if g._data is None:   # a symbolic gradient: backward() inside graph capture
-                previous = leaf.grad
-                leaf.grad = g if previous is None or previous._data is not None \
-                    else add(previous, g)
-                dispatch.current_mode().note_leaf_grad(leaf, previous)
+                dispatch.current_mode().accumulate_grad(leaf, g)
             elif create_graph:
                 leaf.grad = g if leaf.grad is None else add(leaf.grad, g)
             elif leaf.grad is None:

@@ -16,6 +16,7 @@ from ..tensor.dispatch import Mode
 from ..tensor.dtypes import as_dtype, float32
 from ..tensor.tape import TapeNode
 from ..tensor.tensor import Tensor
+from .grad_state import GradTracker
 from .ir import PLACEHOLDER, GraphError, Node
 from .symbolic import SymbolicTensor
 
@@ -37,7 +38,7 @@ class CaptureMode(Mode):
 
     def __init__(self, graph):
         self.graph = graph
-        self.leaf_grads = []    # (tensor, previous .grad) set by backward() during capture
+        self.grads = GradTracker()   # .grad of outside tensors during the trace
         self.role = "forward"
 
     def apply(self, op, inputs, attrs):
@@ -94,8 +95,17 @@ class CaptureMode(Mode):
         finally:
             self.role = previous
 
-    def note_leaf_grad(self, leaf, previous):
-        self.leaf_grads.append((leaf, previous))
+    def set_grad(self, tensor, value):
+        if isinstance(tensor, SymbolicTensor):
+            tensor._grad = value
+        else:
+            self.grads.set(tensor, value)
+
+    def accumulate_grad(self, leaf, g):
+        if isinstance(leaf, SymbolicTensor):
+            leaf._grad = g if leaf._grad is None else leaf._grad + g
+        else:
+            self.grads.accumulate(leaf, g)
 
 
 class _Graphs(threading.local):

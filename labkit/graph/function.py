@@ -10,9 +10,16 @@ Tensors the function uses from outside (a model's parameters, optimiser slots) a
 reference: each run reads their current values, and ``assign`` ops inside the function update them
 in place. ``loss.backward()`` inside the function puts the backward pass into the graph; the
 gradients it gives to outside tensors become ``.grad`` after each run, as eagerly.
+
+Each trace is optimised by the graph passes (``labkit.graph.passes``: pruning, constant folding,
+CSE, dead-code elimination, elementwise fusion, buffer reuse) before its plan is compiled; the
+results and ``.grad`` s are the outputs the passes keep. ``f.graph(*args)`` is the optimised
+graph, ``f.graph(*args, passes=[])`` the raw trace; ``lk.config.disable_pass(name)`` switches a
+pass off (traces are re-optimised, not retraced).
 """
 import functools
 import inspect
+import threading
 import warnings
 
 from .. import config
@@ -21,6 +28,7 @@ from ..tensor.tensor import Tensor
 from .capture import enter_graph
 from .executor import Plan, feed_array
 from .ir import PLACEHOLDER, Graph
+from .passes import run_passes
 from .symbolic import SymbolicTensor
 
 _TENSOR = "T"
@@ -79,11 +87,15 @@ class Trace:
     def __init__(self, number, signature, graph, reason):
         self.number = number
         self.signature = signature
-        self.graph = graph
+        self.graph = graph         # the optimised graph the plan runs (see raw_graph)
+        self.raw_graph = graph     # the graph as traced, before the passes
         self.reason = reason
         self.plan = None
+        self.passes_version = None     # lk.config's pass settings the plan was made with
+        self.raw_feeds = []            # placeholders of raw_graph, one per tensor argument
         self.out_spec = None
-        self.grad_outputs = []     # (tensor, replace?) whose .grad each run sets
+        self.grad_outputs = []     # outside tensors whose .grad each run sets
+        self.grad_clears = []      # tensors whose .grad the function sets to None
 
     def __repr__(self):
         return f"<trace {self.number}: {self.reason}>"
@@ -108,6 +120,7 @@ class Function:
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
         self.traces = []
         self._cache = {}
+        self._lock = threading.RLock()   # one trace per signature when threads call at once
         try:
             self._params = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
@@ -134,7 +147,10 @@ class Function:
         key = (structure, tuple(_tensor_spec(t) for t in leaves))
         trace = self._cache.get(key)
         if trace is None:
-            trace = self._trace(key, args, kwargs)
+            with self._lock:
+                trace = self._cache.get(key) or self._trace(key, args, kwargs)
+        elif trace.passes_version != config._state["passes_version"]:
+            self._optimize(trace)
         return self._run(trace, leaves)
 
     def _run(self, trace, leaves):
@@ -142,11 +158,10 @@ class Function:
                   for t, n in zip(leaves, trace.plan.feed_nodes)]
         results = trace.plan(*arrays)
         n_out = len(results) - len(trace.grad_outputs)
-        for (tensor, replace), array in zip(trace.grad_outputs, results[n_out:]):
-            if replace or tensor.grad is None:
-                tensor.grad = Tensor._make(array, tensor._device)
-            else:
-                tensor.grad = Tensor._make(tensor.grad._data + array, tensor._device)
+        for tensor, array in zip(trace.grad_outputs, results[n_out:]):
+            tensor._grad = Tensor._make(array, tensor._device)
+        for tensor in trace.grad_clears:
+            tensor._grad = None
         outs = [Tensor._make(a, n.device) for a, n in
                 zip(results[:n_out], trace.plan.fetch_nodes)]
         return _unflatten(trace.out_spec, outs)
@@ -207,18 +222,15 @@ class Function:
             else:   # an outside tensor returned as is
                 fetches.append(graph.capture(t))
         trace = Trace(len(self.traces) + 1, key, graph, reason)
-        seen = set()
-        for tensor, previous in mode.leaf_grads:
-            if id(tensor) in seen:
-                continue
-            seen.add(id(tensor))
-            g = tensor.grad
-            tensor.grad = previous if previous is None or previous._data is not None else None
-            trace.grad_outputs.append((tensor, previous is None))
-            fetches.append(g.node)
+        sets, trace.grad_clears = mode.grads.finish()
+        for tensor, value in sets:
+            trace.grad_outputs.append(tensor)
+            fetches.append(value.node if isinstance(value, SymbolicTensor)
+                           else graph.capture(value))
         trace.out_spec = out_spec
-        feed_nodes = [symbolic[id(t)].node for t in leaves]
-        trace.plan = Plan(graph, fetches, feed_nodes, include_stateful=True)
+        graph.outputs = fetches     # results and .grads: what the passes must keep
+        trace.raw_feeds = [symbolic[id(t)].node for t in leaves]
+        self._optimize(trace)
         self.traces.append(trace)
         self._cache[key] = trace
         limit = config._state["retrace_warning"]
@@ -230,14 +242,41 @@ class Function:
                 stacklevel=3)
         return trace
 
+    def _optimize(self, trace):
+        """Run the enabled passes on the trace's raw graph; compile the plan from the result."""
+        opt = run_passes(trace.raw_graph)
+        by_name = {n.name: n for n in opt.nodes}
+        missing = [n.name for n in trace.raw_feeds if n.name not in by_name]
+        if missing:
+            raise LabkitError(f"lk.function {self.name}: a graph pass removed the placeholders "
+                              f"{missing}; passes must keep every placeholder")
+        trace.graph = opt
+        trace.plan = Plan(opt, opt.outputs, [by_name[n.name] for n in trace.raw_feeds],
+                          include_stateful=True)
+        trace.passes_version = config._state["passes_version"]
+
     # ---- inspection -------------------------------------------------------------------------------
-    def graph(self, *args, **kwargs):
-        """The graph captured for these arguments (traced now if this signature is new)."""
+    def graph(self, *args, passes=None, **kwargs):
+        """The graph for these arguments (traced now if this signature is new): the optimised
+        one that runs, or with ``passes=[]`` the raw trace, or with ``passes=["cse", ...]`` the
+        raw trace after just those passes. ``.history`` says what each pass did.
+
+        >>> import labkit as lk
+        >>> @lk.function
+        ... def f(x):
+        ...     return (x.exp() + x.exp()).sum()
+        >>> len(f.graph(lk.ones(3), passes=[])), len(f.graph(lk.ones(3)))
+        (5, 4)
+        """
         leaves = []
         structure = _flatten((args, kwargs), leaves, "", None)
         key = (structure, tuple(_tensor_spec(t) for t in leaves))
         trace = self._cache.get(key) or self._trace(key, args, kwargs)
-        return trace.graph
+        if passes is None:
+            if trace.passes_version != config._state["passes_version"]:
+                self._optimize(trace)
+            return trace.graph
+        return run_passes(trace.raw_graph, passes)
 
     def explain_traces(self):
         """One line per trace: its number and why it was made."""

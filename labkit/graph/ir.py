@@ -95,6 +95,8 @@ class Graph:
         self._lock = threading.Lock()
         self._plans = {}
         self.history = []       # what each optimisation pass did (see labkit.graph.passes)
+        self.outputs = None     # nodes its user fetches, kept by passes (None: the unused)
+        self.buffer_plan = None  # set by the buffer-reuse pass, read by the executor
 
     # ---- building ------------------------------------------------------------------------------
     def _unique(self, base):
@@ -117,8 +119,9 @@ class Graph:
         """The node reading ``tensor`` (from outside the graph) by reference at run time."""
         node = self._captures.get(id(tensor))
         if node is None:
+            name = getattr(tensor, "name", None)     # an lk.Variable is shown by its name
             node = self.add_node(CAPTURE, None, (), {}, tensor.shape, tensor.dtype, tensor.device,
-                                 name="capture")
+                                 name=name if isinstance(name, str) and name else "capture")
             node.value = tensor
             self._captures[id(tensor)] = node
         return node
@@ -164,6 +167,8 @@ class Graph:
                 call = f"{n.kind}()"
             dev = f"@{n.device.name}" if n.device is not None else ""
             lines.append(f"{n.ref():>5} = {call:<40} : {_type_text(n):<18} {dev:<7} {n.name}")
+            for sub in _subgraphs(n):   # control flow: each sub-graph indented under its node
+                lines.extend("        " + ln for ln in sub.listing_lines())
         return "\n".join(lines)
 
     def __str__(self):
@@ -171,6 +176,14 @@ class Graph:
 
     def __repr__(self):
         return f"<Graph {self.name!r}: {len(self.nodes)} nodes>"
+
+    def _repr_svg_(self):         # notebook display; viz is imported only when drawing
+        from ..viz import graph as draw
+        return draw(self)._repr_svg_()
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        from ..viz import graph as draw
+        return draw(self)._repr_mimebundle_(include, exclude)
 
     def lint(self):
         """Check that every input is an earlier node of this graph; raise GraphError otherwise."""
@@ -237,6 +250,14 @@ class Graph:
             if d["kind"] == CONSTANT:
                 node.value = np.asarray(d["value"]["data"], dtype=dtype.np).reshape(node.shape)
         return g
+
+
+def _subgraphs(node):
+    """The sub-graphs (branches, loop bodies) a control-flow node holds in its attributes."""
+    for v in node.attrs.values():
+        for item in (v if isinstance(v, tuple) else (v,)):
+            if hasattr(item, "listing_lines"):
+                yield item
 
 
 def _short(value):

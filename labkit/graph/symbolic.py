@@ -24,7 +24,7 @@ class SymbolicTensor(Tensor):
         t._data = None
         t._device = node.device
         t._requires_grad = requires_grad
-        t.grad = None
+        t._grad = None
         t._node = None
         t._gnode = node
         return t

@@ -281,11 +281,9 @@ class Module:
     def zero_grad(self, set_to_none=True):
         """Clear every parameter's ``.grad`` (to None, or to zeros if ``set_to_none=False``)."""
         for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
+            if set_to_none:   # even when already None: a trace records the clear
                 p.grad = None
-            else:
+            elif p.grad is not None:
                 xp = p.device.xp
                 p.grad = Tensor._make(xp.zeros_like(p._data), p.device)
 
@@ -415,6 +413,10 @@ class Module:
             return f"{name}({extra})" if len(lines) <= 1 else \
                 f"{name}(\n  " + "\n  ".join(lines) + "\n)"
         return f"{name}(\n  " + "\n  ".join(lines + children) + "\n)"
+
+    def _repr_html_(self):        # notebook display; viz is imported only when shown
+        from ..viz.html import module_html
+        return module_html(self)
 
 
 def _indent(text, spaces):

@@ -37,7 +37,7 @@ class Parameter(Tensor):
         self._data = array
         self._device = data._device
         self._requires_grad = False
-        self.grad = None
+        self._grad = None
         self._node = None
         if requires_grad:
             self.requires_grad = True    # checks the dtype, with a clear error for integers

@@ -1,5 +1,6 @@
 """Adagrad: per-coordinate learning rates from the running sum of squared gradients."""
-from .optimizer import Optimizer
+from ..tensor.ops.elementwise import sqrt
+from .optimizer import Optimizer, in_dtype
 
 
 class Adagrad(Optimizer):
@@ -28,21 +29,13 @@ class Adagrad(Optimizer):
             if group[name] < 0:
                 raise ValueError(f"Adagrad: {name} must be >= 0, got {group[name]}")
 
-    def _update(self, xp, p, g, state, group, scratch):
-        s0, s1 = scratch
-        if "sum" not in state:
-            state["step"] = 0
-            state["sum"] = xp.full_like(p, group["initial_accumulator_value"])
-        state["step"] += 1
+    def _update(self, p, g, state, group):
+        step = self._counter(state, "step", p).assign_add(1)
+        acc = self._slot(state, "sum", p, group["initial_accumulator_value"])
         if group["weight_decay"]:
-            xp.multiply(p, group["weight_decay"], out=s0)
-            g = xp.add(s0, g, out=s0)
-        clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
-        acc = state["sum"]
-        xp.multiply(g, g, out=s1)
-        acc += s1
-        xp.sqrt(acc, out=s1)
-        s1 += group["eps"]
-        xp.divide(g, s1, out=s1)
-        s1 *= clr
-        xp.subtract(p, s1, out=p)
+            g = g + p * group["weight_decay"]
+        clr = group["lr"]
+        if group["lr_decay"]:
+            clr = in_dtype(clr / (1 + (step - 1) * group["lr_decay"]), p)
+        acc = acc.assign_add(g * g)
+        p.assign_sub(g / (sqrt(acc) + group["eps"]) * clr)

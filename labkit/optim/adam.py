@@ -1,7 +1,6 @@
 """Adam: bias-corrected running averages of the gradient and of its square."""
-import math
-
-from .optimizer import Optimizer
+from ..tensor.ops.elementwise import maximum, sqrt
+from .optimizer import Optimizer, in_dtype
 
 
 class Adam(Optimizer):
@@ -10,7 +9,9 @@ class Adam(Optimizer):
     Per step t (from 1), with gradient g of parameter p: ``g += weight_decay * p``;
     ``m = b1 * m + (1 - b1) * g``; ``v = b2 * v + (1 - b2) * g * g``;
     ``p -= lr / (1 - b1**t) * m / (sqrt(v) / sqrt(1 - b2**t) + eps)``
-    (with ``amsgrad``, the running maximum of v is used in place of v).
+    (with ``amsgrad``, the running maximum of v is used in place of v). The step count t is a
+    0-d int64 slot advanced with ``assign_add``; the bias corrections are computed from it with
+    ops, so a captured step keeps counting.
 
     >>> import labkit as lk
     >>> w = lk.nn.Parameter(lk.tensor([1.0]))
@@ -33,34 +34,17 @@ class Adam(Optimizer):
         if group["eps"] < 0:
             raise ValueError(f"Adam: eps must be >= 0, got {group['eps']}")
 
-    def _update(self, xp, p, g, state, group, scratch):
-        s0, s1 = scratch
+    def _update(self, p, g, state, group):
         b1, b2 = group["betas"]
-        if "exp_avg" not in state:
-            state["step"] = 0
-            state["exp_avg"] = xp.zeros_like(p)
-            state["exp_avg_sq"] = xp.zeros_like(p)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = xp.zeros_like(p)
-        state["step"] += 1
-        t = state["step"]
+        step = self._counter(state, "step", p).assign_add(1)
+        m, v = self._slot(state, "exp_avg", p), self._slot(state, "exp_avg_sq", p)
         if group["weight_decay"]:
-            xp.multiply(p, group["weight_decay"], out=s0)
-            g = xp.add(s0, g, out=s0)
-        m, v = state["exp_avg"], state["exp_avg_sq"]
-        m *= b1
-        xp.multiply(g, 1.0 - b1, out=s1)
-        m += s1
-        v *= b2
-        xp.multiply(g, g, out=s1)
-        s1 *= 1.0 - b2
-        v += s1
+            g = g + p * group["weight_decay"]
+        m = m.assign_add((g - m) * (1.0 - b1))                  # PyTorch's lerp_(g, 1 - b1)
+        v = v.assign_add((g * g - v) * (1.0 - b2))
         if group["amsgrad"]:
-            v = state.setdefault("max_exp_avg_sq", xp.zeros_like(p))
-            xp.maximum(v, state["exp_avg_sq"], out=v)
-        xp.sqrt(v, out=s1)
-        s1 /= math.sqrt(1.0 - b2 ** t)
-        s1 += group["eps"]
-        xp.divide(m, s1, out=s1)
-        s1 *= group["lr"] / (1.0 - b1 ** t)
-        xp.subtract(p, s1, out=p)
+            vmax = self._slot(state, "max_exp_avg_sq", p)
+            v = vmax.assign(maximum(vmax, v))
+        step_size = in_dtype(group["lr"] / (1.0 - b1 ** step), p)
+        bias2_sqrt = in_dtype(sqrt(1.0 - b2 ** step), p)
+        p.assign_sub(m / (sqrt(v) / bias2_sqrt + group["eps"]) * step_size)

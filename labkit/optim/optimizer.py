@@ -1,9 +1,12 @@
 """The ``Optimizer`` base class: parameter groups, per-parameter state, ``step``,
 ``zero_grad`` and ``state_dict`` / ``load_state_dict``, in PyTorch's shape.
 
-A subclass states its hyperparameters and writes its update rule once, in ``_update``, on the
-backend arrays (``xp`` is numpy or cupy): the parameter is changed in place, outside autodiff,
-with ``out=`` arguments and two reusable scratch buffers per parameter instead of temporaries.
+A subclass states its hyperparameters and writes its update rule once, in ``_update``, in labkit
+ops: the parameter and the optimiser's slots (momentum buffers, moments, step counts, each a
+tensor owned by the optimiser) are changed with ``assign`` / ``assign_add`` / ``assign_sub``. So
+the same rule runs eagerly and inside a captured graph: called in an ``lk.function``,
+``opt.step()`` adds the update to the graph (role ``update``, under the optimiser's name scope),
+and every run of the graph updates the parameters and slots in place.
 
 >>> import labkit as lk
 >>> w = lk.nn.Parameter(lk.tensor([1.0, -2.0]))
@@ -11,12 +14,44 @@ with ``out=`` arguments and two reusable scratch buffers per parameter instead o
 >>> (w * w).sum().backward(); opt.step(); opt.zero_grad()
 >>> w.tolist()
 [0.800000011920929, -1.600000023841858]
+
+A whole training step, captured as one graph (forward, backward and update nodes):
+
+>>> model = lk.nn.Linear(3, 1)
+>>> opt = lk.optim.Adam(model.parameters(), lr=0.1)
+>>> @lk.function
+... def train_step(x, y):
+...     opt.zero_grad()
+...     loss = lk.nn.functional.mse_loss(model(x), y)
+...     loss.backward()
+...     opt.step()
+...     return loss
+>>> first = train_step(lk.ones(4, 3), lk.zeros(4, 1)).item()
+>>> later = [train_step(lk.ones(4, 3), lk.zeros(4, 1)).item() for _ in range(20)][-1]
+>>> later < first, len(train_step.traces)
+(True, 1)
+
+Hyperparameters (``lr``, ``betas``...) are Python numbers read when the rule runs, so a captured
+step holds the values it was traced with. To change one between runs of a captured step, make it
+a 0-d tensor and assign to it: ``lr = lk.Variable(0.1, trainable=False)``,
+``SGD(params, lr=lr)``, then ``lr.assign(0.01)``.
+
+A captured function may also hold ``opt.step()`` alone, with ``backward()`` run eagerly
+before each call: the graph then reads each parameter's ``.grad`` when it runs.
 """
 import copy
 
+import numpy as np
+
 from ..autodiff import enable_grad, no_grad
 from ..devices import get_device, transfer
-from ..errors import DTypeError, LabkitError, describe
+from ..errors import DTypeError, GradError, LabkitError, describe
+from ..graph.capture import current_graph, name_scope, role
+from ..graph.grad_state import read_grad
+from ..graph.symbolic import SymbolicTensor
+from ..graph.variables import Variable
+from ..tensor.op import op
+from ..tensor.ops.elementwise import cast
 from ..tensor.tensor import Tensor
 
 
@@ -33,9 +68,8 @@ class Optimizer:
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
-        self.state = {}          # parameter -> {name: backend array or number}
+        self.state = {}          # parameter -> {slot name: tensor owned by the optimiser}
         self.param_groups = []
-        self._scratch = {}       # parameter -> [array, array]; never saved
         if isinstance(params, Tensor):
             raise TypeError(f"{type(self).__name__}: params must be an iterable of tensors "
                             f"(e.g. model.parameters() or [w]), not a single tensor")
@@ -85,7 +119,7 @@ class Optimizer:
 
     def _check_group(self, group):
         """Validate a group's hyperparameters (subclasses add their own checks)."""
-        if group["lr"] < 0:
+        if _number(group["lr"]) < 0:
             raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got "
                              f"{group['lr']}")
         if group.get("weight_decay", 0) < 0:
@@ -94,53 +128,81 @@ class Optimizer:
 
     # ---- the training-loop API --------------------------------------------------------------
     def zero_grad(self, set_to_none=True):
-        """Clear every parameter's ``.grad``: to None (default; frees memory) or to zeros."""
+        """Clear every parameter's ``.grad``: to None (default; frees memory) or to zeros.
+
+        Inside an ``lk.function`` it works the same way: the trace sees ``.grad`` cleared, and
+        each run of the captured function leaves ``.grad`` as the function left it.
+        """
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
+                g = p.grad
+                if set_to_none:   # even when already None: a trace records the clear
                     p.grad = None
+                elif g is None:
+                    continue
+                elif isinstance(g, SymbolicTensor):   # a gradient made in this trace
+                    from ..tensor.ops.index import zeros_like
+                    p.grad = zeros_like(g)
                 else:
                     p.grad = Tensor._make(p.device.xp.zeros_like(p._data), p.device)
 
     def step(self, closure=None):
         """Update every parameter that has a ``.grad``, in place. ``closure`` (optional) is
-        called first with gradients enabled and should return the loss, which step returns."""
+        called first with gradients enabled and should return the loss, which step returns.
+
+        The update is made of labkit ops, so inside an ``lk.function`` it becomes part of the
+        captured graph (nodes with role ``update``, under the optimiser's name scope).
+        """
         loss = None
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        with no_grad():
+        capturing = current_graph() is not None
+        with no_grad(), role("update"), name_scope(type(self).__name__):
             for group in self.param_groups:
                 for p in group["params"]:
-                    if p.grad is None:
+                    g = p.grad
+                    if g is None:
                         continue
-                    g = p.grad._data
-                    if g.shape != p._data.shape or p.grad.device is not p.device:
+                    if capturing and not isinstance(g, SymbolicTensor):
+                        # a .grad from outside the trace: read the one there is at run time
+                        g = read_grad(p, missing="error")
+                    if g.shape != p.shape or g.device is not p.device:
                         raise ValueError(
-                            f"{type(self).__name__}: the gradient {describe(p.grad)} does not "
+                            f"{type(self).__name__}: the gradient {describe(g)} does not "
                             f"match its parameter {describe(p)}; was .grad set by hand?")
                     state = self.state.get(p)
                     if state is None:
                         state = self.state[p] = {}
-                    self._update(p.device.xp, p._data, g, state, group, self._buffers(p))
+                    self._update(p, g, state, group)
         return loss
 
-    def _buffers(self, p):
-        bufs = self._scratch.get(p)
-        if bufs is None or bufs[0].dtype != p._data.dtype or type(bufs[0]) is not type(p._data):
-            xp = p.device.xp
-            bufs = self._scratch[p] = [xp.empty_like(p._data), xp.empty_like(p._data)]
-        return bufs
+    def _update(self, p, g, state, group):
+        """Apply one step of the rule to parameter ``p`` with gradient ``g``, in labkit ops.
 
-    def _update(self, xp, p, g, state, group, scratch):
-        """Apply one step of the rule to parameter array ``p`` with gradient ``g``, in place.
-
-        ``state`` is this parameter's dict (persisted), ``scratch`` two arrays like ``p`` to
-        compute into. ``g`` must not be written to: gradients may share memory.
+        Change ``p`` and the slots only with ``assign`` / ``assign_add`` / ``assign_sub`` and
+        read a slot's new value from what the assign returns (so a graph orders the read after
+        the write). ``g`` must not be written to: gradients may share memory. No Python
+        decision may depend on a slot's value (under capture the rule is traced once and run
+        many times): use ops (``lk.where``) for that.
         """
         raise NotImplementedError
+
+    # ---- slots: the optimiser's own tensors -------------------------------------------------
+    def _slot(self, state, name, p, fill=0.0):
+        """The slot ``name`` of parameter ``p`` (like ``p``, filled with ``fill`` at first)."""
+        t = state.get(name)
+        if t is None:
+            t = state[name] = Variable._own(p.device.xp.full_like(p._data, fill), p.device, name)
+        return t
+
+    def _counter(self, state, name, p, start=0):
+        """A 0-d int64 slot on ``p``'s device (a step count), starting at ``start``."""
+        t = state.get(name)
+        if t is None:
+            t = state[name] = Variable._own(p.device.xp.full((), start, dtype=np.int64),
+                                            p.device, name)
+        return t
 
     # ---- saving and restoring ----------------------------------------------------------------
     def state_dict(self):
@@ -195,8 +257,27 @@ class Optimizer:
             new_state[p] = {k: _import(v, p, k, type(self).__name__) for k, v in values.items()}
         for saved, group in zip(groups, self.param_groups):
             for k, v in saved.items():
-                if k != "params":
+                if k == "params":
+                    continue
+                current = group.get(k)
+                if isinstance(current, Tensor) and current._data is not None:
+                    # a tensor hyperparameter (lr...) may be held by a captured step: update it
+                    value = v.to(current.device)._data if isinstance(v, Tensor) else v
+                    current._data[...] = value
+                else:
                     group[k] = copy.deepcopy(v)
+        # Slots are written into the existing tensors where they fit, so that a captured
+        # training step (which holds the slots by reference) continues from the loaded state.
+        for p, values in new_state.items():
+            old = self.state.get(p, {})
+            for k, array in values.items():
+                slot = old.get(k)
+                if isinstance(slot, Tensor) and hasattr(array, "shape") and \
+                        slot.shape == tuple(array.shape) and slot._data.dtype == array.dtype:
+                    slot._data[...] = array
+                    values[k] = slot
+                elif hasattr(array, "shape"):
+                    values[k] = Variable._own(array, p.device, k)
         self.state = new_state
 
     def __repr__(self):
@@ -205,30 +286,51 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             for k in sorted(group):
                 if k != "params":
-                    lines.append(f"    {k}: {group[k]}")
+                    value = group[k]
+                    lines.append(f"    {k}: {_number(value)}"
+                                 + (" (a tensor)" if isinstance(value, Tensor) else ""))
         lines.append(")")
         return "\n".join(lines)
 
 
+def in_dtype(x, like):
+    """``x`` (a 0-d factor computed from a step count) cast to ``like``'s dtype, so that it
+    scales ``like`` without promoting it (NumPy promotes float32 * float64 0-d to float64)."""
+    return x if x.dtype is like.dtype else cast(x, dtype=like.dtype.name)
+
+
+def _number(value):
+    """A hyperparameter as a Python number (it may be a 0-d tensor, to change it under capture)."""
+    return value.item() if isinstance(value, Tensor) else value
+
+
 def _export(value, device):
-    """A state value as saved: arrays become Tensors (copies); numbers stay numbers."""
-    if hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, Tensor):
+    """A state value as saved: tensors and arrays become plain Tensors (copies)."""
+    if isinstance(value, Tensor):
+        return Tensor._make(value._data.copy(), value.device)
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
         return Tensor._make(value.copy(), device)
     return copy.deepcopy(value)
 
 
 def _import(value, p, key, owner):
-    """A saved state value back on ``p``'s device (floating arrays in ``p``'s dtype)."""
+    """A saved state value as an array on ``p``'s device: slots shaped like ``p`` in ``p``'s
+    dtype; ``step`` (a Python number or 0-d tensor, as older labkit and PyTorch save it) as a
+    0-d int64 count."""
     if isinstance(value, Tensor):
         src, array = value.device, value._data
     elif hasattr(value, "shape") and hasattr(value, "dtype"):
         src, array = get_device("cpu:0"), value
+    elif key == "step" and isinstance(value, (int, float)):
+        src, array = get_device("cpu:0"), np.asarray(value)
     else:
         return copy.deepcopy(value)
+    array = transfer(array, src, p.device)
+    if key == "step" and array.ndim == 0:
+        return p.device.xp.asarray(array).astype(np.int64)   # a copy
     if tuple(array.shape) != tuple(p.shape):
         raise OptimizerStateError(f"{owner}.load_state_dict: state '{key}' has shape "
                                   f"{tuple(array.shape)}, but its parameter is {describe(p)}")
-    array = transfer(array, src, p.device)
     if array.dtype.kind == "f":
         array = array.astype(p._data.dtype, copy=False)
     return array.copy()

@@ -1,4 +1,5 @@
 """RMSProp: gradients scaled by a running average of their squares."""
+from ..tensor.ops.elementwise import sqrt
 from .optimizer import Optimizer
 
 
@@ -32,45 +33,25 @@ class RMSProp(Optimizer):
             if group[name] < 0:
                 raise ValueError(f"RMSProp: {name} must be >= 0, got {group[name]}")
 
-    def _update(self, xp, p, g, state, group, scratch):
-        s0, s1 = scratch
+    def _update(self, p, g, state, group):
         alpha, momentum = group["alpha"], group["momentum"]
-        if "square_avg" not in state:
-            state["step"] = 0
-            state["square_avg"] = xp.zeros_like(p)
-            if momentum > 0:
-                state["momentum_buffer"] = xp.zeros_like(p)
-            if group["centered"]:
-                state["grad_avg"] = xp.zeros_like(p)
-        state["step"] += 1
+        self._counter(state, "step", p).assign_add(1)
+        sq = self._slot(state, "square_avg", p)
         if group["weight_decay"]:
-            xp.multiply(p, group["weight_decay"], out=s0)
-            g = xp.add(s0, g, out=s0)
-        sq = state["square_avg"]
-        sq *= alpha
-        xp.multiply(g, g, out=s1)
-        s1 *= 1.0 - alpha
-        sq += s1
+            g = g + p * group["weight_decay"]
+        sq = sq.assign_add((g * g - sq) * (1.0 - alpha))
         if group["centered"]:
-            ga = state["grad_avg"]
-            ga *= alpha
-            xp.multiply(g, 1.0 - alpha, out=s1)
-            ga += s1
-            xp.multiply(ga, ga, out=s1)
-            xp.subtract(sq, s1, out=s1)
-            xp.sqrt(s1, out=s1)
+            ga = self._slot(state, "grad_avg", p)
+            ga = ga.assign_add((g - ga) * (1.0 - alpha))
+            avg = sqrt(sq - ga * ga) + group["eps"]
         else:
-            xp.sqrt(sq, out=s1)
-        s1 += group["eps"]
-        xp.divide(g, s1, out=s1)                       # g / avg
+            avg = sqrt(sq) + group["eps"]
         if momentum > 0:
-            buf = state.setdefault("momentum_buffer", xp.zeros_like(p))
-            buf *= momentum
-            buf += s1
-            xp.multiply(buf, group["lr"], out=s1)
+            buf = self._slot(state, "momentum_buffer", p)
+            buf = buf.assign(buf * momentum + g / avg)
+            p.assign_sub(buf * group["lr"])
         else:
-            s1 *= group["lr"]
-        xp.subtract(p, s1, out=p)
+            p.assign_sub(g / avg * group["lr"])
 
 
 RMSprop = RMSProp   # PyTorch's spelling

@@ -1,5 +1,6 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
-from .optimizer import Optimizer
+from ..tensor.ops.elementwise import where
+from .optimizer import Optimizer, in_dtype
 
 
 class SGD(Optimizer):
@@ -30,24 +31,23 @@ class SGD(Optimizer):
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
 
-    def _update(self, xp, p, g, state, group, scratch):
-        s0, s1 = scratch
+    def _update(self, p, g, state, group):
         lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
         if wd:
-            xp.multiply(p, wd, out=s0)
-            g = xp.add(s0, g, out=s0)
+            g = g + p * wd
         if momentum:
-            buf = state.get("momentum_buffer")
-            if buf is None:
-                buf = state["momentum_buffer"] = xp.array(g, copy=True)
+            # The buffer starts at zero, so ``momentum * buf + g`` is exactly PyTorch's first
+            # step (buf = g) with no Python test on the step number (which a trace would fix).
+            dampening = group["dampening"]
+            if dampening:   # the first step takes g undamped: pick the factor with an op
+                # (a buffer loaded without a count has had its first step: count from 1)
+                start = 1 if "momentum_buffer" in state else 0
+                step = self._counter(state, "step", p, start).assign_add(1)
+            buf = self._slot(state, "momentum_buffer", p)
+            if dampening:
+                scale = in_dtype(where(step == 1, 1.0, 1.0 - dampening), p)
+                buf = buf.assign(buf * momentum + g * scale)
             else:
-                buf *= momentum
-                xp.multiply(g, 1.0 - group["dampening"], out=s1)
-                buf += s1
-            if group["nesterov"]:
-                xp.multiply(buf, momentum, out=s1)
-                g = xp.add(g, s1, out=s0)
-            else:
-                g = buf
-        xp.multiply(g, lr, out=s1)
-        xp.subtract(p, s1, out=p)
+                buf = buf.assign(buf * momentum + g)
+            g = g + buf * momentum if group["nesterov"] else buf
+        p.assign_sub(g * lr)

@@ -23,9 +23,13 @@ class Mode:
         runs vjp rules); capture records it on each node so pictures can tell the parts apart."""
         yield
 
-    def note_leaf_grad(self, leaf, previous):
-        """Called by backward when it sets ``leaf.grad`` to a value of this mode (capture uses it
-        to turn gradients of outside tensors into outputs of the graph)."""
+    def set_grad(self, tensor, value):
+        """``tensor.grad = value`` (capture records it when ``tensor`` is from outside)."""
+        tensor._grad = value
+
+    def accumulate_grad(self, leaf, g):
+        """Add a cotangent of this mode (a symbolic one, under capture) to ``leaf.grad``."""
+        leaf._grad = g if leaf._grad is None else leaf._grad + g
 
 
 class _State(threading.local):

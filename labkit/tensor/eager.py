@@ -31,6 +31,13 @@ def explain_failure(op, inputs, attrs, exc):
     """Turn a kernel's exception into a labkit error: the shape rule's, or a wrapped one."""
     if isinstance(exc, LabkitError):
         return exc
+    for a in inputs:
+        if isinstance(a, Tensor) and a._data is None:   # a graph's symbolic tensor
+            graph = getattr(getattr(a, "graph", None), "name", "?")
+            return ShapeError(
+                f"{op.name}: input {a!r} is a symbolic tensor of graph {graph!r}, used outside "
+                f"that graph. Build on it inside 'with g:' (or the lk.function that made it), "
+                f"and get values with g.run(...).")
     try:
         op.shape(*inputs, **attrs)
     except LabkitError as rule_error:

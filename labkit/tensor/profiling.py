@@ -39,8 +39,11 @@ class ProfilingMode(Mode):
     def phase(self, name):
         return self.below.phase(name)
 
-    def note_leaf_grad(self, leaf, previous):
-        self.below.note_leaf_grad(leaf, previous)
+    def set_grad(self, tensor, value):
+        self.below.set_grad(tensor, value)
+
+    def accumulate_grad(self, leaf, g):
+        self.below.accumulate_grad(leaf, g)
 
 
 def _start():

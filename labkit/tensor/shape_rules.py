@@ -48,8 +48,10 @@ def broadcast_shapes(opname, *inputs):
         for s in shapes:
             if len(s) >= -i:
                 d = s[i]
-                if d != 1:
-                    if size != 1 and size != d:
+                if d is None:            # known only at run time (e.g. after a boolean mask)
+                    size = None if size == 1 else size
+                elif d != 1:
+                    if size is not None and size != 1 and size != d:
                         raise ShapeError(
                             f"{opname}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
                             f"cannot be broadcast together (dimension {ndim + i} of the result: "

@@ -25,7 +25,7 @@ class Tensor:
     Attributes: ``shape``, ``ndim``, ``dtype``, ``device``, ``requires_grad``, ``grad``.
     """
 
-    __slots__ = ("_data", "_device", "_requires_grad", "grad", "_node", "__weakref__")
+    __slots__ = ("_data", "_device", "_requires_grad", "_grad", "_node", "__weakref__")
     __array_priority__ = 1000   # so ndarray * Tensor defers to Tensor.__rmul__
 
     # ---- construction (internal; users call lk.tensor) -------------------------------------
@@ -35,7 +35,7 @@ class Tensor:
         t._data = data
         t._device = device
         t._requires_grad = requires_grad
-        t.grad = None
+        t._grad = None
         t._node = node
         return t
 
@@ -45,7 +45,7 @@ class Tensor:
         self._data = src._data
         self._device = src._device
         self._requires_grad = src._requires_grad
-        self.grad = None
+        self._grad = None
         self._node = None
 
     # ---- metadata ---------------------------------------------------------------------------
@@ -80,6 +80,16 @@ class Tensor:
     @property
     def requires_grad(self):
         return self._requires_grad
+
+    @property
+    def grad(self):
+        """The gradient that ``backward()`` accumulated into this tensor (None until then)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        # through the mode, so that graph capture sees .grad being cleared or set in a trace
+        dispatch._state.mode.set_grad(self, value)
 
     @requires_grad.setter
     def requires_grad(self, flag):
@@ -180,6 +190,10 @@ class Tensor:
     def __repr__(self):
         from .format import format_tensor
         return format_tensor(self)
+
+    def _repr_html_(self):        # notebook display; viz is imported only when shown
+        from ..viz.html import tensor_html
+        return tensor_html(self)
 
     def __iter__(self):
         if self._data.ndim == 0:

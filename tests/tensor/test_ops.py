@@ -58,8 +58,9 @@ class RuleCheckingMode(EagerMode):
         self.seen.add(op.name)
         shape, dtype = op.shape(*inputs, **attrs)
         what = ", ".join(lk.errors.describe(a) for a in inputs)
-        if shape is not None:   # None: data-dependent (boolean-mask indexing)
-            assert tuple(shape) == result.shape, (
+        if shape is not None:   # None dims: data-dependent (boolean-mask indexing)
+            known = tuple(r if s is None else s for s, r in zip(shape, result.shape))
+            assert len(shape) == result.ndim and known == result.shape, (
                 f"{op.name}: shape rule says {tuple(shape)}, kernel gave {result.shape} "
                 f"for ({what}) {attrs}")
         assert dtype is result.dtype, (

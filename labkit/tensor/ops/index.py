@@ -90,8 +90,13 @@ def _getitem_rule(x, *idx, spec):
         raise ShapeError(f"getitem: index {_spec_text(spec)} does not fit {describe(x)}: {exc}") \
             from None
     shape = out.shape
-    if any(t.dtype.name == "bool_" for t in idx):   # data-dependent length: unknown until run
-        shape = None
+    if any(t.dtype.name == "bool_" for t in idx):
+        # a mask's count of True values is known only at run time: the dimensions that differ
+        # between an all-True and an all-False mask are unknown (None) until then
+        empty = [np.zeros(shape_of(t), dtype=np.bool_) if t.dtype.name == "bool_" else p
+                 for t, p in zip(idx, probe)]
+        other = dummy[build_index(spec, empty)].shape
+        shape = tuple(None if a != b else a for a, b in zip(shape, other))
     return shape, x.dtype
 
 

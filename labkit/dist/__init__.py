@@ -1,0 +1,31 @@
+"""Distributed labkit: start workers from a notebook cell, collectives on tensors, and
+synchronous data-parallel training.
+
+Real engines do the work: ipyparallel starts, supervises and talks to the workers; MPI (mpi4py,
+with the Open MPI wheel from PyPI) carries collectives on CPU tensors; NCCL (through CuPy)
+carries them on GPU tensors.
+
+- ``launch(fn, *args, n=...)``: run ``fn`` on n fresh workers, stream their output, return the
+  results; ``Cluster(n=...)`` keeps workers across cells (``cluster.run(fn, *args)``).
+- ``rank()``, ``world_size()``, ``local_rank()``, ``device()``, ``is_initialized()``.
+- ``allreduce`` (sum, mean, max, min), ``broadcast``, ``allgather``, ``reduce_scatter``,
+  ``barrier``.
+- ``DataParallel(module)``: parameters broadcast from rank 0, gradients averaged in buckets.
+
+Install with ``pip install 'labkit[dist]'``. Outside a launched worker the world has one rank,
+so the same code runs in a single process:
+
+>>> import labkit as lk
+>>> lk.dist.world_size(), lk.dist.allreduce(lk.tensor([2.0]), op="sum").tolist()
+(1, [2.0])
+"""
+from .cluster import Cluster
+from .collectives import allgather, allreduce, barrier, broadcast, reduce_scatter
+from .data_parallel import DataParallel
+from .errors import DistError, WorkerError
+from .launcher import launch
+from .runtime import device, is_initialized, local_rank, rank, world_size
+
+__all__ = ["launch", "Cluster", "DataParallel", "allreduce", "broadcast", "allgather",
+           "reduce_scatter", "barrier", "rank", "world_size", "local_rank", "device",
+           "is_initialized", "DistError", "WorkerError"]

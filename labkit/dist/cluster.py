@@ -1,0 +1,567 @@
+"""``Cluster``: a set of worker processes kept alive across cells, and the engine under ``launch``.
+
+ipyparallel starts and supervises the workers and carries calls and their output; the workers
+are started by ``mpiexec`` (ipyparallel's MPI launcher), so they form one MPI world and their
+ranks are their MPI ranks. labkit adds: cloudpickled calls (functions from a notebook or a test
+file work), rank-labelled live output, exceptions raised with the worker's rank and traceback,
+Ctrl-C that stops the workers, and process hygiene: every process of a cluster carries a mark in
+its environment and is ended by that mark on ``close()``, at interpreter exit, on garbage
+collection, and (by a small reaper process) when the owning kernel dies.
+
+>>> import labkit as lk
+>>> def hello():
+...     return f"rank {lk.dist.rank()} of {lk.dist.world_size()}"
+>>> with lk.dist.Cluster(n=2, output="none") as cluster:       # doctest: +SKIP
+...     cluster.run(hello)
+['rank 0 of 2', 'rank 1 of 2']
+"""
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+
+from . import procs, runtime, worker
+from .errors import DistError, WorkerError
+from .output import MODES as OUTPUT_MODES, make_output
+
+BACKENDS = ("auto", "mpi", "nccl")
+_LABKIT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_INSTALL_HINT = ("install labkit's distributed extra: pip install 'labkit[dist]' (ipyparallel, "
+                 "mpi4py, the Open MPI wheel, cloudpickle, psutil)")
+ERROR_GRACE = 0.5        # after a worker fails, how long to wait for others' own failures
+INTERRUPT_GRACE = 3.0    # after SIGINT, how long workers get to return before a restart
+POLL = 0.02
+
+
+# ---- environment of the workers ------------------------------------------------------------
+def _require_packages():
+    missing = []
+    for name in ("ipyparallel", "mpi4py", "cloudpickle", "psutil"):
+        try:
+            __import__(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise DistError(f"lk.dist needs {', '.join(missing)}, not installed here: "
+                        f"{_INSTALL_HINT}")
+
+
+def find_mpiexec():
+    """The ``mpiexec`` next to this Python (the MPI wheel's), else the first on PATH."""
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.access(here, os.X_OK):
+        return here
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise DistError(f"lk.dist starts workers with mpiexec, and none was found (not next to "
+                        f"{sys.executable}, not on PATH): {_INSTALL_HINT}")
+    return found
+
+
+_MPI_FLAVOUR = {}
+
+
+def _is_open_mpi(mpiexec):
+    if mpiexec not in _MPI_FLAVOUR:
+        try:
+            out = subprocess.run([mpiexec, "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        _MPI_FLAVOUR[mpiexec] = "Open MPI" in out or "OpenRTE" in out or "prte" in out.lower()
+    return _MPI_FLAVOUR[mpiexec]
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _worker_env(n, cluster_id, ipython_dir):
+    env = {procs.MARKER: cluster_id, "IPYTHONDIR": ipython_dir,
+           "PYTHONPATH": os.pathsep.join(p for p in (_LABKIT_ROOT, os.environ.get("PYTHONPATH"))
+                                         if p)}
+    if hasattr(os, "geteuid") and os.geteuid() == 0:      # Open MPI refuses root without these
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cores = _cores()
+    if n >= cores:             # waiting ranks yield their core instead of spinning on it
+        env["OMPI_MCA_mpi_yield_when_idle"] = "1"
+    if n > cores:
+        env["PRTE_MCA_rmaps_default_mapping_policy"] = ":oversubscribe"
+    threads = str(max(1, cores // n))
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        if var not in os.environ:                 # one BLAS thread pool per core, not per worker
+            env[var] = threads
+    return env
+
+
+def _default_n(hosts):
+    if hosts is not None:
+        return len(hosts)
+    from ..devices import gpu_count
+    return gpu_count() or _cores()
+
+
+def _check_hosts(hosts):
+    if hosts is None:
+        return None
+    if isinstance(hosts, str):
+        hosts = [hosts]
+    import socket
+    local = {"localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn()}
+    remote = [h for h in hosts if h not in local]
+    if remote:
+        raise DistError(f"lk.dist: remote hosts ({', '.join(remote)}) are not supported yet; "
+                        f"workers run on this machine only. Leave hosts=None (or list only "
+                        f"'localhost') and set n=.")
+    return list(hosts)
+
+
+# ---- one set of running workers ------------------------------------------------------------
+class _Workers:
+    """The processes of one start of a cluster: controller, mpiexec, engines and the reaper."""
+
+    def __init__(self, n, backend):
+        self.n = n
+        self.backend = backend
+        self.cluster_id = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.tmp = tempfile.mkdtemp(prefix="labkit-dist-")
+        self.closed = False
+        self.client = None
+        self.ipp_cluster = None
+        self.reaper = None
+        self.info = []             # per rank: {"rank", "pid", "host", "device", ...}
+        self.engine_ids = []       # per rank: the ipyparallel engine id
+
+    def start(self, timeout):
+        import logging
+
+        import ipyparallel as ipp
+        from traitlets.config import Config
+        ipython_dir = os.path.join(self.tmp, "ipython")
+        profile_dir = os.path.join(ipython_dir, "profile_labkit")
+        os.makedirs(profile_dir)
+        self.reaper = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(__file__), "reaper.py"),
+             self.cluster_id, self.tmp], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True)
+        mpiexec = find_mpiexec()
+        env = _worker_env(self.n, self.cluster_id, ipython_dir)
+        config = Config()
+        config.LocalControllerLauncher.environment = env
+        config.MPIEngineSetLauncher.environment = env
+        config.MPIEngineSetLauncher.mpi_cmd = [mpiexec]
+        config.MPIEngineSetLauncher.mpi_args = (["--bind-to", "none"] if _is_open_mpi(mpiexec)
+                                                else [])
+        # no nanny process per engine: labkit signals engines itself and ends them by mark
+        config.MPIEngineSetLauncher.engine_args = ["--IPEngine.enable_nanny=False"]
+        self.ipp_cluster = ipp.Cluster(
+            n=self.n, engines="mpi", profile_dir=profile_dir, cluster_id=self.cluster_id,
+            controller_ip="127.0.0.1",
+            # schedulers as threads of one controller process (not nine processes)
+            # and no database of past results (nothing reads it; it would only grow)
+            controller_args=["--HeartMonitor.period=500", "--usethreads", "--nodb"],
+            log_level=logging.CRITICAL,
+            shutdown_atexit=False, engine_timeout=int(timeout), config=config)
+        self.ipp_cluster.start_controller_sync()
+        self.ipp_cluster.start_engines_sync(self.n)
+        self.client = self.ipp_cluster.connect_client_sync()
+        self._wait_for_engines(timeout)
+        spec = {"backend": self.backend,
+                "sys_path": [p for p in sys.path if p and os.path.isdir(p)]}
+        ids = sorted(self.client.ids)[:self.n]
+        try:
+            infos = self.client[ids].apply_sync(runtime.init_worker, spec)
+        except Exception as exc:
+            raise DistError(f"lk.dist: the workers started but could not join the process "
+                            f"group:\n{_remote_text(exc)}") from None
+        order = sorted(range(self.n), key=lambda i: infos[i]["rank"])
+        self.info = [infos[i] for i in order]
+        self.engine_ids = [ids[i] for i in order]
+
+    def _wait_for_engines(self, timeout):
+        deadline = time.monotonic() + timeout
+        while len(self.client.ids) < self.n:
+            engine_sets = list(self.ipp_cluster.engines.values())
+            if any(not es.running for es in engine_sets):
+                output = "".join(es.get_output(remove=False) for es in engine_sets)
+                raise DistError(f"lk.dist: mpiexec stopped before the {self.n} workers started. "
+                                f"Its output:\n{output[-3000:] or '(none)'}")
+            if time.monotonic() > deadline:
+                raise DistError(f"lk.dist: only {len(self.client.ids)} of {self.n} workers "
+                                f"registered within {timeout} s. The machine may be overloaded; "
+                                f"pass a larger timeout= or a smaller n=.")
+            time.sleep(0.05)
+
+    # -- running --
+    def dead_ranks(self):
+        import psutil
+        dead = []
+        for r, info in enumerate(self.info):
+            try:
+                if psutil.Process(info["pid"]).status() == psutil.STATUS_ZOMBIE:
+                    dead.append(r)
+            except psutil.Error:
+                dead.append(r)
+        return dead
+
+    def forget(self, results):
+        """Drop the client's copies of finished calls (it keeps every result otherwise)."""
+        if self.closed:
+            return
+        try:
+            self.client.purge_local_results(jobs=[ar for ar in results if ar.ready()])
+        except Exception:
+            pass
+
+    def signal(self, ranks, signum):
+        for r in ranks:
+            try:
+                os.kill(self.info[r]["pid"], signum)
+            except OSError:
+                pass
+
+    # -- ending --
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        interrupted = None
+        for step in (self._close_client, self._end_processes, self._release_reaper,
+                     self._remove_files):
+            try:
+                step()
+            except KeyboardInterrupt as exc:     # finish cleaning up, then let it through
+                interrupted = exc
+            except Exception:
+                pass
+        if interrupted is not None:
+            raise interrupted
+
+    def _close_client(self):
+        if self.client is not None:
+            self.client.close(linger=0)
+
+    def _end_processes(self):
+        procs.end_cluster(self.cluster_id)
+        if self.ipp_cluster is not None:       # forget launchers whose processes are gone
+            self.ipp_cluster.controller = None
+            self.ipp_cluster.engines = {}
+
+    def _release_reaper(self):
+        if self.reaper is not None and self.reaper.poll() is None:
+            try:
+                self.reaper.stdin.write(b"release\n")
+                self.reaper.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.reaper.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.reaper.kill()
+                self.reaper.wait()
+
+    def _remove_files(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _remote_text(exc):
+    """The traceback text of an ipyparallel RemoteError (or the exception's own text)."""
+    tb = getattr(exc, "traceback", None)
+    if tb:
+        return _strip_ansi(tb)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _strip_ansi(text):
+    import re
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def _close_workers(holder):
+    workers = holder.get("workers")
+    if workers is not None:
+        workers.close()
+
+
+# ---- the public class -----------------------------------------------------------------------
+class Cluster:
+    """``n`` worker processes that stay alive across cells; ``run(fn, *args)`` runs ``fn`` on
+    every worker and returns the list of results, in rank order.
+
+    - ``n``: how many workers (default: one per GPU where there are GPUs, else one per core).
+    - ``backend``: "auto" (NCCL for GPU tensors when each worker has its own GPU, MPI otherwise),
+      "mpi" (everything through MPI) or "nccl".
+    - ``output``: where workers' prints go while ``run`` waits: "auto" (a tab per rank in a
+      live notebook, ``[rank r]``-prefixed lines elsewhere), "widget", "text" or "none".
+    - ``hosts``: reserved for remote workers; only this machine is supported today.
+
+    Inside ``fn``, ``lk.dist.rank()``, ``lk.dist.world_size()`` and the collectives work, and
+    new tensors go to the worker's device. Workers keep their Python state between runs.
+    A worker's exception is raised here as ``lk.dist.WorkerError`` with its rank and traceback;
+    Ctrl-C (interrupting the cell) stops every worker. Workers that do not stop (one blocked in
+    a collective, or one that died) are replaced by a fresh set, so the cluster stays usable.
+
+    The workers end on ``close()`` (or leaving a ``with`` block), when the Cluster is garbage
+    collected, when Python exits, and when the process holding the Cluster dies.
+
+    >>> import labkit as lk
+    >>> cluster = lk.dist.Cluster(n=2)                                   # doctest: +SKIP
+    >>> cluster.run(lambda: lk.dist.allreduce(lk.ones(2)).tolist())      # doctest: +SKIP
+    [[2.0, 2.0], [2.0, 2.0]]
+    >>> cluster.close()                                                  # doctest: +SKIP
+    """
+
+    def __init__(self, n=None, hosts=None, backend="auto", output="auto", timeout=120):
+        _require_packages()
+        hosts = _check_hosts(hosts)
+        if n is None:
+            n = _default_n(hosts)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise DistError(f"lk.dist: n must be a positive number of workers, got {n!r}")
+        if backend not in BACKENDS:
+            raise DistError(f"lk.dist: backend={backend!r} is not one of "
+                            f"{', '.join(map(repr, BACKENDS))}")
+        if backend == "nccl":
+            from ..devices import gpu_count
+            if gpu_count() == 0:
+                raise DistError("lk.dist: backend='nccl' needs CuPy and a CUDA GPU for each "
+                                "worker, and this machine has none; use backend='auto' or 'mpi'")
+        if output not in OUTPUT_MODES:
+            raise ValueError(f"lk.dist: output={output!r} is not one of "
+                             f"{', '.join(map(repr, OUTPUT_MODES))}")
+        self.n = n
+        self.backend = backend
+        self.output = output
+        self.timeout = timeout
+        self._holder = {"workers": None}
+        self._finalizer = weakref.finalize(self, _close_workers, self._holder)
+        self._start()
+
+    # -- lifecycle --
+    def _start(self):
+        workers = self._holder["workers"] = _Workers(self.n, self.backend)
+        try:
+            workers.start(self.timeout)
+        except BaseException:          # a failed or interrupted start leaves nothing running
+            workers.close()
+            raise
+
+    @property
+    def _workers(self):
+        workers = self._holder["workers"]
+        if workers is None or workers.closed:
+            raise DistError("this lk.dist.Cluster is closed; create a new one: "
+                            "lk.dist.Cluster(n=...)")
+        return workers
+
+    @property
+    def closed(self):
+        workers = self._holder["workers"]
+        return workers is None or workers.closed
+
+    def restart(self):
+        """End the workers and start a fresh set (new processes, new MPI world)."""
+        workers = self._holder["workers"]
+        if workers is not None:
+            workers.close()
+        self._holder["workers"] = None
+        self._start()
+
+    def close(self):
+        """End every worker process (idempotent)."""
+        workers = self._holder["workers"]
+        if workers is not None:
+            workers.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        if self.closed:
+            return f"Cluster(n={self.n}, backend={self.backend!r}, closed)"
+        devices = sorted({i["device"] for i in self._workers.info})
+        return (f"Cluster(n={self.n}, backend={self.backend!r}, devices={devices}, "
+                f"pids={[i['pid'] for i in self._workers.info]})")
+
+    @property
+    def pids(self):
+        """Process ids of the workers, in rank order."""
+        return [i["pid"] for i in self._workers.info]
+
+    @property
+    def devices(self):
+        """Each worker's device name, in rank order."""
+        return [i["device"] for i in self._workers.info]
+
+    # -- running --
+    def run(self, fn, *args):
+        """Run ``fn(*args)`` on every worker; return the results in rank order.
+
+        Tensors in the results come back detached and on the CPU. Raises ``WorkerError`` if a
+        worker raises (the other workers are stopped), ``KeyboardInterrupt`` if interrupted
+        (every worker is stopped).
+        """
+        return self._run(fn, args, kill=False)
+
+    def _run(self, fn, args, kill):
+        if not callable(fn):
+            raise TypeError(f"lk.dist: the first argument must be a function to run on each "
+                            f"worker, got {type(fn).__name__}")
+        workers = self._workers
+        if workers.dead_ranks():
+            self.restart()
+            workers = self._workers
+        payload = worker.dumps_call(fn, args)
+        sink = make_output(self.n, self.output)
+        try:
+            return self._supervise(workers, payload, sink, kill)
+        finally:
+            sink.close()
+
+    def _supervise(self, workers, payload, sink, kill):
+        """Submit the call to every rank and wait, streaming output, until all are done or one
+        failed; stop the others on failure or Ctrl-C."""
+        client = workers.client
+        results = [client[eid].apply_async(worker.run_task, payload)
+                   for eid in workers.engine_ids]
+        try:
+            return self._wait(workers, results, sink, kill)
+        finally:
+            workers.forget(results)
+
+    def _wait(self, workers, results, sink, kill):
+        n = self.n
+        stream = _Stream(results, sink)
+        outcomes, pending = {}, set(range(n))
+        first_failure, next_liveness = None, time.monotonic() + 0.5
+        try:
+            while pending:
+                stream.pump()
+                now = time.monotonic()
+                for r in sorted(pending):
+                    if results[r].ready():
+                        pending.discard(r)
+                        outcomes[r] = _outcome(results[r])
+                        if outcomes[r][0] == "error" and first_failure is None:
+                            first_failure = now
+                if pending and now > next_liveness:
+                    next_liveness = now + 0.5
+                    for r in set(workers.dead_ranks()) & pending:
+                        pending.discard(r)
+                        outcomes[r] = ("error", _died(r))
+                        first_failure = first_failure or now
+                if first_failure is not None and now - first_failure > ERROR_GRACE:
+                    break
+                if pending:
+                    time.sleep(POLL)
+        except KeyboardInterrupt:
+            self._stop(workers, results, pending, stream, kill)
+            raise
+        stream.pump()
+        if first_failure is None:
+            stream.finish()
+            return [outcomes[r][1] for r in range(n)]
+        note = self._stop(workers, results, pending, stream, kill)
+        raise _worker_error(outcomes, n, note) from None
+
+    def _stop(self, workers, results, pending, stream, kill):
+        """Stop the ranks still running: end the processes (launch), or interrupt them and
+        replace the set if some do not return in time (a kept Cluster)."""
+        if not pending:
+            return "The other workers had finished."
+        if kill:
+            workers.close()
+            return "The other workers were stopped."
+        workers.signal(sorted(pending), signal.SIGINT)
+        deadline = time.monotonic() + INTERRUPT_GRACE
+        while time.monotonic() < deadline and not all(results[r].ready() for r in pending):
+            stream.pump()
+            time.sleep(POLL)
+        stream.pump()
+        stuck = [r for r in pending if not results[r].ready()]
+        if stuck:
+            print(f"lk.dist: rank(s) {', '.join(map(str, sorted(stuck)))} did not stop within "
+                  f"{INTERRUPT_GRACE:.0f} s of an interrupt (blocked in a collective?); "
+                  f"restarting the workers.", file=sys.stderr)
+            self.restart()
+            return "The other workers were stopped, and the cluster restarted."
+        return "The other workers were interrupted."
+
+
+class _Stream:
+    """Copies new stdout/stderr text of each rank's AsyncResult to the output sink."""
+
+    def __init__(self, results, sink):
+        self.results = results
+        self.sink = sink
+        self.seen = [{"stdout": 0, "stderr": 0} for _ in results]
+
+    def pump(self):
+        for r, ar in enumerate(self.results):
+            md = ar.metadata
+            for name in ("stdout", "stderr"):
+                text = md.get(name) or ""
+                start = self.seen[r][name]
+                if len(text) > start:
+                    self.seen[r][name] = len(text)
+                    self.sink.write(r, name, text[start:])
+        self.sink.tick()
+
+    def finish(self):
+        for ar in self.results:          # output still in flight when the result arrived
+            try:
+                ar.wait_for_output(timeout=1)
+            except Exception:
+                pass
+        self.pump()
+
+
+def _outcome(ar):
+    """("ok", value) or ("error", details) from a finished AsyncResult of ``run_task``."""
+    import cloudpickle
+    try:
+        status, data = ar.get(0)
+    except Exception as exc:        # ipyparallel could not run run_task at all
+        return ("error", {"type": getattr(exc, "ename", type(exc).__name__),
+                          "message": getattr(exc, "evalue", str(exc)),
+                          "traceback": _remote_text(exc), "exception": None,
+                          "interrupted": False})
+    if status == "ok":
+        return ("ok", cloudpickle.loads(data))
+    return ("error", data)
+
+
+def _died(rank):
+    return {"type": "WorkerDied", "message": f"the process of rank {rank} ended while running "
+            f"the function (killed, out of memory, or a crash in native code)",
+            "traceback": "", "exception": None, "interrupted": False}
+
+
+def _worker_error(outcomes, n, note):
+    import cloudpickle
+    failed = sorted(r for r, o in outcomes.items() if o[0] == "error"
+                    and not o[1].get("interrupted"))
+    if not failed:           # only interrupts (e.g. a worker raised KeyboardInterrupt itself)
+        failed = sorted(r for r, o in outcomes.items() if o[0] == "error")
+    rank = failed[0]
+    info = outcomes[rank][1]
+    exception = None
+    if info.get("exception") is not None:
+        try:
+            exception = cloudpickle.loads(info["exception"])
+        except Exception:
+            exception = None
+    return WorkerError(rank, n, info["type"], info["message"], info["traceback"],
+                       exception=exception, failed_ranks=failed, note=note)
+

@@ -1,0 +1,29 @@
+"""``launch``: run a function on fresh workers from a notebook cell, and end them afterwards."""
+from .cluster import Cluster
+
+
+def launch(fn, *args, n=None, hosts=None, backend="auto", output="auto", timeout=120):
+    """Start ``n`` workers, run ``fn(*args)`` on every one, return the results in rank order,
+    and end the workers. ``fn`` may be defined in the notebook itself.
+
+    - ``n``: workers to start (default: one per GPU where there are GPUs, else one per core).
+    - ``backend``: "auto", "mpi" or "nccl" (see ``lk.dist.Cluster``).
+    - ``output``: the workers' prints, live: a tab per rank in a notebook ("auto"/"widget"),
+      ``[rank r]``-prefixed lines elsewhere ("text"), or "none".
+    - ``timeout``: seconds to wait for the workers to start.
+
+    Inside ``fn``: ``lk.dist.rank()``, ``lk.dist.world_size()``, the collectives and
+    ``lk.dist.DataParallel``. A worker's exception is raised here as ``lk.dist.WorkerError``
+    with its rank and traceback, after the other workers are stopped; interrupting the cell
+    (KeyboardInterrupt) stops every worker. No worker process outlives the call: keep an
+    ``lk.dist.Cluster`` to reuse workers across cells.
+
+    >>> import labkit as lk
+    >>> def total():
+    ...     mine = lk.tensor([float(lk.dist.rank())])
+    ...     return lk.dist.allreduce(mine).item()
+    >>> lk.dist.launch(total, n=2)                       # doctest: +SKIP
+    [1.0, 1.0]
+    """
+    with Cluster(n=n, hosts=hosts, backend=backend, output=output, timeout=timeout) as cluster:
+        return cluster._run(fn, args, kill=True)

@@ -1,0 +1,39 @@
+"""The reaper: ends a cluster's processes when the process that started the cluster dies.
+
+A ``Cluster`` starts this script (by its path, not as a labkit module, so it starts fast) with
+the cluster's id and keeps the write end of a pipe to its stdin. The pipe reaches end-of-file
+when the owner closes it or when the owner dies (a crashed or killed notebook kernel); then,
+unless the owner wrote ``release`` first, the reaper ends every process marked with the
+cluster's id, and removes the cluster's temporary folder. It runs in a session of its own, so
+a Ctrl-C in a terminal does not reach it.
+
+    python reaper.py CLUSTER_ID FOLDER
+"""
+import os
+import sys
+
+
+def _load_sibling(name):
+    """Import labkit/dist/<name>.py by its path (without importing the labkit package)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"labkit_dist_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(argv):
+    cluster_id, folder = argv[1], argv[2]
+    procs = _load_sibling("procs")
+    data = sys.stdin.read()          # blocks until the owner closes the pipe or dies
+    if "release" in data:
+        return 0
+    procs.end_cluster(cluster_id)
+    import shutil
+    shutil.rmtree(folder, ignore_errors=True)     # the cluster's temporary files
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,125 @@
+"""Graph optimisation passes: each a function Graph -> Graph, testable alone, switchable by name.
+
+The default pipeline, in order:
+
+==================  ==========================================================================
+``prune``           keep only what the outputs and the side effects need
+``constant_folding`` compute what depends on constants alone, once, before running
+``cse``             compute each distinct value once (common-subexpression elimination)
+``dce``             forward no-ops to their input, drop values nobody uses
+``fusion``          chains of elementwise ops become one kernel (numexpr / a CUDA kernel)
+``memory``          results are written into buffers whose last use has passed (``out=``)
+==================  ==========================================================================
+
+Each pass returns a new graph and leaves its input alone; the new graph's ``history`` ends with
+a ``PassRecord`` saying what the pass removed, merged, folded, fused or reused, by node name, so
+a notebook can step through them::
+
+    for name, g in passes.stages(graph):
+        print(g.history[-1].summary())
+
+``lk.function`` runs the pipeline on every trace: ``f.graph(*args)`` is the optimised graph,
+``f.graph(*args, passes=[])`` the raw one, ``f.graph(*args, passes=["cse", "dce"])`` the raw one
+after just those passes. ``lk.config.disable_pass("fusion")`` switches a pass off everywhere.
+
+What every pass keeps true: side effects (stateful nodes such as ``assign``, control-flow nodes)
+are never removed, merged or reordered; captures are read by reference at run time, so they are
+never folded, and reads of them are not moved across a side effect; the graph's outputs (for
+``lk.function``: its results and the ``.grad`` s it sets) stay computable; placeholders stay.
+Control-flow nodes (whose attributes hold sub-graphs) are opaque: passes neither look inside
+nor move them.
+
+>>> import labkit as lk
+>>> from labkit.graph import passes
+>>> with lk.Graph() as g:
+...     x = lk.placeholder((4,), name="x")
+...     y = ((x * 2.0).exp() + 1.0).tanh() * (x * 2.0)
+>>> opt = passes.run_passes(g, outputs=[y])
+>>> for record in opt.history:
+...     print(record.summary())
+prune: 7 -> 7 nodes; no change
+constant_folding: 7 -> 7 nodes; no change
+cse: 7 -> 6 nodes; merged 1
+dce: 6 -> 6 nodes; no change
+fusion: 6 -> 3 nodes; fused 1
+memory: 3 -> 3 nodes; no change
+>>> print(opt.listing().splitlines()[-1].split(":")[0].strip())
+%2 = fused(%1, program=<tanh(exp(x0) + 1.0) * x0>)
+"""
+from ... import config
+from .base import (PASSES, GraphPass, PassRecord, Rewriter, graph_pass, history_text,
+                   with_outputs)
+from .constant_folding import constant_folding
+from .cse import cse
+from .dce import dce
+from .fusion import FusedProgram, fusion
+from .memory import BufferPlan, memory, plan_buffers
+from .prune import prune
+
+PIPELINE = ["prune", "constant_folding", "cse", "dce", "fusion", "memory"]
+
+
+def default_passes():
+    """The names of the pipeline's passes that are switched on (``lk.config.disable_pass``)."""
+    off = config.disabled_passes()
+    return [p for p in PIPELINE if p not in off]
+
+
+def _resolve(passes):
+    if passes is None:
+        return [PASSES[p] for p in default_passes()]
+    out = []
+    for p in passes:
+        if isinstance(p, str):
+            if p not in PASSES:
+                raise ValueError(f"unknown graph pass {p!r}; the passes are {list(PASSES)}")
+            p = PASSES[p]
+        elif not callable(p):
+            raise TypeError(f"a pass is a name or a function Graph -> Graph, not {p!r}")
+        out.append(p)
+    return out
+
+
+def stages(graph, passes=None, outputs=None):
+    """[(pass name, graph after it)] for each pass in turn (default: the default pipeline).
+
+    >>> import labkit as lk
+    >>> from labkit.graph import passes
+    >>> with lk.Graph() as g:
+    ...     x = lk.placeholder((4,), name="x")
+    ...     y = x.exp() + x.exp()
+    >>> [(name, len(step)) for name, step in passes.stages(g, ["cse", "dce"])]
+    [('cse', 3), ('dce', 3)]
+    """
+    if outputs is not None:
+        graph = with_outputs(graph, outputs)
+    out = []
+    for p in _resolve(passes):
+        graph = p(graph)
+        out.append((getattr(p, "name", getattr(p, "__name__", "pass")), graph))
+    return out
+
+
+def run_passes(graph, passes=None, outputs=None):
+    """``graph`` after ``passes`` (names or functions; default: the pipeline's enabled passes).
+
+    ``outputs``: the tensors (or nodes) you will fetch; default ``graph.outputs``, or for a graph
+    that does not say, the nodes nothing uses. An empty list of passes returns ``graph`` itself.
+
+    >>> import labkit as lk
+    >>> from labkit.graph import passes
+    >>> with lk.Graph() as g:
+    ...     x = lk.placeholder((3,), name="x")
+    ...     y = x.detach() * 2.0
+    >>> opt = passes.run_passes(g, ["dce"], outputs=[y])
+    >>> len(g), len(opt), opt.run(opt.outputs[0], {opt.node("x"): [1, 2, 3]}).tolist()
+    (3, 2, [2.0, 4.0, 6.0])
+    """
+    steps = stages(graph, passes, outputs)
+    return steps[-1][1] if steps else graph
+
+
+__all__ = ["PASSES", "PIPELINE", "BufferPlan", "FusedProgram", "GraphPass", "PassRecord",
+           "Rewriter", "constant_folding", "cse", "dce", "default_passes", "fusion",
+           "graph_pass", "history_text", "memory", "plan_buffers", "prune", "run_passes",
+           "stages"]
