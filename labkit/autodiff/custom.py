@@ -89,7 +89,12 @@ class custom_vjp:
         return out.shape, out.dtype
 
     def _vjp(self, g, out, *args, res):
-        grads = tuple(self.bwd(res.value, g))
+        residuals = res.value
+        if dispatch.is_grad_enabled():
+            # a recorded backward (grad of grad): residuals must depend on the inputs, so make
+            # them again from the inputs with the tape on; the saved ones are plain values
+            _, residuals = self.fwd(*args)
+        grads = tuple(self.bwd(residuals, g))
         if len(grads) != len(args):
             raise GradError(f"{self!r}: bwd returned {len(grads)} cotangent(s) for {len(args)} "
                             f"argument(s)")

@@ -135,9 +135,9 @@ def _detached(tree):
     return tree
 
 
-def value_and_grad(fun, argnums=0, has_aux=False):
+def value_and_grad(fun, argnums=0, has_aux=False, _name="value_and_grad"):
     """``fun`` -> a function returning ``(fun(*args), gradient)``; see ``grad``."""
-    where = f"value_and_grad({getattr(fun, '__name__', 'fun')})"
+    where = f"{_name}({getattr(fun, '__name__', 'fun')})"
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
@@ -165,7 +165,7 @@ def grad(fun, argnums=0, has_aux=False):
     ``argnums`` (int or tuple) picks which positional arguments to differentiate; a tuple gives a
     tuple of gradients. Transforms compose: ``lk.grad(lk.grad(f))`` is the second derivative.
     """
-    vg = value_and_grad(fun, argnums, has_aux)
+    vg = value_and_grad(fun, argnums, has_aux, _name="grad")
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):

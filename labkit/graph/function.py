@@ -179,7 +179,13 @@ class Function:
     def _explain(self, key, args, kwargs):
         if not self.traces:
             return "first call"
-        previous = self.traces[-1].signature
+        # compare with the closest earlier trace: the one whose signature differs least
+        def distance(signature):
+            struct, specs = signature
+            if struct != key[0]:
+                return (1, 0)
+            return (0, sum(a != b for old, new in zip(specs, key[1]) for a, b in zip(old, new)))
+        previous = min((t.signature for t in reversed(self.traces)), key=distance)
         (old_struct, old_specs), (new_struct, new_specs) = previous, key
         leaves, paths = self._paths(args, kwargs)
         if old_struct != new_struct:

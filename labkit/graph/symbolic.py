@@ -102,7 +102,9 @@ class SymbolicTensor(Tensor):
         self._concrete("int(t)", "Keep it a tensor.")
 
     def __index__(self):
-        self._concrete("using a tensor as a Python index", "Index with lk.take / lk.gather.")
+        self._concrete("using a tensor as a Python int (an index, range(n), a size)",
+                       "To index, use lk.take / lk.gather; to loop a data-dependent number of "
+                       "times, use lk.while_loop or lk.scan; or pass a Python int argument.")
 
     def __repr__(self):
         n = self._gnode
