@@ -14,7 +14,7 @@ from .elementwise import add
 from .linalg import matmul
 from .reduce import max as _max
 from .reduce import sum as _sum
-from .shape import reshape
+from .shape import permute, reshape
 
 
 def pair(v, name="argument"):
@@ -132,12 +132,13 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1):
     _window_geometry("conv2d", x.shape, x=x, **geo)
     cols = unfold(x, **geo)                                      # (N, C, kh, kw, OH, OW)
     n, oh, ow = x.shape[0], cols.shape[-2], cols.shape[-1]
-    cols = reshape(cols, shape=(n, c * kh * kw, oh * ow))        # im2col: one copy
-    out = matmul(reshape(weight, shape=(o, c * kh * kw)), cols)  # (N, O, OH*OW)
-    out = reshape(out, shape=(n, o, oh, ow))
+    # im2col laid out (C*kh*kw, N*OH*OW), so that forward and both gradients are each one
+    # large matrix product rather than N small ones
+    cols = reshape(permute(cols, dims=(1, 2, 3, 0, 4, 5)), shape=(c * kh * kw, n * oh * ow))
+    out = matmul(reshape(weight, shape=(o, c * kh * kw)), cols)  # (O, N*OH*OW)
     if bias is not None:
-        out = add(out, reshape(bias, shape=(1, o, 1, 1)))
-    return out
+        out = add(out, reshape(bias, shape=(o, 1)))
+    return permute(reshape(out, shape=(o, n, oh, ow)), dims=(1, 0, 2, 3))
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
