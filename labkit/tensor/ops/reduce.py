@@ -1,4 +1,6 @@
 """Reductions: sum, max, min (differentiable), argmax, argmin; ``sum_to_shape`` for unbroadcasting."""
+import itertools
+
 import numpy as np
 
 from ...errors import ShapeError, describe
@@ -23,6 +25,35 @@ def _axes(dim, ndim):
             raise IndexError(f"dim {dim} out of range for a 0-d tensor")
         return None
     return dims
+
+
+def _reduce(xp, x, dim, keepdim, reduction, combine):
+    """``reduction`` over ``dim``; a strided view reduced over a few small axes (the windows of
+    pooling) is folded with the elementwise ``combine`` instead, which NumPy runs far faster
+    than a reduction over non-contiguous axes."""
+    axes = _axes(dim, x.ndim)
+    if axes is None or x.flags.c_contiguous or len(axes) == x.ndim or x.size == 0 or \
+            x.dtype == bool:
+        return reduction(x, axis=axes, keepdims=keepdim)
+    axes = tuple(a % x.ndim for a in axes)
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    if count > 16:
+        return reduction(x, axis=axes, keepdims=keepdim)
+    out = None
+    for position in itertools.product(*(range(x.shape[a]) for a in axes)):
+        index = [slice(None)] * x.ndim
+        for a, i in zip(axes, position):
+            index[a] = i
+        window = x[tuple(index)]                      # a view: no copy
+        if out is None:
+            out = window.copy()
+        else:
+            combine(out, window, out=out)
+    if keepdim:
+        out = out.reshape(tuple(1 if a in axes else n for a, n in enumerate(x.shape)))
+    return out
 
 
 def _keep_shape(x, dim):
@@ -61,7 +92,7 @@ def _sum_vjp(g, out, x, dim=None, keepdim=False):
 @op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp)
 def sum(xp, x, dim=None, keepdim=False):
     """Sum over ``dim`` (None: every element), keeping reduced axes as size 1 if ``keepdim``."""
-    return xp.sum(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+    return _reduce(xp, x, dim, keepdim, xp.sum, xp.add)
 
 
 def _extremum_vjp(g, out, x, dim=None, keepdim=False):
@@ -74,13 +105,13 @@ def _extremum_vjp(g, out, x, dim=None, keepdim=False):
 @op("max", shape=_reduce_rule("max", lambda x: x.dtype, True), vjp=_extremum_vjp)
 def max(xp, x, dim=None, keepdim=False):
     """Largest value over ``dim`` (the values, like ``torch.amax``; see ``argmax`` for indices)."""
-    return xp.max(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+    return _reduce(xp, x, dim, keepdim, xp.max, xp.maximum)
 
 
 @op("min", shape=_reduce_rule("min", lambda x: x.dtype, True), vjp=_extremum_vjp)
 def min(xp, x, dim=None, keepdim=False):
     """Smallest value over ``dim`` (the values, like ``torch.amin``; see ``argmin``)."""
-    return xp.min(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+    return _reduce(xp, x, dim, keepdim, xp.min, xp.minimum)
 
 
 def _arg_rule(name):
