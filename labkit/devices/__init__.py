@@ -1,4 +1,5 @@
-"""Devices, array backends (NumPy | CuPy) and transfers. The lowest layer of labkit.
+"""Devices, array backends (NumPy | CuPy), transfers, one worker thread per device
+(``workers``) and memory statistics. The lowest layer of labkit.
 
 The module itself is callable: ``lk.devices()`` lists the devices, while ``lk.devices.configure``,
 ``lk.devices.get_device`` ... are its functions.
@@ -9,10 +10,15 @@ import types
 from .backends import cupy_module, gpu_count
 from .device import (Device, configure, default_device, device, device_of_array, devices,
                      get_device)
+from .host_memory import keep_freed_memory
 from .transfer import transfer
 
+keep_freed_memory()
+from .memory import memory_stats, reset_peak_memory_stats
+
 __all__ = ["Device", "configure", "default_device", "device", "device_of_array", "devices",
-           "get_device", "transfer", "cupy_module", "gpu_count"]
+           "get_device", "transfer", "cupy_module", "gpu_count", "memory_stats",
+           "reset_peak_memory_stats"]
 
 
 class _DevicesModule(types.ModuleType):

@@ -1,0 +1,1 @@
+"""One module per workload; each holds its data, its metric and its implementations."""
