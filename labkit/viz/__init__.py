@@ -1,7 +1,11 @@
-"""Pictures of what labkit does: graphs, placement (timelines and widgets come later).
+"""Pictures of what labkit does: graphs, placement, timelines, gradients, live training curves
+and widgets.
 
-Every picture is DOT text laid out by graphviz's ``dot`` and shown inline as SVG, so a saved
-notebook keeps it. ``lk.Graph``, ``lk.Tensor`` and ``lk.nn.Module`` render themselves too.
+Graph pictures are DOT text laid out by graphviz's ``dot``; timelines, gradient charts and
+training curves are SVG written directly. All show inline as SVG, so a saved notebook keeps
+them; widgets (``GraphWidget``, ``TimelineWidget``, the live view's Stop button) need
+ipywidgets and carry a static picture too. ``lk.Graph``, ``lk.Tensor``, ``lk.nn.Module`` and
+``lk.profile()``'s ``Profile`` render themselves.
 
 >>> import labkit as lk
 >>> model = lk.nn.Linear(3, 2)
@@ -14,7 +18,13 @@ from .html import module_html, tensor_html
 from .placement import placement, placement_reason
 from .render import GraphPicture, GraphvizNotFound, RenderError, find_dot, run_dot
 from .tape import TapeGraph, tape_graph
+from .gradients import GradientMonitor, gradient_flow, gradients
+from .live import TrainingView, live
+from .timeline import TimelinePicture, TimelineWidget, timeline
+from .widgets import GraphWidget
 
-__all__ = ["GraphPicture", "GraphvizNotFound", "RenderError", "TapeGraph", "as_graph",
-           "find_dot", "graph", "module_html", "placement", "placement_reason", "run_dot",
-           "tape_graph", "tensor_html", "to_dot"]
+__all__ = ["GradientMonitor", "GraphPicture", "GraphWidget", "GraphvizNotFound", "RenderError",
+           "TapeGraph", "TimelinePicture", "TimelineWidget", "TrainingView", "as_graph",
+           "find_dot", "gradient_flow", "gradients", "graph", "live", "module_html",
+           "placement", "placement_reason", "run_dot", "tape_graph", "tensor_html", "timeline",
+           "to_dot"]

@@ -202,7 +202,8 @@ def _series(paths):
 
 # ---- the DOT text -------------------------------------------------------------------------------
 def to_dot(graph, *, color_by="role", collapse=None, max_nodes=MAX_NODES, edge_labels=None,
-           group_roles=None, rankdir="TB", title=None, reasons=None):
+           group_roles=None, rankdir="TB", title=None, reasons=None, node_style=None,
+           edge_style=None):
     """DOT text drawing ``graph`` (see the module docstring for what it shows).
 
     ``color_by``: ``'role'`` (forward / backward / update) or ``'device'`` (placement view).
@@ -213,17 +214,42 @@ def to_dot(graph, *, color_by="role", collapse=None, max_nodes=MAX_NODES, edge_l
     ``group_roles``: put unscoped backward / update nodes in pseudo-scopes ``gradients`` /
     ``update`` (default: whenever something is collapsed).
     ``reasons``: a function node -> text shown in the node's tooltip (placement reasons).
+    ``node_style`` / ``edge_style``: hooks for pictures drawn on top of this one (gradient
+    flow, pass highlights): ``node_style(node)`` and ``edge_style(source nodes, target node)``
+    return None or a dict of DOT attributes that replace the defaults (``{"color": "red"}``);
+    the key ``"note"`` is appended to the tooltip instead.
     """
     if color_by not in ("role", "device"):
         raise ValueError(f"to_dot: color_by must be 'role' or 'device', got {color_by!r}")
     d = _Drawing(graph, color_by, reasons)
+    d.node_style, d.edge_style = node_style, edge_style
     d.assign_boxes(collapse, group_roles, max_nodes)
     return d.dot(edge_labels, rankdir, title)
+
+
+def _restyle(attrs, extra):
+    """``attrs`` (a list of ``key=value`` DOT attributes) with those of the dict ``extra``
+    replacing the ones of the same key; ``extra["note"]`` is appended to the tooltip."""
+    if not extra:
+        return attrs
+    extra = dict(extra)
+    note = extra.pop("note", None)
+    out = [a for a in attrs if a.split("=", 1)[0] not in extra]
+    if note:
+        for k, a in enumerate(out):
+            if a.startswith("tooltip="):
+                out[k] = a[:-1] + _quote("\n" + note)[1:]
+    for k, v in extra.items():
+        text = str(v)
+        out.append(f"{k}={text if text.startswith('<') or text.isdigit() else _quote(text)}")
+    return out
 
 
 class _Drawing:
     """One picture being made: per-node facts (lists indexed like ``graph.nodes``), then which
     box each node is drawn in, then the DOT statements."""
+
+    node_style = edge_style = None     # optional hooks (see ``to_dot``)
 
     def __init__(self, graph, color_by, reasons):
         self.graph = graph
@@ -340,6 +366,8 @@ class _Drawing:
             attrs.append("peripheries=2")
         if cat == "constant":
             attrs.append("fontsize=8")
+        if self.node_style is not None:
+            attrs = _restyle(attrs, self.node_style(n))
         return f"n{i} [{', '.join(attrs)}];"
 
     def scope_stmt(self, path, sid):
@@ -458,6 +486,9 @@ class _Drawing:
         if labelled:
             attrs.insert(0, f"label={_quote(' ' + text + ' ')}")
         attrs.append(f"tooltip={_quote(tip)}")
+        if self.edge_style is not None and dst[0] == "n":
+            attrs = _restyle(attrs, self.edge_style([nodes[j] for j in sources],
+                                                    nodes[dst[1]]))
         return f"  {self.ids[src]} -> {self.ids[dst]} [{', '.join(attrs)}];"
 
     def dot(self, edge_labels, rankdir, title):
