@@ -21,6 +21,7 @@ from .graph import (Function, Graph, GraphError, SymbolicTensor, TracingError, f
                     gradients, name_scope, placeholder)
 from .graph import cond, scan, while_loop
 from .graph import FIFOQueue, QueueClosedError, Variable, restore_variables, save_variables
+from .graph.capture import colocate_with
 from . import nn, optim, data
 from . import viz
 from . import dist

@@ -11,10 +11,10 @@ from .backends import cupy_module, gpu_count
 from .device import (Device, configure, default_device, device, device_of_array, devices,
                      get_device)
 from .host_memory import keep_freed_memory
+from .memory import memory_stats, reset_peak_memory_stats
 from .transfer import transfer
 
 keep_freed_memory()
-from .memory import memory_stats, reset_peak_memory_stats
 
 __all__ = ["Device", "configure", "default_device", "device", "device_of_array", "devices",
            "get_device", "transfer", "cupy_module", "gpu_count", "memory_stats",

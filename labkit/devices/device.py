@@ -113,6 +113,8 @@ def configure(cpus=None):
     Virtual devices share the host's memory and cores; they let placement, transfers and
     multi-device errors be shown and tested on a machine without a GPU. The environment variable
     ``LABKIT_CPUS`` sets the count at import. Tensors already on a removed device stay valid.
+    Each device runs its part of a graph on its own worker thread (``labkit.devices.workers``),
+    and while the host is split, BLAS calls use each device's share of the cores.
 
     >>> import labkit as lk
     >>> lk.devices.configure(cpus=2); [d.name for d in lk.devices.devices()]
@@ -128,6 +130,8 @@ def configure(cpus=None):
             _cpu_count = cpus
             for name in [n for n, d in _devices.items() if d.type == "cpu" and d.index >= cpus]:
                 del _devices[name]
+        from .workers import share_host_cores
+        share_host_cores(cpus)
 
 
 def devices():
@@ -153,14 +157,21 @@ configure(cpus=int(os.environ.get("LABKIT_CPUS", "1") or 1))
 class _Default(threading.local):
     def __init__(self):
         self.device = get_device("cpu:0")
+        self.request = None         # (Device, force) inside a ``with lk.device(...)`` block
 
 
 _default = _Default()
 
 
 @contextlib.contextmanager
-def device(spec):
+def device(spec, force=False):
     """Context manager: new tensors created inside the block go to ``spec``.
+
+    While a graph is being built (``lk.function``, ``with lk.Graph()``), every op made inside
+    the block also carries an explicit request to run on ``spec``; the placement pass honours
+    it (or says clearly why it cannot). A request that conflicts with colocation (an assign
+    asked for elsewhere than its variable) gives way to the colocation unless ``force=True``,
+    which makes the conflict an error.
 
     >>> import labkit as lk
     >>> with lk.device("cpu"):
@@ -168,12 +179,33 @@ def device(spec):
     Device('cpu:0')
     """
     dev = get_device(spec)
-    previous = _default.device
+    previous, previous_request = _default.device, _default.request
     _default.device = dev
+    _default.request = (dev, bool(force))
     try:
         yield dev
     finally:
         _default.device = previous
+        _default.request = previous_request
+
+
+def requested_device():
+    """The explicit request of the innermost ``with lk.device(...)`` block of this thread, as
+    ``(Device, force)``, or None outside any block (graph capture records it on each node)."""
+    return _default.request
+
+
+@contextlib.contextmanager
+def no_device_request():
+    """Run the block as if no ``with lk.device(...)`` were open (default device unchanged).
+
+    ``lk.function`` traces inside it, so that a trace does not depend on the caller's block."""
+    previous = _default.request
+    _default.request = None
+    try:
+        yield
+    finally:
+        _default.request = previous
 
 
 def default_device():

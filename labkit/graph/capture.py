@@ -10,6 +10,7 @@ import contextlib
 import threading
 
 from ..devices import default_device
+from ..devices.device import requested_device
 from ..errors import DeviceError, describe
 from ..tensor import dispatch
 from ..tensor.dispatch import Mode
@@ -76,7 +77,13 @@ class CaptureMode(Mode):
         shape, dtype = op.shape(*inputs, **attrs)
         if op.out_device is not None:
             device = op.out_device(attrs)
+        colocate = _colocation.stack
+        colocation = _colocation_target(g, colocate[-1]) if colocate else None
         node = g.add_node("op", op, args, attrs, shape, dtype, device or default_device())
+        request = requested_device()
+        if request is not None:          # inside ``with lk.device(...)``: for placement
+            node.requested_device, node.device_forced = request
+        node.colocation = colocation
         node.stateful = op.stateful
         node.role = "update" if op.stateful else self.role
         grad = needs_grad and op.vjp is not None and dispatch._state.grad_enabled
@@ -106,6 +113,51 @@ class CaptureMode(Mode):
             leaf._grad = g if leaf._grad is None else leaf._grad + g
         else:
             self.grads.accumulate(leaf, g)
+
+
+class _Colocation(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+_colocation = _Colocation()
+
+
+def _colocation_target(graph, tensor):
+    """The name of the node of ``graph`` that ``tensor`` stands for (captured if outside)."""
+    if isinstance(tensor, SymbolicTensor):
+        node = tensor._gnode
+        if node.graph is not graph:
+            raise GraphError(f"lk.colocate_with({tensor!r}): that tensor belongs to graph "
+                             f"{node.graph.name!r}, not to {graph.name!r}, the graph being built")
+        return node.name
+    return graph.capture(tensor).name
+
+
+@contextlib.contextmanager
+def colocate_with(tensor):
+    """Ops made inside the block (while building a graph) run on the same device as ``tensor``.
+
+    The placement pass puts them, and ``tensor``'s node, in one colocation group; a request
+    ``with lk.device(...)`` inside the block gives way to the colocation unless forced. Outside
+    graph capture it does nothing (eager ops run where their inputs are).
+
+    >>> import labkit as lk
+    >>> w = lk.Variable([1.0, 2.0], name="w")
+    >>> with lk.Graph() as g:
+    ...     with lk.colocate_with(w):
+    ...         y = w * 2.0
+    >>> g.placement()["mul"].reason
+    'colocated with w (lk.colocate_with)'
+    """
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"lk.colocate_with takes a tensor (a variable, or a tensor of the graph "
+                        f"being built), not {type(tensor).__name__}")
+    _colocation.stack.append(tensor)
+    try:
+        yield
+    finally:
+        _colocation.stack.pop()
 
 
 class _Graphs(threading.local):

@@ -16,6 +16,15 @@ CSE, dead-code elimination, elementwise fusion, buffer reuse) before its plan is
 results and ``.grad`` s are the outputs the passes keep. ``f.graph(*args)`` is the optimised
 graph, ``f.graph(*args, passes=[])`` the raw trace; ``lk.config.disable_pass(name)`` switches a
 pass off (traces are re-optimised, not retraced).
+
+A trace that spans devices, or asks for one (``with lk.device(...)`` or ``lk.colocate_with``
+inside the function), is placed first (the ``placement`` pass: every node gets a device and a
+reason, ``f.graph(*args).placement()``), and its plan is partitioned into one part per device,
+joined by Send/Recv pairs. A ``with lk.device(...)`` around a *call* does not place the
+function's ops: put it inside the function.
+
+Under ``lk.profile()`` each call runs an instrumented plan (one event per op, on the device and
+thread that ran it) and marks the end of a profiler step.
 """
 import functools
 import inspect
@@ -23,12 +32,14 @@ import threading
 import warnings
 
 from .. import config
+from ..devices.device import no_device_request
 from ..errors import LabkitError
+from ..profiler.profile import _active as _profiles
 from ..tensor.tensor import Tensor
 from .capture import enter_graph
 from .executor import Plan, feed_array
 from .ir import PLACEHOLDER, Graph
-from .passes import run_passes
+from .passes import needs_placement, placement, run_passes
 from .symbolic import SymbolicTensor
 
 _TENSOR = "T"
@@ -151,6 +162,10 @@ class Function:
                 trace = self._cache.get(key) or self._trace(key, args, kwargs)
         elif trace.passes_version != config._state["passes_version"]:
             self._optimize(trace)
+        if _profiles:
+            out = self._run(trace, leaves)
+            _profiles[-1].step()          # each call of a captured function is one step
+            return out
         return self._run(trace, leaves)
 
     def _run(self, trace, leaves):
@@ -210,7 +225,7 @@ class Function:
         graph = Graph(f"{self.name}#{len(self.traces) + 1}")
         leaves, paths = self._paths(args, kwargs)
         symbolic = {}
-        with enter_graph(graph) as mode:
+        with no_device_request(), enter_graph(graph) as mode:
             for t, path in zip(leaves, paths):
                 node = graph.add_node(PLACEHOLDER, None, (), {}, t.shape, t.dtype, t.device,
                                       name=path.replace("[", "_").replace("]", "")
@@ -249,8 +264,12 @@ class Function:
         return trace
 
     def _optimize(self, trace):
-        """Run the enabled passes on the trace's raw graph; compile the plan from the result."""
-        opt = run_passes(trace.raw_graph)
+        """Run the enabled passes on the trace's raw graph; compile the plan from the result.
+        A graph that asks for placement is placed first, so the passes see final devices."""
+        graph = trace.raw_graph
+        if "placement" not in config.disabled_passes() and needs_placement(graph):
+            graph = placement(graph)
+        opt = run_passes(graph)
         by_name = {n.name: n for n in opt.nodes}
         missing = [n.name for n in trace.raw_feeds if n.name not in by_name]
         if missing:

@@ -33,7 +33,7 @@ class Node:
 
     __slots__ = ("graph", "index", "name", "op", "kind", "inputs", "attrs", "shape", "dtype",
                  "device", "requested_device", "scope", "value", "stateful", "role",
-                 "__weakref__")
+                 "device_forced", "colocation", "placement_reason", "__weakref__")
 
     def __init__(self, graph, name, kind, op, inputs, attrs, shape, dtype, device):
         self.graph = graph
@@ -46,7 +46,10 @@ class Node:
         self.shape = None if shape is None else tuple(shape)
         self.dtype = dtype
         self.device = device        # assigned device
-        self.requested_device = None
+        self.requested_device = None   # Device asked for with ``with lk.device(...)``
+        self.device_forced = False     # the request was made with force=True
+        self.colocation = None         # name of the node it must share a device with
+        self.placement_reason = None   # why it is on ``device`` (set by the placement pass)
         self.scope = ""
         self.value = None           # CONSTANT: the array; CAPTURE: the captured Tensor
         self.stateful = False       # has a side effect: never pruned from a function's plan
@@ -194,6 +197,22 @@ class Graph:
                 if isinstance(a, Node) and (a.graph is not self or a.index >= i):
                     raise GraphError(f"node {n.name} uses {a.name}, which is not an earlier "
                                      f"node of this graph\n{self}")
+
+    def placement(self):
+        """For every node: its device and why it is there (explicit, colocated, heuristic...).
+
+        A graph that has not been placed yet is placed (on a copy) for the report; a graph
+        from ``lk.function`` that spans devices already was.
+
+        >>> import labkit as lk
+        >>> with lk.Graph() as g:
+        ...     x = lk.placeholder((2,), name="x")
+        ...     y = x * 2.0
+        >>> g.placement()["mul"].device
+        'cpu:0'
+        """
+        from .passes.placement import placement_report
+        return placement_report(self)
 
     # ---- running -----------------------------------------------------------------------------------
     def run(self, fetches, feeds=None):

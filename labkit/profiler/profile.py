@@ -45,6 +45,7 @@ class Profile:
         self.start_ns = None
         self.end_ns = None
         self._hook_state = []
+        self._marked_at = 0       # len(events) at the last step mark
 
     # ---- recording --------------------------------------------------------------------------
     def __enter__(self):
@@ -68,7 +69,13 @@ class Profile:
                                    bytes_in, bytes_out, self.step_number, source, gpu_events))
 
     def step(self):
-        """Mark the end of a step: later events belong to the next one."""
+        """Mark the end of a step: later events belong to the next one.
+
+        Each call of an ``lk.function`` marks one; a mark with no event since the previous
+        one is dropped, so calling ``prof.step()`` after such a call makes no empty step."""
+        if len(self.events) == self._marked_at:
+            return
+        self._marked_at = len(self.events)
         self.step_marks.append((self.step_number, now_ns()))
         self.step_number += 1
 
@@ -108,6 +115,10 @@ class Profile:
     def __repr__(self):
         where = ", ".join(self.devices()) or "no device"
         return f"<Profile: {len(self.events)} op events on {where}, {len(self.steps)} step(s)>"
+
+    def _repr_html_(self):    # notebook display: the timeline (viz is imported only to draw)
+        from ..viz.timeline import profile_html
+        return profile_html(self)
 
     def to_chrome_trace(self):
         """The trace as a dict in the Trace Event Format (one process track per device)."""

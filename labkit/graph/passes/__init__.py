@@ -11,6 +11,13 @@ The default pipeline, in order:
 ``memory``          results are written into buffers whose last use has passed (``out=``)
 ==================  ==========================================================================
 
+Two more passes deal with devices (``DEVICE_PASSES``): ``placement`` gives every node a device
+and a reason (explicit ``lk.device`` requests, colocation, a cost heuristic), and
+``partition`` puts a Send/Recv pair on every edge between devices. ``lk.function`` places a
+trace before the pipeline when it asks for it (an explicit request or colocation, or nodes on
+several devices), so ``f.graph(*args)`` shows where each node runs; the executor partitions a
+plan that spans devices when it compiles it (``passes.partition(g)`` shows the result).
+
 Each pass returns a new graph and leaves its input alone; the new graph's ``history`` ends with
 a ``PassRecord`` saying what the pass removed, merged, folded, fused or reused, by node name, so
 a notebook can step through them::
@@ -55,8 +62,12 @@ from .dce import dce
 from .fusion import FusedProgram, fusion
 from .memory import BufferPlan, memory, plan_buffers
 from .prune import prune
+from .placement import (PlacementError, kernel_devices, needs_placement, placement,
+                        set_kernel_devices)
+from .partition import partition
 
 PIPELINE = ["prune", "constant_folding", "cse", "dce", "fusion", "memory"]
+DEVICE_PASSES = ["placement", "partition"]
 
 
 def default_passes():
@@ -123,3 +134,5 @@ __all__ = ["PASSES", "PIPELINE", "BufferPlan", "FusedProgram", "GraphPass", "Pas
            "Rewriter", "constant_folding", "cse", "dce", "default_passes", "fusion",
            "graph_pass", "history_text", "memory", "plan_buffers", "prune", "run_passes",
            "stages"]
+__all__ += ["DEVICE_PASSES", "PlacementError", "kernel_devices", "needs_placement", "partition",
+            "placement", "set_kernel_devices"]
