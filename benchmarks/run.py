@@ -64,6 +64,11 @@ TARGETS = [
     ("W4", "labkit_eager", "torch", "<=", 2.0),
     ("W5", "labkit_eager", "numpy", ">=", 0.95),
     ("W6", "labkit_eager", "torch", "<=", 1.2),
+    ("W1", "labkit_captured", "torch", "<=", 0.1),
+    ("W2", "labkit_captured", "torch", "<=", 0.1),
+    ("W3", "labkit_captured", "torch", "<=", 0.9),
+    ("W4", "labkit_captured", "torch", "<=", 1.5),
+    ("W6", "labkit_captured", "torch", "<=", 0.8),
 ]
 IMPORT_TARGET_S = 0.5
 RSS_TARGET = 0.5
@@ -499,7 +504,7 @@ def report(cfg_name, cfg, mods, cpu_res, gpu_res, gpu_note, imports, mach, start
              f"or a checksum) must agree with PyTorch's (NumPy's where PyTorch is absent) within "
              f"{REL_TOL:g} relative, from the same seeded initial weights; one that does not is "
              f"shown as failed and not timed. Ratios compare the reported numbers: for ms/step "
-             f"and us/op lower is better, for GFLOP/s higher is better.")
+             f"and us/op lower is better, for GFLOP/s and runs/s higher is better.")
     L.append("")
     L.append("## Machine and settings")
     L.append("")
@@ -540,6 +545,21 @@ def report(cfg_name, cfg, mods, cpu_res, gpu_res, gpu_note, imports, mach, start
         L.append(f"| {w} {LABELS[impl]} {op} {bound}x {LABELS[ref]} "
                  f"{'GFLOP/s' if op == '>=' else 'time'} | "
                  f"{'-' if r is None else f'{r:.2f}x'} | {judge(r, op, bound)} |")
+    for m in mods:
+        target = getattr(m, "ABSOLUTE_TARGET", None)
+        if target is None:
+            continue
+        impl, op, bound = target
+        value = cpu_res[m.NAME].get(impl, {}).get("value")
+        if value is None:
+            status = "not measured"
+        elif (value >= bound) if op == ">=" else (value <= bound):
+            status = f"met ({fmt_value(value)} {op} {fmt_value(bound)})"
+        else:
+            status = (f"**missed** by {100 * abs(1 - value / bound):.0f}% "
+                      f"({fmt_value(value)}, target {op} {fmt_value(bound)})")
+        L.append(f"| {m.NAME} {LABELS[impl]} {op} {fmt_value(bound)} {m.UNIT} | "
+                 f"{'-' if value is None else fmt_value(value)} | {status} |")
     for m in scripts:
         bound = getattr(m, "TARGET", None)
         _, ref_label, _, r = script_cells(m, (script_res or {})[m.NAME])

@@ -6,8 +6,9 @@ lookup, no shape inference and no dispatch, and each intermediate is released (`
 after its last use. Plans are cached per (fetches, feeds) and may run from several threads at
 once: all state lives in the function's locals.
 
-Ops that are one NumPy/CuPy call (the elementwise ufuncs, ``relu``, ``matmul``,
-``sum``/``max``/``min``) are bound to that call directly, skipping their kernel wrapper. When the
+Ops that are one NumPy/CuPy call (the elementwise ufuncs, ``relu``, ``matmul``) are bound to
+that call directly, skipping their kernel wrapper, so that they can write with ``out=`` (the op
+declaration has no ``out=`` form yet: this table mirrors those kernels). When the
 graph carries a buffer plan for exactly these fetches (``graph.buffer_plan``, made by the
 buffer-reuse pass), results are written with ``out=`` into the buffers of a *workspace*: one set
 of arrays per concurrently running call, taken from the plan's pool at the start of a run and
@@ -55,7 +56,6 @@ from ..profiler.events import OpEvent, lane_name, now_ns
 from ..profiler.profile import _active as _profiles
 from ..tensor.ops import elementwise as _ew
 from ..tensor.ops import linalg as _linalg
-from ..tensor.ops import reduce as _reduce
 from ..tensor.tensor import Tensor
 from .ir import CAPTURE, CONSTANT, PLACEHOLDER, GraphError, Node
 from .rendezvous import Rendezvous, recv, recv_value, send, send_value
@@ -69,7 +69,6 @@ _UFUNCS = {
     _ew.le: "less_equal", _ew.gt: "greater", _ew.ge: "greater_equal",
     _ew.logical_not: "logical_not",
 }
-_REDUCTIONS = {_reduce.sum: "sum", _reduce.max: "max", _reduce.min: "min"}
 _fused_op = None
 
 
@@ -96,11 +95,6 @@ def direct_call(node):
         return xp.maximum, (0,)
     if op is _linalg.matmul:
         return xp.matmul, ()
-    if op in _REDUCTIONS and isinstance(node.inputs[0], Node) and node.inputs[0].shape is not None:
-        attrs = node.attrs
-        axis = _reduce._axes(attrs.get("dim"), len(node.inputs[0].shape))
-        return functools.partial(getattr(xp, _REDUCTIONS[op]), axis=axis,
-                                 keepdims=attrs.get("keepdim", False)), ()
     return None
 
 
