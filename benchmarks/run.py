@@ -113,7 +113,8 @@ def discover_scripts():
 
 
 # How the runner shows a script workload's result: (labkit's key, the reference's key and label)
-SCRIPT_VIEWS = {"W7": ("labkit_GBps", "raw_GBps", "raw mpi4py Allreduce")}
+SCRIPT_VIEWS = {"W7": ("labkit_GBps", "raw_GBps", "raw mpi4py Allreduce"),
+                "W9": ("profiled_steps_per_s", "plain_steps_per_s", "the same step unprofiled")}
 SCRIPT_REPEATS = {"full": 21, "quick": 5}
 
 
