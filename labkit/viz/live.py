@@ -189,7 +189,7 @@ class TrainingView:
         self._shown = True
         if self._widgets is not None:
             from IPython.display import display
-            display(self)
+            self._handle = display(self, display_id=True)
 
     def _maybe_draw(self, force=False):
         now = time.perf_counter()
@@ -210,6 +210,9 @@ class TrainingView:
         if self._widgets is not None:
             self._widgets["stop"].disabled = True
             self._widgets["stop"].description = "stopped" if self.stopped else "done"
+            handle = getattr(self, "_handle", None)
+            if handle is not None:   # the saved notebook's static copy shows the final curves
+                handle.update(self)
         elif self._display and _in_kernel():   # no widgets: leave the curves in the notebook
             from IPython.display import SVG, display
             display(SVG(self.svg()))
