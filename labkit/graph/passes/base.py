@@ -84,6 +84,9 @@ class PassRecord:
         """One line: the pass, node counts before and after, and how many changes of each kind."""
         parts = [f"{k} {v}" for k, v in self.counts().items()]
         head = f"{self.name}: {self.nodes_before} -> {self.nodes_after} nodes"
+        if self.nodes_after is not None and self.nodes_before is not None and \
+                self.nodes_after > self.nodes_before:
+            parts.append(f"added {self.nodes_after - self.nodes_before}")
         return head + ("; " + ", ".join(parts) if parts else "; no change")
 
     def __str__(self):
