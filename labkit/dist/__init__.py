@@ -11,6 +11,11 @@ carries them on GPU tensors.
 - ``allreduce`` (sum, mean, max, min), ``broadcast``, ``allgather``, ``reduce_scatter``,
   ``barrier``.
 - ``DataParallel(module)``: parameters broadcast from rank 0, gradients averaged in buckets.
+- ``ParameterServer(model_fn, optimizer_fn, num_ps, mode, backup_workers, straggler)``:
+  parameter servers, asynchronous or synchronous with backup workers; sparse embedding rows.
+- ``train_with_checkpoints(make_state, step_fn, steps, path, every=k, n=...)``: periodic
+  checkpoints; a run that resumes from the last one when a worker dies.
+- ``hosts=["[user@]name[:port]"]`` (launch, Cluster): workers on a remote host over SSH.
 
 Install with ``pip install 'labkit[dist]'``. Outside a launched worker the world has one rank,
 so the same code runs in a single process:
@@ -23,9 +28,12 @@ from .cluster import Cluster
 from .collectives import allgather, allreduce, barrier, broadcast, reduce_scatter
 from .data_parallel import DataParallel
 from .errors import DistError, WorkerError
+from .fault import TrainingRun, train_with_checkpoints
 from .launcher import launch
+from .parameter_server import ParameterServer
 from .runtime import device, is_initialized, local_rank, rank, world_size
 
 __all__ = ["launch", "Cluster", "DataParallel", "allreduce", "broadcast", "allgather",
            "reduce_scatter", "barrier", "rank", "world_size", "local_rank", "device",
-           "is_initialized", "DistError", "WorkerError"]
+           "is_initialized", "DistError", "WorkerError", "train_with_checkpoints", "TrainingRun",
+           "ParameterServer"]

@@ -25,7 +25,7 @@ import tempfile
 import time
 import weakref
 
-from . import procs, runtime, worker
+from . import procs, remote, runtime, worker
 from .errors import DistError, WorkerError
 from .output import MODES as OUTPUT_MODES, make_output
 
@@ -114,13 +114,6 @@ def _check_hosts(hosts):
         return None
     if isinstance(hosts, str):
         hosts = [hosts]
-    import socket
-    local = {"localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn()}
-    remote = [h for h in hosts if h not in local]
-    if remote:
-        raise DistError(f"lk.dist: remote hosts ({', '.join(remote)}) are not supported yet; "
-                        f"workers run on this machine only. Leave hosts=None (or list only "
-                        f"'localhost') and set n=.")
     return list(hosts)
 
 
@@ -128,9 +121,12 @@ def _check_hosts(hosts):
 class _Workers:
     """The processes of one start of a cluster: controller, mpiexec, engines and the reaper."""
 
-    def __init__(self, n, backend):
+    def __init__(self, n, backend, host=None, ssh_options=None):
         self.n = n
         self.backend = backend
+        self.host = host               # a remote.Host when the workers run over SSH, else None
+        self.ssh_options = ssh_options
+        self.remote = None             # the remote.RemoteEngines of this start
         self.cluster_id = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.tmp = tempfile.mkdtemp(prefix="labkit-dist-")
         self.closed = False
@@ -162,16 +158,20 @@ class _Workers:
                                                 else [])
         # no nanny process per engine: labkit signals engines itself and ends them by mark
         config.MPIEngineSetLauncher.engine_args = ["--IPEngine.enable_nanny=False"]
+        controller_ip, location = remote.controller_address(self.host)
         self.ipp_cluster = ipp.Cluster(
             n=self.n, engines="mpi", profile_dir=profile_dir, cluster_id=self.cluster_id,
-            controller_ip="127.0.0.1",
+            controller_ip=controller_ip, controller_location=location or "",
             # schedulers as threads of one controller process (not nine processes)
             # and no database of past results (nothing reads it; it would only grow)
             controller_args=["--HeartMonitor.period=500", "--usethreads", "--nodb"],
             log_level=logging.CRITICAL,
             shutdown_atexit=False, engine_timeout=int(timeout), config=config)
         self.ipp_cluster.start_controller_sync()
-        self.ipp_cluster.start_engines_sync(self.n)
+        if self.host is None:
+            self.ipp_cluster.start_engines_sync(self.n)
+        else:
+            self._start_remote(profile_dir, mpiexec, env, config.MPIEngineSetLauncher)
         self.client = self.ipp_cluster.connect_client_sync()
         self._wait_for_engines(timeout)
         spec = {"backend": self.backend,
@@ -186,9 +186,32 @@ class _Workers:
         self.info = [infos[i] for i in order]
         self.engine_ids = [ids[i] for i in order]
 
+    def _start_remote(self, profile_dir, mpiexec, env, launcher):
+        """Start the engines on the remote host, through SSH and labkit's agent there."""
+        path = os.path.join(profile_dir, "security",
+                            f"ipcontroller-{self.cluster_id}-engine.json")
+        deadline = time.monotonic() + 30
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with open(path) as f:
+            connection = f.read()
+        remote_env = {k: v for k, v in env.items() if k != "IPYTHONDIR"}
+        remote_env["IPP_CONNECTION_INFO"] = connection
+        cmd = ([mpiexec, "-n", str(self.n)] + list(launcher.mpi_args) +
+               [sys.executable, "-m", "ipyparallel.engine", "--mpi"] +
+               list(launcher.engine_args))
+        self.remote = remote.RemoteEngines(self.host, self.ssh_options, self.cluster_id,
+                                           os.path.join(self.tmp, "remote.log"))
+        self.remote.start(cmd, remote_env, {procs.MARKER: self.cluster_id})
+
     def _wait_for_engines(self, timeout):
         deadline = time.monotonic() + timeout
         while len(self.client.ids) < self.n:
+            if self.remote is not None and not self.remote.running:
+                raise DistError(f"lk.dist: the workers on {self.host} stopped before the "
+                                f"{self.n} workers started (ssh exited with code "
+                                f"{self.remote.proc.returncode}). What ssh and the workers "
+                                f"printed:\n{self.remote.output()[-3000:] or '(nothing)'}")
             engine_sets = list(self.ipp_cluster.engines.values())
             if any(not es.running for es in engine_sets):
                 output = "".join(es.get_output(remove=False) for es in engine_sets)
@@ -202,6 +225,11 @@ class _Workers:
 
     # -- running --
     def dead_ranks(self):
+        if self.remote is not None:          # remote pids mean nothing here: ask the controller
+            if not self.remote.running:
+                return list(range(len(self.info)))
+            alive = set(self.client.ids)
+            return [r for r, eid in enumerate(self.engine_ids) if eid not in alive]
         import psutil
         dead = []
         for r, info in enumerate(self.info):
@@ -222,6 +250,10 @@ class _Workers:
             pass
 
     def signal(self, ranks, signum):
+        if self.remote is not None:
+            for r in ranks:
+                self.remote.signal(self.info[r]["pid"], signum)
+            return
         for r in ranks:
             try:
                 os.kill(self.info[r]["pid"], signum)
@@ -250,6 +282,8 @@ class _Workers:
             self.client.close(linger=0)
 
     def _end_processes(self):
+        if self.remote is not None:            # the agent ends the remote processes
+            self.remote.stop()
         procs.end_cluster(self.cluster_id)
         if self.ipp_cluster is not None:       # forget launchers whose processes are gone
             self.ipp_cluster.controller = None
@@ -301,7 +335,10 @@ class Cluster:
       "mpi" (everything through MPI) or "nccl".
     - ``output``: where workers' prints go while ``run`` waits: "auto" (a tab per rank in a
       live notebook, ``[rank r]``-prefixed lines elsewhere), "widget", "text" or "none".
-    - ``hosts``: reserved for remote workers; only this machine is supported today.
+    - ``hosts``: where the workers run: None for this machine, or one remote host
+      ``["[user@]name[:port]"]`` reached over SSH (``n`` workers there; see
+      ``labkit.dist.remote``). ``ssh_options``: extra ``ssh`` arguments, e.g.
+      ``["-i", "~/.ssh/lab_key"]``.
 
     Inside ``fn``, ``lk.dist.rank()``, ``lk.dist.world_size()`` and the collectives work, and
     new tensors go to the worker's device. Workers keep their Python state between runs.
@@ -319,9 +356,11 @@ class Cluster:
     >>> cluster.close()                                                  # doctest: +SKIP
     """
 
-    def __init__(self, n=None, hosts=None, backend="auto", output="auto", timeout=120):
+    def __init__(self, n=None, hosts=None, backend="auto", output="auto", timeout=120,
+                 ssh_options=None):
         _require_packages()
         hosts = _check_hosts(hosts)
+        host = remote.remote_host(hosts, ssh_options)
         if n is None:
             n = _default_n(hosts)
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -341,13 +380,16 @@ class Cluster:
         self.backend = backend
         self.output = output
         self.timeout = timeout
+        self.host = host
+        self.ssh_options = ssh_options
         self._holder = {"workers": None}
         self._finalizer = weakref.finalize(self, _close_workers, self._holder)
         self._start()
 
     # -- lifecycle --
     def _start(self):
-        workers = self._holder["workers"] = _Workers(self.n, self.backend)
+        workers = self._holder["workers"] = _Workers(self.n, self.backend, self.host,
+                                                     self.ssh_options)
         try:
             workers.start(self.timeout)
         except BaseException:          # a failed or interrupted start leaves nothing running
@@ -562,6 +604,10 @@ def _worker_error(outcomes, n, note):
             exception = cloudpickle.loads(info["exception"])
         except Exception:
             exception = None
-    return WorkerError(rank, n, info["type"], info["message"], info["traceback"],
-                       exception=exception, failed_ranks=failed, note=note)
+    error = WorkerError(rank, n, info["type"], info["message"], info["traceback"],
+                        exception=exception, failed_ranks=failed, note=note)
+    # the ranks whose process ended (not an exception): train_with_checkpoints resumes on those
+    error.died_ranks = sorted(r for r, o in outcomes.items()
+                              if o[0] == "error" and o[1].get("type") == "WorkerDied")
+    return error
 

@@ -2,11 +2,15 @@
 from .cluster import Cluster
 
 
-def launch(fn, *args, n=None, hosts=None, backend="auto", output="auto", timeout=120):
+def launch(fn, *args, n=None, hosts=None, backend="auto", output="auto", timeout=120,
+           ssh_options=None):
     """Start ``n`` workers, run ``fn(*args)`` on every one, return the results in rank order,
     and end the workers. ``fn`` may be defined in the notebook itself.
 
     - ``n``: workers to start (default: one per GPU where there are GPUs, else one per core).
+    - ``hosts``: None (this machine), or one remote host ``["[user@]name[:port]"]`` reached
+      over SSH, with ``ssh_options`` (extra ``ssh`` arguments, e.g. ``["-i", key_file]``);
+      the remote workers' output streams back and they end with the call, as local ones do.
     - ``backend``: "auto", "mpi" or "nccl" (see ``lk.dist.Cluster``).
     - ``output``: the workers' prints, live: a tab per rank in a notebook ("auto"/"widget"),
       ``[rank r]``-prefixed lines elsewhere ("text"), or "none".
@@ -25,5 +29,6 @@ def launch(fn, *args, n=None, hosts=None, backend="auto", output="auto", timeout
     >>> lk.dist.launch(total, n=2)                       # doctest: +SKIP
     [1.0, 1.0]
     """
-    with Cluster(n=n, hosts=hosts, backend=backend, output=output, timeout=timeout) as cluster:
+    with Cluster(n=n, hosts=hosts, backend=backend, output=output, timeout=timeout,
+                 ssh_options=ssh_options) as cluster:
         return cluster._run(fn, args, kill=True)
