@@ -13,19 +13,17 @@ import os
 import sys
 
 
-def _load_sibling(name):
-    """Import labkit/dist/<name>.py by its path (without importing the labkit package)."""
-    import importlib.util
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"labkit_dist_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _procs():
+    """This folder's procs.py, imported without importing the labkit package (this script runs
+    as a plain file, in a process of its own)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import procs
+    return procs
 
 
 def main(argv):
     cluster_id, folder = argv[1], argv[2]
-    procs = _load_sibling("procs")
+    procs = _procs()
     data = sys.stdin.read()          # blocks until the owner closes the pipe or dies
     if "release" in data:
         return 0

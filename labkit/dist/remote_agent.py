@@ -30,14 +30,12 @@ import tempfile
 import threading
 
 
-def _load_sibling(name):
-    """Import labkit/dist/<name>.py by its path (without importing the labkit package)."""
-    import importlib.util
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"labkit_dist_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _procs():
+    """This folder's procs.py, imported without importing the labkit package (this script runs
+    as a plain file, in a process of its own)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import procs
+    return procs
 
 
 def _say(text):
@@ -54,7 +52,7 @@ def _exit_on_signal(signum, frame):
 
 def main(argv):
     cluster_id = argv[1]
-    procs = _load_sibling("procs")
+    procs = _procs()
     if os.environ.get(procs.MARKER) != cluster_id:
         _say(f"refusing to start: {procs.MARKER} is not {cluster_id}")
         return 2
