@@ -337,7 +337,9 @@ class _Drawing:
             head = getattr(n, "name", "input")
         elif cat == "capture":
             value = getattr(n, "value", None)
-            head = type(value).__name__ if value is not None else "state"
+            # a Variable by its name; other outside tensors by their kind
+            head = (getattr(value, "name", None) or type(value).__name__) if value is not None \
+                else "state"
         elif cat == "constant":
             value = getattr(n, "value", None)
             head = _literal(_scalar(value)) if _size(value) == 1 else "const"
