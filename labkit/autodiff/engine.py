@@ -183,9 +183,10 @@ def backward(t, gradient=None, retain_graph=None, create_graph=False):
     """``t.backward()``: add d(t)/d(leaf) to ``leaf.grad`` for every leaf requiring grad."""
     if not t._requires_grad:
         raise GradError(
-            f"backward() on {describe(t)}, which does not require grad: no input of the "
-            f"computation had requires_grad=True (or it ran under lk.no_grad()). Create the "
-            f"inputs with requires_grad=True.")
+            f"backward() on {describe(t)}, which does not require grad: either no input of the "
+            f"computation had requires_grad=True (or it ran under lk.no_grad()), or the last op "
+            f"has no gradient rule (comparisons, argmax, a detach, or an lk.op declared without "
+            f"vjp=). Create the inputs with requires_grad=True, or give the op a vjp rule.")
     if retain_graph is None:
         retain_graph = create_graph
     run_backward([t], [_root_cotangent(t, gradient)], None, retain_graph, create_graph, True)
