@@ -83,7 +83,8 @@ class Profile:
     @property
     def steps(self):
         """A list with the events of each step (the last, unfinished step included if any)."""
-        out = [[] for _ in range(self.step_number + 1)]
+        last = max((e.step for e in self.events), default=0)   # events may be stamped later
+        out = [[] for _ in range(max(self.step_number, last) + 1)]
         for e in self.events:
             out[e.step].append(e)
         if not out[-1]:

@@ -41,8 +41,15 @@ KIND_COLORS = {
     "state": style.KIND["capture"],
     "transfer": style.TRANSFER,
     "control": style.CONTROL,
+    "pull / push": style.TRANSFER,                      # parameter-server traffic
+    "compute": style.DEVICE_PALETTE[0],
+    "waiting": style.DEVICE_PALETTE[7],                 # an injected straggler delay
+    "apply": style.KIND["capture"],
     "other": style.UNKNOWN,
 }
+# The phases a parameter-server run records (labkit.dist.parameter_server), by kind.
+_PHASE_KIND = {"ps.pull": "pull / push", "ps.push": "pull / push", "ps.compute": "compute",
+               "ps.straggle": "waiting", "ps.apply": "apply"}
 _MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "elementwise": "elementwise",
                 "reduce": "reduction", "shape": "shape / index", "index": "shape / index",
                 "state": "state", "composite": "elementwise"}
@@ -55,6 +62,8 @@ def op_kind(op_name):
         return "transfer"
     if op_name == "fused":
         return "fused"
+    if op_name in _PHASE_KIND:
+        return _PHASE_KIND[op_name]
     if op_name in style.CONTROL_OPS or op_name in style.LOOP_OPS:
         return "control"
     if style.is_queue_op(op_name):
