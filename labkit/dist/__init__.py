@@ -10,6 +10,8 @@ carries them on GPU tensors.
 - ``rank()``, ``world_size()``, ``local_rank()``, ``device()``, ``is_initialized()``.
 - ``allreduce`` (sum, mean, max, min), ``broadcast``, ``allgather``, ``reduce_scatter``,
   ``barrier``.
+- ``%%lk_dist``: a cell magic (registered when a Cluster is created in IPython) that runs the
+  cell on every worker of a kept Cluster.
 - ``DataParallel(module)``: parameters broadcast from rank 0, gradients averaged in buckets.
 - ``ParameterServer(model_fn, optimizer_fn, num_ps, mode, backup_workers, straggler)``:
   parameter servers, asynchronous or synchronous with backup workers; sparse embedding rows.

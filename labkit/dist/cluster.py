@@ -385,6 +385,8 @@ class Cluster:
         self._holder = {"workers": None}
         self._finalizer = weakref.finalize(self, _close_workers, self._holder)
         self._start()
+        from . import magic
+        magic.remember(self)      # the default target of %%lk_dist cells
 
     # -- lifecycle --
     def _start(self):
