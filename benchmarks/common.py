@@ -113,6 +113,17 @@ def labkit_sync(device):
     return cupy.cuda.Device().synchronize
 
 
+def labkit_call_bench(fn, arrays, device, capture, checksum):
+    """A Bench for ``fn(*tensors)`` in labkit (``lk.function(fn)`` if ``capture``), with
+    ``checksum(result_array)`` as its agreement check."""
+    import labkit as lk
+    dev = labkit_device(device)
+    f = require_capture()(fn) if capture else fn
+    tensors = [lk.tensor(a, device=dev) for a in arrays]
+    return Bench(step=lambda: f(*tensors), check=lambda: checksum(f(*tensors).numpy()),
+                 sync=labkit_sync(device))
+
+
 def require_capture():
     """NotAvailable until labkit has graph capture (``lk.function``)."""
     import labkit as lk

@@ -431,6 +431,16 @@ def cell(r):
     return fmt_value(r["value"])
 
 
+def workload_table(mods, impls, results, cell):
+    """Markdown rows: one per workload, one column per implementation, ``cell(result)`` each."""
+    rows = ["| workload | " + " | ".join(LABELS[n] for n in impls) + " |",
+            "|---|" + "---|" * len(impls)]
+    for m in mods:
+        cells = [cell(results[m.NAME].get(n, {})) for n in impls]
+        rows.append(f"| {m.NAME} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def ratio(results, a, b):
     ra, rb = results.get(a), results.get(b)
     if not ra or not rb or "value" not in ra or "value" not in rb or "error" in ra or "error" in rb:
@@ -590,15 +600,9 @@ def report(cfg_name, cfg, mods, cpu_res, gpu_res, gpu_note, imports, mach, start
     L.append("")
     mem_impls = [n for n in impls_order
                  if any("peak_rss" in cpu_res[m.NAME].get(n, {}) for m in mods)]
-    L.append("| workload | " + " | ".join(LABELS[n] for n in mem_impls) + " |")
-    L.append("|---|" + "---|" * len(mem_impls))
-    for m in mods:
-        cells = []
-        for n in mem_impls:
-            r = cpu_res[m.NAME].get(n, {})
-            cells.append(f"{mb(r['peak_rss'])} (+{mb(r['peak_rss'] - r['baseline_rss'])})"
-                         if "peak_rss" in r else "-")
-        L.append(f"| {m.NAME} | " + " | ".join(cells) + " |")
+    L += workload_table(mods, mem_impls, cpu_res, lambda r: (
+        f"{mb(r['peak_rss'])} (+{mb(r['peak_rss'] - r['baseline_rss'])})"
+        if "peak_rss" in r else "-"))
     L.append("")
     L.append("## Import time")
     L.append("")
@@ -619,15 +623,8 @@ def report(cfg_name, cfg, mods, cpu_res, gpu_res, gpu_note, imports, mach, start
     L.append("Per implementation: steps per sample, number of samples, and (max - min) / median "
              "of the samples.")
     L.append("")
-    L.append("| workload | " + " | ".join(LABELS[n] for n in mem_impls) + " |")
-    L.append("|---|" + "---|" * len(mem_impls))
-    for m in mods:
-        cells = []
-        for n in mem_impls:
-            r = cpu_res[m.NAME].get(n, {})
-            cells.append(f"{r['n']} x {len(r['samples'])}, {100 * r['spread']:.0f}%"
-                         if r.get("samples") else "-")
-        L.append(f"| {m.NAME} | " + " | ".join(cells) + " |")
+    L += workload_table(mods, mem_impls, cpu_res, lambda r: (
+        f"{r['n']} x {len(r['samples'])}, {100 * r['spread']:.0f}%" if r.get("samples") else "-"))
     L.append("")
     L.append("## GPU")
     L.append("")

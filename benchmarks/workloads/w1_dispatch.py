@@ -5,8 +5,8 @@ not require grad, so the time is almost all per-op overhead (dispatch, wrapping,
 """
 import numpy as np
 
-from ..common import (Bench, Registry, labkit_device, labkit_sync, numpy_only, require_capture,
-                      torch_device, torch_info, torch_sync)
+from ..common import (Bench, Registry, labkit_call_bench, numpy_only, torch_device, torch_info,
+                      torch_sync)
 
 NAME = "W1"
 TITLE = "dispatch: 1,000 elementwise ops on (8, 8) float32, no grad"
@@ -23,8 +23,9 @@ def metric(seconds_per_step):
     return seconds_per_step / OPS * 1e6
 
 
-def chain(x):
-    for _ in range(OPS // 2):
+def chain(x, ops=OPS):
+    """``ops`` elementwise ops: ``x = x * 1.0001 + 0.0001``, ``ops // 2`` times (any library)."""
+    for _ in range(ops // 2):
         x = x * 1.0001 + 0.0001
     return x
 
@@ -33,23 +34,14 @@ def _checksum(arr):
     return [float(np.asarray(arr, dtype=np.float64).sum())]
 
 
-def _labkit(d, device, capture):
-    import labkit as lk
-    dev = labkit_device(device)
-    f = require_capture()(chain) if capture else chain
-    x = lk.tensor(d["x"], device=dev)
-    return Bench(step=lambda: f(x), check=lambda: _checksum(f(x).numpy()),
-                 sync=labkit_sync(device))
-
-
 @IMPLS.register("labkit_eager")
 def labkit_eager(d, device):
-    return _labkit(d, device, capture=False)
+    return labkit_call_bench(chain, [d["x"]], device, False, _checksum)
 
 
 @IMPLS.register("labkit_captured")
 def labkit_captured(d, device):
-    return _labkit(d, device, capture=True)
+    return labkit_call_bench(chain, [d["x"]], device, True, _checksum)
 
 
 @IMPLS.register("numpy")

@@ -1,8 +1,8 @@
 """W5 matmul: one 2048x2048 by 2048x2048 float32 product; reported in GFLOP/s (higher is better)."""
 import numpy as np
 
-from ..common import (Bench, Registry, blas_info, labkit_device, labkit_sync, numpy_only,
-                      require_capture, torch_device, torch_info, torch_sync)
+from ..common import (Bench, Registry, blas_info, labkit_call_bench, numpy_only, torch_device,
+                      torch_info, torch_sync)
 
 NAME = "W5"
 TITLE = "2048x2048 float32 matmul"
@@ -25,23 +25,16 @@ def _checksum(c):
     return [float(np.abs(np.asarray(c, dtype=np.float64)).mean())]
 
 
-def _labkit(d, device, capture):
-    import labkit as lk
-    dev = labkit_device(device)
-    f = require_capture()(lk.matmul) if capture else lk.matmul
-    a, b = lk.tensor(d["a"], device=dev), lk.tensor(d["b"], device=dev)
-    return Bench(step=lambda: f(a, b), check=lambda: _checksum(f(a, b).numpy()),
-                 sync=labkit_sync(device))
-
-
 @IMPLS.register("labkit_eager")
 def labkit_eager(d, device):
-    return _labkit(d, device, capture=False)
+    import labkit as lk
+    return labkit_call_bench(lk.matmul, [d["a"], d["b"]], device, False, _checksum)
 
 
 @IMPLS.register("labkit_captured")
 def labkit_captured(d, device):
-    return _labkit(d, device, capture=True)
+    import labkit as lk
+    return labkit_call_bench(lk.matmul, [d["a"], d["b"]], device, True, _checksum)
 
 
 @IMPLS.register("numpy")
