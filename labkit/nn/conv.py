@@ -2,12 +2,11 @@
 ``lk.max_pool2d``."""
 
 from ..errors import ShapeError, describe
-from ..tensor.creation import zeros
 from ..tensor.ops.composite import squeeze, unsqueeze
 from ..tensor.ops.conv import conv2d, max_pool2d, pair
 from . import init
 from .module import Module
-from .parameter import Parameter
+from .parameter import add_weight_and_bias
 
 
 class Conv2d(Module):
@@ -34,12 +33,8 @@ class Conv2d(Module):
         self.stride = pair(stride, "stride")
         self.padding = pair(padding, "padding")
         self.dilation = pair(dilation, "dilation")
-        shape = (self.out_channels, self.in_channels) + self.kernel_size
-        self.weight = Parameter(zeros(shape, dtype=dtype, device=device))
-        if bias:
-            self.bias = Parameter(zeros((self.out_channels,), dtype=dtype, device=device))
-        else:
-            self.register_parameter("bias", None)
+        add_weight_and_bias(self, (self.out_channels, self.in_channels) + self.kernel_size, bias,
+                            dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self):

@@ -1,10 +1,9 @@
 """``Linear``: an affine map ``y = x @ W.T + b`` with PyTorch's default initialisation."""
 
-from ..tensor.creation import zeros
 from . import functional as F
 from . import init
 from .module import Module
-from .parameter import Parameter
+from .parameter import add_weight_and_bias
 
 
 class Linear(Module):
@@ -25,12 +24,7 @@ class Linear(Module):
         super().__init__()
         self.in_features = int(in_features)
         self.out_features = int(out_features)
-        self.weight = Parameter(zeros((self.out_features, self.in_features), dtype=dtype,
-                                      device=device))
-        if bias:
-            self.bias = Parameter(zeros((self.out_features,), dtype=dtype, device=device))
-        else:
-            self.register_parameter("bias", None)
+        add_weight_and_bias(self, (self.out_features, self.in_features), bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self):

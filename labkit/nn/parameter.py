@@ -6,6 +6,7 @@
 (True, (2, 3))
 """
 from ..tensor.creation import tensor as _tensor
+from ..tensor.creation import zeros
 from ..tensor.tensor import Tensor
 
 
@@ -44,3 +45,14 @@ class Parameter(Tensor):
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
+
+
+def add_weight_and_bias(module, weight_shape, bias=True, dtype=None, device=None):
+    """Give a layer ``module`` a zero-filled ``weight`` Parameter of ``weight_shape`` and a
+    ``bias`` of ``weight_shape[0]`` values (or ``bias = None``); the layer's
+    ``reset_parameters`` then draws their values."""
+    module.weight = Parameter(zeros(tuple(weight_shape), dtype=dtype, device=device))
+    if bias:
+        module.bias = Parameter(zeros((weight_shape[0],), dtype=dtype, device=device))
+    else:
+        module.register_parameter("bias", None)
