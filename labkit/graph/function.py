@@ -33,7 +33,7 @@ import warnings
 
 from .. import config
 from ..devices.device import no_device_request
-from ..errors import LabkitError
+from ..errors import LabkitError, describe
 from ..profiler.profile import _active as _profiles
 from ..tensor.tensor import Tensor
 from .capture import enter_graph
@@ -66,21 +66,23 @@ def _flatten(obj, leaves, path, paths):
 
 
 def _unflatten(spec, leaves):
-    it = iter(leaves)
+    # a module-level recursion: a nested recursive function would be a reference cycle (it
+    # holds itself through its closure) keeping every result alive until the cyclic GC runs
+    return _build(spec, iter(leaves))
 
-    def build(s):
-        if s == _TENSOR:
-            return next(it)
-        kind = s[0]
-        if kind in ("list", "tuple"):
-            items = [build(x) for x in s[1:]]
-            return items if kind == "list" else tuple(items)
-        if kind == "dict":
-            return {k: build(v) for k, v in s[1:]}
-        if kind == "value":
-            return s[2]
-        raise LabkitError(f"lk.function cannot rebuild a {kind} output")
-    return build(spec)
+
+def _build(s, it):
+    if s == _TENSOR:
+        return next(it)
+    kind = s[0]
+    if kind in ("list", "tuple"):
+        items = [_build(x, it) for x in s[1:]]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        return {k: _build(v, it) for k, v in s[1:]}
+    if kind == "value":
+        return s[2]
+    raise LabkitError(f"lk.function cannot rebuild a {kind} output")
 
 
 def _tensor_spec(t):
@@ -107,6 +109,8 @@ class Trace:
         self.out_spec = None
         self.grad_outputs = []     # outside tensors whose .grad each run sets
         self.grad_clears = []      # tensors whose .grad the function sets to None
+        self.grad_guards = []      # tensors whose .grad this trace assumes is None at a call
+        self.accumulating = None   # the trace for calls that find a guarded .grad set
 
     def __repr__(self):
         return f"<trace {self.number}: {self.reason}>"
@@ -162,6 +166,11 @@ class Function:
                 trace = self._cache.get(key) or self._trace(key, args, kwargs)
         elif trace.passes_version != config._state["passes_version"]:
             self._optimize(trace)
+        if trace.grad_guards:
+            for t in trace.grad_guards:
+                if t._grad is not None:
+                    trace = self._accumulating(trace, t, args, kwargs)
+                    break
         if _profiles:
             out = self._run(trace, leaves)
             _profiles[-1].step()          # each call of a captured function is one step
@@ -220,12 +229,30 @@ class Function:
             changes.append(f"{path}: {', '.join(parts)}")
         return "; ".join(changes) or "a new signature"
 
-    def _trace(self, key, args, kwargs):
-        reason = self._explain(key, args, kwargs)
+    def _accumulating(self, trace, tensor, args, kwargs):
+        """The trace for a call that finds the ``.grad`` of ``tensor`` set although ``trace``
+        assumed it None: traced once (per signature), reading every such ``.grad`` at run time
+        and adding the new gradients to it."""
+        if trace.accumulating is None:
+            with self._lock:
+                if trace.accumulating is None:
+                    reason = (f"the .grad of {describe(tensor)} was None when trace "
+                              f"{trace.number} was made and is set now: this trace adds the "
+                              f"new gradients to it (gradient accumulation across calls)")
+                    trace.accumulating = self._trace(trace.signature, args, kwargs,
+                                                     reason=reason, assume_none=False)
+        elif trace.accumulating.passes_version != config._state["passes_version"]:
+            self._optimize(trace.accumulating)
+        return trace.accumulating
+
+    def _trace(self, key, args, kwargs, reason=None, assume_none=True):
+        if reason is None:
+            reason = self._explain(key, args, kwargs)
         graph = Graph(f"{self.name}#{len(self.traces) + 1}")
         leaves, paths = self._paths(args, kwargs)
         symbolic = {}
         with no_device_request(), enter_graph(graph) as mode:
+            mode.grads.assume_none = assume_none
             for t, path in zip(leaves, paths):
                 node = graph.add_node(PLACEHOLDER, None, (), {}, t.shape, t.dtype, t.device,
                                       name=path.replace("[", "_").replace("]", "")
@@ -244,6 +271,7 @@ class Function:
                 fetches.append(graph.capture(t))
         trace = Trace(len(self.traces) + 1, key, graph, reason)
         sets, trace.grad_clears = mode.grads.finish()
+        trace.grad_guards = mode.grads.guards
         for tensor, value in sets:
             trace.grad_outputs.append(tensor)
             fetches.append(value.node if isinstance(value, SymbolicTensor)
@@ -253,7 +281,8 @@ class Function:
         trace.raw_feeds = [symbolic[id(t)].node for t in leaves]
         self._optimize(trace)
         self.traces.append(trace)
-        self._cache[key] = trace
+        if assume_none:
+            self._cache[key] = trace
         limit = config._state["retrace_warning"]
         if len(self.traces) == limit:
             warnings.warn(

@@ -3,9 +3,12 @@
 While a function is traced, every write to the ``.grad`` of a tensor from outside the graph
 (a parameter) goes through the capture mode, which keeps, per tensor, what its gradient is now:
 untouched (whatever it is when the function runs), cleared (``zero_grad``), or a value of the
-graph. ``backward()`` adding to an untouched gradient reads it when the graph runs
-(``read_grad``), so a captured step accumulates across calls exactly as eagerly (micro-batches);
-after ``zero_grad`` inside the function it simply replaces it. When the trace ends the tensors get
+graph. ``backward()`` adding to an untouched gradient that is None while tracing makes the trace
+assume it is None when it runs (a *guard*, checked per call, like PyTorch's compiled code guards
+on ``.grad``): the new gradient simply becomes ``.grad``, with no zeros made and added. A call
+that finds such a ``.grad`` set runs a second trace that reads it when the graph runs
+(``read_grad``) and adds to it, so a captured step accumulates across calls exactly as eagerly
+(micro-batches). After ``zero_grad`` inside the function backward simply replaces it. When the trace ends the tensors get
 their gradients back, and each run of the function sets them from the graph's outputs.
 """
 from ..errors import GradError, describe
@@ -58,8 +61,10 @@ UNTOUCHED, CLEARED, SET = "untouched", "cleared", "set"
 class GradTracker:
     """Per outside tensor: its ``.grad`` before the trace, and its state during the trace."""
 
-    def __init__(self):
+    def __init__(self, assume_none=True):
         self.entries = {}       # id(tensor) -> [tensor, original grad, state, value]
+        self.assume_none = assume_none
+        self.guards = []        # tensors whose .grad the trace assumes is None when it runs
 
     def _entry(self, tensor):
         e = self.entries.get(id(tensor))
@@ -74,7 +79,10 @@ class GradTracker:
 
     def accumulate(self, tensor, g):
         e = self._entry(tensor)
-        if e[2] == UNTOUCHED:
+        if e[2] == UNTOUCHED and self.assume_none and e[1] is None:
+            value = g
+            self.guards.append(tensor)
+        elif e[2] == UNTOUCHED:
             value = add(read_grad(tensor), g)
         elif e[2] == CLEARED:
             value = g

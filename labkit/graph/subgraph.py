@@ -36,41 +36,46 @@ from .symbolic import SymbolicTensor
 _LEAF = "*"
 
 
+# Both recursions are module-level functions: a nested recursive function is a reference cycle
+# (it holds itself through its closure) that would keep every tensor it saw alive until the
+# cyclic garbage collector runs.
 def flatten(obj, what):
     """(leaves, spec) of a nested structure whose leaves are tensors or Python numbers."""
     leaves = []
+    return leaves, _walk(obj, leaves, what)
 
-    def walk(o):
-        if isinstance(o, (Tensor, Like, numbers.Number)):
-            leaves.append(o)
-            return _LEAF
-        if o is None:
-            return None
-        if isinstance(o, (list, tuple)):
-            return (type(o), tuple(walk(v) for v in o))
-        if isinstance(o, dict):
-            return (dict, tuple(o), tuple(walk(o[k]) for k in o))
-        raise DTypeError(f"{what}: got a {type(o).__name__} ({o!r}); values here must be tensors, "
-                         f"numbers, or tuples/lists/dicts of them")
-    return leaves, walk(obj)
+
+def _walk(o, leaves, what):
+    if isinstance(o, (Tensor, Like, numbers.Number)):
+        leaves.append(o)
+        return _LEAF
+    if o is None:
+        return None
+    if isinstance(o, (list, tuple)):
+        return (type(o), tuple(_walk(v, leaves, what) for v in o))
+    if isinstance(o, dict):
+        return (dict, tuple(o), tuple(_walk(o[k], leaves, what) for k in o))
+    raise DTypeError(f"{what}: got a {type(o).__name__} ({o!r}); values here must be tensors, "
+                     f"numbers, or tuples/lists/dicts of them")
 
 
 def unflatten(spec, leaves):
-    it = iter(leaves)
+    """The structure ``spec`` (from ``flatten``) rebuilt around ``leaves``."""
+    return _build(spec, iter(leaves))
 
-    def build(s):
-        if s == _LEAF:
-            return next(it)
-        if s is None:
-            return None
-        kind = s[0]
-        if kind is dict:
-            return {k: build(v) for k, v in zip(s[1], s[2])}
-        items = [build(v) for v in s[1]]
-        if kind is list:
-            return items
-        return kind(*items) if hasattr(kind, "_fields") else kind(items)
-    return build(spec)
+
+def _build(s, it):
+    if s == _LEAF:
+        return next(it)
+    if s is None:
+        return None
+    kind = s[0]
+    if kind is dict:
+        return {k: _build(v, it) for k, v in zip(s[1], s[2])}
+    items = [_build(v, it) for v in s[1]]
+    if kind is list:
+        return items
+    return kind(*items) if hasattr(kind, "_fields") else kind(items)
 
 
 def spec_text(spec):

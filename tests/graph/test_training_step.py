@@ -271,3 +271,23 @@ def test_gradients_accumulate_across_calls_as_eagerly():
     accumulate(lk.tensor([1.0, 1.0], dtype="float64"))
     accumulate(lk.tensor([10.0, 10.0], dtype="float64"))
     assert w.grad.tolist() == [11.0, 11.0]
+
+
+def test_a_trace_assumes_no_grad_until_a_call_finds_one():
+    w = nn.Parameter(lk.tensor([1.0, 2.0], dtype="float64"))
+
+    @lk.function
+    def step(x):
+        (w * x).sum().backward()
+
+    step(lk.tensor([1.0, 1.0], dtype="float64"))       # w.grad None: the new gradient is it
+    first = step.traces[0].graph
+    assert "read_grad" not in {n.op_name for n in first.nodes}
+    step(lk.tensor([10.0, 10.0], dtype="float64"))     # w.grad set: a trace that adds to it
+    assert len(step.traces) == 2 and "read_grad" in {n.op_name for n in step.traces[1].graph.nodes}
+    assert "was None when trace 1 was made and is set now" in step.traces[1].reason
+    assert w.grad.tolist() == [11.0, 11.0]
+    w.grad = None                                      # back to the first trace, no retrace
+    step(lk.tensor([3.0, 3.0], dtype="float64"))
+    step(lk.tensor([1.0, 1.0], dtype="float64"))
+    assert len(step.traces) == 2 and w.grad.tolist() == [4.0, 4.0]
