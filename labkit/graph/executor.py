@@ -92,7 +92,7 @@ def direct_call(node):
     if op in _UFUNCS and not node.attrs:
         return getattr(xp, _UFUNCS[op]), ()
     if op is _ew.relu:
-        return xp.maximum, (0,)
+        return functools.partial(_ew.relu_into, xp), ()
     if op is _linalg.matmul:
         return xp.matmul, ()
     return None

@@ -1,5 +1,6 @@
 """Layers without parameters: activations, ``Flatten`` and ``Identity``."""
-from ..tensor.ops.composite import flatten, softmax
+from ..tensor.ops.composite import flatten
+from ..tensor.ops.softmax import softmax
 from ..tensor.ops.elementwise import relu, sigmoid, tanh
 from .module import Module
 

@@ -11,11 +11,13 @@
 """
 from ..errors import DTypeError, ShapeError, describe
 from ..tensor.creation import tensor as _tensor
-from ..tensor.ops.composite import log_softmax, mean, softmax, squeeze, unsqueeze
+from ..tensor.ops.composite import mean, unsqueeze
+from ..tensor.ops.softmax import log_softmax, softmax
 from ..tensor.ops.conv import conv2d, max_pool2d, avg_pool2d
-from ..tensor.ops.elementwise import add, cast, mul, ne, neg, relu, sigmoid, sub, tanh
-from ..tensor.ops.index import gather, take
+from ..tensor.ops.elementwise import add, cast, mul, ne, relu, sigmoid, sub, tanh
+from ..tensor.ops.index import take
 from ..tensor.ops.linalg import matmul
+from ..tensor.ops.nll import nll_loss as _nll_loss
 from ..tensor.ops.reduce import sum as _sum
 from ..tensor.ops.shape import permute
 from ..tensor import random as _random
@@ -64,31 +66,6 @@ def _concrete(t):
     return data if device is not None and isinstance(data, device.array_type) else None
 
 
-def _check_class_target(name, scores, target):
-    """Check integer class targets against (N, C, *) scores, with errors a person can act on."""
-    if target.dtype.is_floating or target.dtype.name == "bool_":
-        raise DTypeError(
-            f"{name}: target must hold integer class indices (int64), got {describe(target)}. "
-            f"If it holds class numbers stored as floats, use target.long(); if it is one-hot or "
-            f"probabilities, use target.argmax(dim=1).")
-    if scores.ndim == 0:
-        raise ShapeError(f"{name}: input must have a class dimension; got {describe(scores)}")
-    expected = scores.shape[:1] + scores.shape[2:] if scores.ndim > 1 else ()
-    if tuple(target.shape) != tuple(expected):
-        raise ShapeError(
-            f"{name}: input {describe(scores)} needs a target of shape {expected} (one class "
-            f"index per row; classes along dim 1), got {describe(target)}.")
-    data = _concrete(target)
-    classes = scores.shape[1] if scores.ndim > 1 else scores.shape[0]
-    if data is not None and data.size:
-        lo, hi = int(data.min()), int(data.max())
-        if lo < 0 or hi >= classes:
-            bad = lo if lo < 0 else hi
-            raise ShapeError(f"{name}: target holds class {bad}, but the input has {classes} "
-                             f"classes (valid targets are 0..{classes - 1}). Check the labels, "
-                             f"or the size of the model's last layer.")
-
-
 def nll_loss(log_probs, target, reduction="mean"):
     """Negative log-likelihood of integer ``target`` classes under ``log_probs`` (N, C, *).
 
@@ -97,12 +74,7 @@ def nll_loss(log_probs, target, reduction="mean"):
     >>> round(lk.nn.functional.nll_loss(lp, lk.tensor([0, 1])).item(), 4)
     0.25
     """
-    _check_class_target("nll_loss", log_probs, target)
-    if log_probs.ndim == 1:                       # one sample, scalar target
-        picked = take(log_probs, unsqueeze(target, 0), dim=0)
-        return _reduce("nll_loss", neg(squeeze(picked, 0)), reduction)
-    picked = gather(log_probs, 1, unsqueeze(target, 1))
-    return _reduce("nll_loss", neg(squeeze(picked, 1)), reduction)
+    return _nll_loss(log_probs, target, reduction=reduction)
 
 
 def cross_entropy(input, target, reduction="mean"):
@@ -118,7 +90,8 @@ def cross_entropy(input, target, reduction="mean"):
     if not input.dtype.is_floating:
         raise DTypeError(f"cross_entropy: input must be floating-point logits, got "
                          f"{describe(input)}")
-    _check_class_target("cross_entropy", input, target)
+    if input.ndim == 0:
+        raise ShapeError(f"cross_entropy: input must have a class dimension; got {describe(input)}")
     return nll_loss(log_softmax(input, dim=1 if input.ndim > 1 else 0), target, reduction)
 
 

@@ -8,8 +8,8 @@ from .dtypes import (DType, as_dtype, bool_, float16, float32, float64, int32, i
                      result_type)
 from .op import REGISTRY, Op, op
 from .ops.conv import avg_pool2d, conv2d, max_pool2d
-from .ops.composite import (clip, flatten, log_softmax, logsumexp, mean, softmax, split, squeeze,
-                            stack, transpose, unsqueeze, var)
+from .ops.composite import (clip, flatten, logsumexp, mean, split, squeeze, stack, transpose,
+                            unsqueeze, var)
 from .ops.elementwise import (abs, add, cast, div, eq, exp, ge, gt, le, log, logical_not, lt,
                               maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sign, sqrt, sub,
                               tanh, where)
@@ -17,6 +17,7 @@ from .ops.index import gather, getitem, scatter_add, take
 from .ops.linalg import matmul
 from .ops.reduce import argmax, argmin, max, min, sum
 from .ops.shape import broadcast_to, concat, permute, reshape
+from .ops.softmax import log_softmax, softmax
 from .ops.state import assign, assign_add, assign_sub
 from .random import manual_seed, rand, randint, randn, randperm
 from .tensor import Tensor

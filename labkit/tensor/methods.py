@@ -11,6 +11,7 @@ from .ops import index as I
 from .ops import linalg as L
 from .ops import reduce as R
 from .ops import shape as S
+from .ops import softmax as X
 from .tensor import Tensor
 
 _NOATTRS = {}
@@ -72,8 +73,8 @@ for _op in (R.sum, R.max, R.min, R.argmax, R.argmin):
 Tensor.mean = lambda self, dim=None, keepdim=False: C.mean(self, dim=dim, keepdim=keepdim)
 Tensor.var = lambda self, dim=None, keepdim=False, correction=1: C.var(
     self, dim=dim, keepdim=keepdim, correction=correction)
-Tensor.softmax = lambda self, dim=-1: C.softmax(self, dim=dim)
-Tensor.log_softmax = lambda self, dim=-1: C.log_softmax(self, dim=dim)
+Tensor.softmax = lambda self, dim=-1: X.softmax(self, dim=dim)
+Tensor.log_softmax = lambda self, dim=-1: X.log_softmax(self, dim=dim)
 Tensor.clip = lambda self, min=None, max=None: C.clip(self, min=min, max=max)
 Tensor.clamp = Tensor.clip
 Tensor.any = lambda self, dim=None, keepdim=False: R.sum(E.ne(self, 0), dim=dim, keepdim=keepdim) > 0

@@ -21,6 +21,7 @@ import labkit as lk
 from labkit.tensor.ops import conv as _conv
 from labkit.tensor.ops import elementwise as _elementwise
 from labkit.tensor.ops import index as _index
+from labkit.tensor.ops import nll as _nll
 from labkit.tensor.ops import state as _state
 
 MAX_SIDE = 3
@@ -706,35 +707,6 @@ STATE = [
 ]
 
 
-PRIMITIVE_CASES = (ELEMENTWISE + [WHERE] + CASTS + [TO_DEVICE] + REDUCTIONS + SHAPE_OPS +
-                   [MATMUL] + INDEXING + GATHER + WINDOWS + STATE)
-
-
-# ---- composites ----------------------------------------------------------------------------
-def _mean_ref(x, dim, keepdim):
-    dim = None if x.ndim == 0 else dim
-    with np.errstate(all="ignore"):
-        return np.asarray(np.mean(x, axis=dim, keepdims=keepdim))
-
-
-@st.composite
-def _var_params(draw):
-    """Corrections below the reduced count (at or above it the variance is inf/nan: a value
-    test of its own, ``var_degenerate``)."""
-    p = draw(_reduce_params())
-    axes = range(len(p["shape"])) if p["dim"] is None else (
-        (p["dim"],) if isinstance(p["dim"], int) else p["dim"])
-    count = math.prod(p["shape"][a] for a in axes) if p["shape"] else 1
-    p["correction"] = draw(st.integers(0, max(min(count - 1, 2), 0)))
-    return p
-
-
-def _var_ref(x, dim, keepdim, correction):
-    dim = None if x.ndim == 0 else dim
-    with np.errstate(all="ignore"):
-        return np.asarray(np.var(x, axis=dim, keepdims=keepdim, ddof=correction))
-
-
 @st.composite
 def _softmax_params(draw, keepdim=False):
     shape = list(draw(shapes()))
@@ -767,6 +739,112 @@ def _ref_log_softmax(x, dim):
     if x.ndim == 0:
         return np.zeros_like(x)
     return x - _ref_logsumexp(x, dim, keepdim=True)
+
+
+SOFTMAX = [
+    Case("softmax", lambda x, dim: lk.softmax(x, dim=dim), _ref_softmax,
+         lambda rng, shape, dim: Sample((_big_normal(rng, shape),), {"dim": dim}),
+         _softmax_params(), [dict(shape=(2, 3), dim=-1), dict(shape=(3,), dim=0),
+                             dict(shape=(0, 2), dim=1), dict(shape=(), dim=-1)],
+         op="softmax", grad_kw=dict(atol=1e-4)),
+    Case("log_softmax", lambda x, dim: lk.log_softmax(x, dim=dim), _ref_log_softmax,
+         lambda rng, shape, dim: Sample((_big_normal(rng, shape),), {"dim": dim}),
+         _softmax_params(), [dict(shape=(2, 3), dim=0), dict(shape=(1,), dim=-1),
+                             dict(shape=(), dim=0)], op="log_softmax", grad_kw=dict(atol=1e-4)),
+]
+
+
+# ---- nll_loss and its adjoint ---------------------------------------------------------------
+@st.composite
+def _nll_params(draw):
+    classes = draw(st.integers(1, MAX_SIDE))
+    if draw(st.booleans()):
+        target_shape = ()
+    else:
+        target_shape = draw(shapes(min_dims=1, max_dims=2, min_side=1))
+    return {"target_shape": target_shape, "classes": classes,
+            "reduction": draw(st.sampled_from(["mean", "sum", "none"]))}
+
+
+def _scores_shape(target_shape, classes):
+    return (classes,) + tuple(target_shape[1:]) if not target_shape else \
+        target_shape[:1] + (classes,) + tuple(target_shape[1:])
+
+
+def _nll_build(rng, target_shape, classes, reduction):
+    lp = normal(rng, _scores_shape(target_shape, classes))
+    return Sample((lp, ints_below(rng, target_shape, classes)), {"reduction": reduction})
+
+
+def _nll_picked(lp, target):
+    if lp.ndim == 1:
+        return lp[target]
+    return np.take_along_axis(lp, np.expand_dims(target, 1), axis=1).squeeze(1)
+
+
+def _nll_ref(lp, target, reduction):
+    loss = -_nll_picked(lp, target)
+    return loss if reduction == "none" else np.asarray(
+        loss.sum() if reduction == "sum" else loss.mean())
+
+
+def _nll_backward_build(rng, target_shape, classes, reduction):
+    g = normal(rng, target_shape if reduction == "none" else ())
+    return Sample((g, ints_below(rng, target_shape, classes)),
+                  {"classes": classes, "reduction": reduction})
+
+
+def _nll_backward_ref(g, target, classes, reduction):
+    out = np.zeros(_scores_shape(target.shape, classes), np.asarray(g).dtype)
+    scale = 1.0 / max(target.size, 1) if reduction == "mean" else 1.0
+    for pos in np.ndindex(*target.shape):
+        where = (target[pos],) if not pos else pos[:1] + (target[pos],) + pos[1:]
+        out[where] = -(g if reduction != "none" else g[pos]) * scale
+    return out
+
+
+NLL_EDGES = [dict(target_shape=(3,), classes=4, reduction="mean"),
+             dict(target_shape=(), classes=1, reduction="none"),
+             dict(target_shape=(2, 3), classes=2, reduction="sum"),
+             dict(target_shape=(0,), classes=3, reduction="sum")]
+NLL = [
+    Case("nll_loss", lambda lp, target, reduction: _nll.nll_loss(lp, target, reduction=reduction),
+         _nll_ref, _nll_build, _nll_params(), NLL_EDGES, op="nll_loss"),
+    Case("nll_loss_backward",
+         lambda g, target, classes, reduction: _nll.nll_loss_backward(
+             g, target, classes=classes, reduction=reduction),
+         _nll_backward_ref, _nll_backward_build, _nll_params(), NLL_EDGES,
+         op="nll_loss_backward"),
+]
+
+
+PRIMITIVE_CASES = (ELEMENTWISE + [WHERE] + CASTS + [TO_DEVICE] + REDUCTIONS + SHAPE_OPS +
+                   [MATMUL] + INDEXING + GATHER + WINDOWS + STATE + SOFTMAX + NLL)
+
+
+# ---- composites ----------------------------------------------------------------------------
+def _mean_ref(x, dim, keepdim):
+    dim = None if x.ndim == 0 else dim
+    with np.errstate(all="ignore"):
+        return np.asarray(np.mean(x, axis=dim, keepdims=keepdim))
+
+
+@st.composite
+def _var_params(draw):
+    """Corrections below the reduced count (at or above it the variance is inf/nan: a value
+    test of its own, ``var_degenerate``)."""
+    p = draw(_reduce_params())
+    axes = range(len(p["shape"])) if p["dim"] is None else (
+        (p["dim"],) if isinstance(p["dim"], int) else p["dim"])
+    count = math.prod(p["shape"][a] for a in axes) if p["shape"] else 1
+    p["correction"] = draw(st.integers(0, max(min(count - 1, 2), 0)))
+    return p
+
+
+def _var_ref(x, dim, keepdim, correction):
+    dim = None if x.ndim == 0 else dim
+    with np.errstate(all="ignore"):
+        return np.asarray(np.var(x, axis=dim, keepdims=keepdim, ddof=correction))
 
 
 def _big_normal(rng, shape):
@@ -976,15 +1054,6 @@ COMPOSITE_CASES = [
          [dict(shape=(2,), dim=0, correction=2), dict(shape=(1, 2), dim=0, correction=1),
           dict(shape=(0, 2), dim=0, correction=1), dict(shape=(), dim=None, correction=1)],
          differentiable=False),
-    Case("softmax", lambda x, dim: lk.softmax(x, dim=dim), _ref_softmax,
-         lambda rng, shape, dim: Sample((_big_normal(rng, shape),), {"dim": dim}),
-         _softmax_params(), [dict(shape=(2, 3), dim=-1), dict(shape=(3,), dim=0),
-                             dict(shape=(0, 2), dim=1), dict(shape=(), dim=-1)],
-         grad_kw=dict(atol=1e-4)),
-    Case("log_softmax", lambda x, dim: lk.log_softmax(x, dim=dim), _ref_log_softmax,
-         lambda rng, shape, dim: Sample((_big_normal(rng, shape),), {"dim": dim}),
-         _softmax_params(), [dict(shape=(2, 3), dim=0), dict(shape=(1,), dim=-1),
-                             dict(shape=(), dim=0)], grad_kw=dict(atol=1e-4)),
     Case("logsumexp", lambda x, dim, keepdim: lk.logsumexp(x, dim=dim, keepdim=keepdim),
          _ref_logsumexp,
          lambda rng, shape, dim, keepdim: Sample((_big_normal(rng, shape),),
@@ -1064,7 +1133,7 @@ COMPOSITE_CASES = [
          GETITEM_EDGES),
 ]
 # The composite public ops that must have a case (the brief's list); checked by the suite.
-COMPOSITE_NAMES = ("mean", "var", "softmax", "log_softmax", "logsumexp", "transpose", "squeeze",
+COMPOSITE_NAMES = ("mean", "var", "logsumexp", "transpose", "squeeze",
                    "unsqueeze", "flatten", "clip", "stack", "split", "take", "conv2d",
                    "max_pool2d", "avg_pool2d", "composite_gather", "composite_scatter_add",
                    "tensor_indexing")

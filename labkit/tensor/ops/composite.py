@@ -84,19 +84,6 @@ def logsumexp(x, dim=-1, keepdim=False):
     return out if keepdim else squeeze(out, dim)
 
 
-def softmax(x, dim=-1):
-    """exp(x) / sum(exp(x)) over ``dim``, stable for large inputs."""
-    normalize_dims("softmax", dim, x.ndim, x)
-    e = exp(sub(x, max(x, dim=dim, keepdim=True).detach()))
-    return div(e, sum(e, dim=dim, keepdim=True))
-
-
-def log_softmax(x, dim=-1):
-    """log(softmax(x)) over ``dim``, computed without forming softmax (stable)."""
-    normalize_dims("log_softmax", dim, x.ndim, x)
-    return sub(x, logsumexp(x, dim=dim, keepdim=True))
-
-
 def stack(tensors, dim=0):
     """Join tensors of one shape along a new dimension ``dim``."""
     from .shape import concat

@@ -27,20 +27,21 @@ def _axes(dim, ndim):
     return dims
 
 
-def _reduce(xp, x, dim, keepdim, reduction, combine):
-    """``reduction`` over ``dim``; a strided view reduced over a few small axes (the windows of
-    pooling) is folded with the elementwise ``combine`` instead, which NumPy runs far faster
-    than a reduction over non-contiguous axes."""
+def _reduce(xp, x, dim, keepdim, method, combine):
+    """The array method ``method`` ('sum', 'max', 'min') over ``dim``; a strided view reduced
+    over a few small axes (the windows of pooling) is folded with the elementwise ``combine``
+    instead, which NumPy runs far faster than a reduction over non-contiguous axes."""
     axes = _axes(dim, x.ndim)
+    reduction = getattr(x, method)
     if axes is None or x.flags.c_contiguous or len(axes) == x.ndim or x.size == 0 or \
             x.dtype == bool:
-        return reduction(x, axis=axes, keepdims=keepdim)
+        return reduction(axis=axes, keepdims=keepdim)
     axes = tuple(a % x.ndim for a in axes)
     count = 1
     for a in axes:
         count *= x.shape[a]
     if count > 16:
-        return reduction(x, axis=axes, keepdims=keepdim)
+        return reduction(axis=axes, keepdims=keepdim)
     out = None
     for position in itertools.product(*(range(x.shape[a]) for a in axes)):
         index = [slice(None)] * x.ndim
@@ -54,6 +55,9 @@ def _reduce(xp, x, dim, keepdim, reduction, combine):
     if keepdim:
         out = out.reshape(tuple(1 if a in axes else n for a, n in enumerate(x.shape)))
     return out
+
+
+_BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _keep_shape(x, dim):
@@ -92,7 +96,27 @@ def _sum_vjp(g, out, x, dim=None, keepdim=False):
 @op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp)
 def sum(xp, x, dim=None, keepdim=False):
     """Sum over ``dim`` (None: every element), keeping reduced axes as size 1 if ``keepdim``."""
-    return _reduce(xp, x, dim, keepdim, xp.sum, xp.add)
+    out = blas_sum(xp, x, dim, keepdim)
+    return out if out is not None else _reduce(xp, x, dim, keepdim, "sum", xp.add)
+
+
+def blas_sum(xp, x, dim, keepdim):
+    """The sum of a C-contiguous float32/64 matrix over one of its two dimensions as a
+    matrix-vector product, or None for any other case. BLAS runs it two to three times as fast
+    as NumPy's reductions (which call an inner loop per row). Columns are added row by row, as
+    NumPy does; rows only up to 128 long, where NumPy's pairwise summation is a plain 8-lane
+    sum too, so neither loses accuracy."""
+    if xp is not np or x.ndim != 2 or x.dtype not in _BLAS_DTYPES or not x.flags.c_contiguous:
+        return None
+    if isinstance(dim, tuple) and len(dim) == 1:
+        dim = dim[0]
+    if dim in (0, -2) and x.shape[0] >= 8:          # column sums (a bias's gradient)
+        out = np.ones(x.shape[0], x.dtype) @ x
+        return out.reshape(1, -1) if keepdim else out
+    if dim in (1, -1) and 8 <= x.shape[1] <= 128:   # short rows (softmax's normaliser)
+        out = x @ np.ones(x.shape[1], x.dtype)
+        return out.reshape(-1, 1) if keepdim else out
+    return None
 
 
 def _extremum_vjp(g, out, x, dim=None, keepdim=False):
@@ -105,13 +129,13 @@ def _extremum_vjp(g, out, x, dim=None, keepdim=False):
 @op("max", shape=_reduce_rule("max", lambda x: x.dtype, True), vjp=_extremum_vjp)
 def max(xp, x, dim=None, keepdim=False):
     """Largest value over ``dim`` (the values, like ``torch.amax``; see ``argmax`` for indices)."""
-    return _reduce(xp, x, dim, keepdim, xp.max, xp.maximum)
+    return _reduce(xp, x, dim, keepdim, "max", xp.maximum)
 
 
 @op("min", shape=_reduce_rule("min", lambda x: x.dtype, True), vjp=_extremum_vjp)
 def min(xp, x, dim=None, keepdim=False):
     """Smallest value over ``dim`` (the values, like ``torch.amin``; see ``argmin``)."""
-    return _reduce(xp, x, dim, keepdim, xp.min, xp.minimum)
+    return _reduce(xp, x, dim, keepdim, "min", xp.minimum)
 
 
 def _arg_rule(name):

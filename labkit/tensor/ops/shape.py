@@ -65,7 +65,7 @@ def _permute_vjp(g, out, x, dims):
 @op("permute", shape=_permute_rule, vjp=_permute_vjp)
 def permute(xp, x, dims):
     """``x`` with its dimensions reordered: output dim i is input dim ``dims[i]``."""
-    return xp.transpose(x, dims)
+    return x.transpose(dims)
 
 
 def _broadcast_rule(x, shape):

@@ -1,0 +1,148 @@
+"""The negative log-likelihood loss and its adjoint, a pair of primitives (each the other's vjp).
+
+``nll_loss(log_probs, target, reduction)`` picks ``-log_probs[i, target[i], ...]`` and reduces it
+('mean', 'sum' or 'none'). It is linear in ``log_probs``, so its vjp is its adjoint
+``nll_loss_backward(g, target, classes, reduction)``: a tensor shaped like ``log_probs`` holding
+``-g`` (divided by the count for 'mean') at the targets and zeros elsewhere; and the adjoint's
+vjp is ``nll_loss`` again. So cross-entropy's backward is one kernel, not the chain of
+gather / scatter / broadcast vjps a composite would leave, and it has gradients of every order.
+
+Scores are (C,) with a 0-d target, or (N, C, d1, ...) with a target of shape (N, d1, ...):
+classes along dim 1, as in PyTorch.
+
+>>> import labkit as lk
+>>> lp = lk.tensor([[-0.1, -2.3], [-1.2, -0.4]], requires_grad=True)
+>>> loss = lk.nn.functional.nll_loss(lp, lk.tensor([0, 1]))
+>>> round(loss.item(), 4)
+0.25
+>>> loss.backward(); lp.grad.tolist()
+[[-0.5, 0.0], [0.0, -0.5]]
+"""
+from ...errors import DTypeError, ShapeError, describe
+from ..op import op
+from ..shape_rules import shape_of
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _check_reduction(name, reduction):
+    if reduction not in REDUCTIONS:
+        raise ShapeError(f"{name}: reduction={reduction!r} is not one of {', '.join(REDUCTIONS)}")
+
+
+def _check(name, scores_shape, scores, target, reduction):
+    """The target's shape and dtype against scores of ``scores_shape``; the reduction's name."""
+    _check_reduction(name, reduction)
+    if target.dtype.is_floating or target.dtype.name == "bool_":
+        raise DTypeError(
+            f"{name}: target must hold integer class indices (int64), got {describe(target)}. "
+            f"If it holds class numbers stored as floats, use target.long(); if it is one-hot or "
+            f"probabilities, use target.argmax(dim=1).")
+    if not scores_shape:
+        raise ShapeError(f"{name}: input must have a class dimension; got {describe(scores)}")
+    expected = scores_shape[:1] + scores_shape[2:] if len(scores_shape) > 1 else ()
+    if tuple(shape_of(target)) != tuple(expected):
+        raise ShapeError(
+            f"{name}: input {describe(scores)} needs a target of shape {expected} (one class "
+            f"index per row; classes along dim 1), got {describe(target)}.")
+
+
+def _classes_shape(target_shape, classes):
+    """The scores' shape: ``classes`` put in at dim 1 (alone for a 0-d target)."""
+    t = tuple(target_shape)
+    return (classes,) + t[1:] if not t else t[:1] + (classes,) + t[1:]
+
+
+def _index(xp, target, shape, name):
+    """Index tuple addressing ``scores[i, target[i], j, ...]`` for scores of ``shape``.
+
+    Eagerly only the kernel sees the arrays, so it checks what indexing would not catch: a
+    target of the wrong shape or dtype (the shape rule then explains) and classes out of range."""
+    if target.shape != (shape[:1] + shape[2:] if len(shape) > 1 else ()) or \
+            target.dtype.kind not in "iu":
+        raise ValueError(f"{name}: target does not fit the scores")
+    classes = shape[1] if len(shape) > 1 else shape[0]
+    if target.size:
+        lo, hi = int(target.min()), int(target.max())
+        if lo < 0 or hi >= classes:
+            bad = lo if lo < 0 else hi
+            raise ShapeError(f"{name}: target holds class {bad}, but the input has {classes} "
+                             f"classes (valid targets are 0..{classes - 1}). Check the labels, "
+                             f"or the size of the model's last layer.")
+    if target.ndim == 0:
+        return (target,)
+    if target.ndim == 1:
+        return (xp.arange(target.shape[0]), target)
+    grids = list(xp.indices(target.shape, sparse=True))
+    return (grids[0], target) + tuple(grids[1:])
+
+
+def _nll_rule(log_probs, target, reduction="mean"):
+    _check("nll_loss", shape_of(log_probs), log_probs, target, reduction)
+    if not log_probs.dtype.is_floating:
+        raise DTypeError(f"nll_loss: input must be floating-point log-probabilities, got "
+                         f"{describe(log_probs)}")
+    return (shape_of(target) if reduction == "none" else ()), log_probs.dtype
+
+
+def _nll_vjp(g, out, log_probs, target, reduction="mean"):
+    classes = log_probs.shape[1] if log_probs.ndim > 1 else log_probs.shape[0]
+    return nll_loss_backward(g, target, classes=classes, reduction=reduction), None
+
+
+@op("nll_loss", shape=_nll_rule, vjp=_nll_vjp)
+def nll_loss(xp, log_probs, target, reduction="mean"):
+    """``-log_probs[i, target[i], ...]``, reduced by ``reduction`` ('mean', 'sum', 'none').
+
+    >>> import labkit as lk
+    >>> from labkit.tensor.ops.nll import nll_loss
+    >>> nll_loss(lk.tensor([[-1.0, -2.0]]), lk.tensor([1]), reduction="none").tolist()
+    [2.0]
+    """
+    _check_reduction("nll_loss", reduction)
+    picked = xp.asarray(log_probs[_index(xp, target, log_probs.shape, "nll_loss")])  # 0-d too
+    if reduction == "none":
+        return xp.negative(picked)
+    total = xp.negative(picked.sum(dtype=log_probs.dtype))
+    if reduction == "mean":
+        total = total / log_probs.dtype.type(picked.size) if picked.size else \
+            total * log_probs.dtype.type("nan")
+    return xp.asarray(total, dtype=log_probs.dtype)
+
+
+def _nll_backward_rule(g, target, classes, reduction="mean"):
+    shape = _classes_shape(shape_of(target), classes)
+    _check("nll_loss_backward", shape, g, target, reduction)
+    want = tuple(shape_of(target)) if reduction == "none" else ()
+    if tuple(shape_of(g)) != want:
+        raise ShapeError(f"nll_loss_backward: the gradient {describe(g)} must have shape {want} "
+                         f"(the shape of nll_loss's result with reduction={reduction!r})")
+    if not g.dtype.is_floating:
+        raise DTypeError(f"nll_loss_backward: the gradient must be floating-point, got "
+                         f"{describe(g)}")
+    return shape, g.dtype
+
+
+def _nll_backward_vjp(c, out, g, target, classes, reduction="mean"):
+    return nll_loss(c, target, reduction=reduction), None
+
+
+@op("nll_loss_backward", shape=_nll_backward_rule, vjp=_nll_backward_vjp)
+def nll_loss_backward(xp, g, target, classes, reduction="mean"):
+    """The adjoint of ``nll_loss``: zeros shaped like its input, with ``-g`` (over the count for
+    'mean') at the targets. It is nll_loss's vjp.
+
+    >>> import labkit as lk
+    >>> from labkit.tensor.ops.nll import nll_loss_backward
+    >>> nll_loss_backward(lk.tensor(1.0), lk.tensor([1, 0]), classes=2).tolist()
+    [[0.0, -0.5], [-0.5, 0.0]]
+    """
+    _check_reduction("nll_loss_backward", reduction)
+    out = xp.zeros(_classes_shape(target.shape, classes), dtype=g.dtype)
+    index = _index(xp, target, out.shape, "nll_loss_backward")
+    if target.size:
+        value = -g
+        if reduction == "mean":
+            value = value / g.dtype.type(target.size)
+        out[index] = value
+    return out
