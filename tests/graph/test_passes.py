@@ -196,6 +196,66 @@ def test_dce_keeps_outputs_even_when_they_are_noops():
                                   [1, 2, 3])
 
 
+# ---- arithmetic ----------------------------------------------------------------------------------
+def test_arithmetic_moves_a_scalar_factor_onto_the_smaller_matmul_operand():
+    rng = np.random.default_rng(0)
+    with lk.Graph() as g:
+        h = lk.placeholder((32, 200), lk.float64, name="h")
+        dz = lk.placeholder((32, 50), lk.float64, name="dz")
+        step = (h.transpose() @ dz) * 0.01         # an optimiser's lr * (weight gradient)
+        (step * 2.0).exp()                         # a user of the scaled result, not of matmul
+    opt = passes.arithmetic(g)
+    rec = opt.history[-1]
+    assert rec.fused == [("matmul", ["matmul", "mul"])]
+    mm = opt.node("matmul")
+    assert mm.inputs[1].op_name == "mul" and mm.inputs[1].inputs[0].name == "dz"
+    assert mm.inputs[1].shape == (32, 50)          # 1,600 values scaled instead of 10,000
+    feeds = {"h": rng.standard_normal((32, 200)), "dz": rng.standard_normal((32, 50))}
+    np.testing.assert_allclose(run(opt, "mul_1", feeds), run(g, "mul_1", feeds), rtol=1e-12,
+                               atol=1e-15)
+
+
+def test_arithmetic_leaves_matmuls_it_cannot_fold():
+    with lk.Graph() as g:
+        a = lk.placeholder((8, 100), name="a")
+        b = lk.placeholder((100, 8), name="b")
+        s = lk.placeholder((), name="s")
+        big = a @ b                  # operands (800 values) larger than the result (64)
+        used_twice = b @ a
+        shared = (used_twice * 0.5) + used_twice
+        by_tensor = (b @ a) * s      # the factor is a tensor, not a Python number
+        fetched = b @ a
+        outs = [big * 0.5, shared, by_tensor, fetched, fetched * 3.0]
+    opt = passes.arithmetic(g, outputs=outs)
+    assert opt.history[-1].fused == []
+    assert len(opt) == len(g)
+
+
+def test_captured_sgd_step_scales_the_small_operand_and_matches_eager():
+    rng = np.random.default_rng(1)
+    x = lk.tensor(rng.standard_normal((16, 64)))
+    y = lk.tensor(rng.standard_normal((16, 32)))
+    w0 = rng.standard_normal((64, 32)) * 0.1
+    results = []
+    for capture in (False, True):
+        w = lk.tensor(w0.copy(), requires_grad=True)
+        opt = lk.optim.SGD([w], lr=0.1)
+
+        def step():
+            loss = ((x @ w - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+        f = lk.function(step) if capture else step
+        losses = [f().item() for _ in range(3)]
+        results.append((losses, w.numpy()))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-12)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-12)
+    fused = _record(f.graph(), "arithmetic").fused
+    assert len(fused) == 1 and fused[0][1][1].startswith("SGD/")
+
+
 # ---- fusion --------------------------------------------------------------------------------------
 def every_fusable_op(x, y, b):
     """A chain over every fusable op, with broadcasting (b is a row)."""
@@ -315,7 +375,7 @@ def test_reads_of_a_value_an_assign_changes_are_not_moved_past_it():
     np.testing.assert_allclose(got, want, rtol=1e-6)
     opt = fn.graph(x)
     assert [m for m, _ in opt.history[2].merged] == ["add_1", "tanh_1"]
-    assert not any("add" in ns and "exp" in ns for _, ns in opt.history[4].fused)
+    assert not any("add" in ns and "exp" in ns for _, ns in _record(opt, "fusion").fused)
 
 
 def test_fused_program_cuda_source_is_one_statement_per_step():
@@ -469,8 +529,8 @@ def test_every_pass_together_matches_the_raw_graph_on_random_graphs(policy):
     for trial in range(25):
         g, outs = random_graph(rng)
         opt = passes.run_passes(g, outputs=outs)
-        fused_total += len(opt.history[4].fused)
-        reused_total += len(opt.history[5].reused)
+        fused_total += len(_record(opt, "fusion").fused)
+        reused_total += len(_record(opt, "memory").reused)
         feeds = {"x": rng.standard_normal((6, 6)).astype(np.float32),
                  "y": rng.standard_normal((6, 6)).astype(np.float32)}
         want = g.run(outs, {g.node(k): v for k, v in feeds.items()})
@@ -484,6 +544,11 @@ def test_every_pass_together_matches_the_raw_graph_on_random_graphs(policy):
     assert reused_total > 20 and fused_total > 20
 
 
+def _record(graph, name):
+    """The record of pass ``name`` in ``graph.history``."""
+    return next(r for r in graph.history if r.name == name)
+
+
 # ---- history, the pipeline, lk.function and switches -------------------------------------------
 @needs_numexpr
 def test_history_records_every_pass_in_order():
@@ -494,9 +559,9 @@ def test_history_records_every_pass_in_order():
     assert [name for name, _ in steps] == passes.PIPELINE
     final = steps[-1][1]
     assert [r.name for r in final.history] == passes.PIPELINE
-    assert [len(s) for _, s in steps] == [7, 7, 6, 6, 3, 3]
+    assert [len(s) for _, s in steps] == [7, 7, 6, 6, 6, 3, 3]
     assert final.history[2].merged == [("mul_1", "mul")]
-    assert final.history[4].fused == [("fused", ["exp", "add", "tanh", "mul_2"])]
+    assert _record(final, "fusion").fused == [("fused", ["exp", "add", "tanh", "mul_2"])]
     text = passes.history_text(final)
     assert "fused    fused = exp + add + tanh + mul_2" in text
     assert g.history == [] and len(g) == 7

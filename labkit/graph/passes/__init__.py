@@ -7,6 +7,7 @@ The default pipeline, in order:
 ``constant_folding`` compute what depends on constants alone, once, before running
 ``cse``             compute each distinct value once (common-subexpression elimination)
 ``dce``             forward no-ops to their input, drop values nobody uses
+``arithmetic``      the same value with less work: ``(A @ B) * s`` becomes ``A @ (B * s)``
 ``fusion``          chains of elementwise ops become one kernel (numexpr / a CUDA kernel)
 ``memory``          results are written into buffers whose last use has passed (``out=``)
 ==================  ==========================================================================
@@ -48,6 +49,7 @@ prune: 7 -> 7 nodes; no change
 constant_folding: 7 -> 7 nodes; no change
 cse: 7 -> 6 nodes; merged 1
 dce: 6 -> 6 nodes; no change
+arithmetic: 6 -> 6 nodes; no change
 fusion: 6 -> 3 nodes; fused 1
 memory: 3 -> 3 nodes; no change
 >>> print(opt.listing().splitlines()[-1].split(":")[0].strip())
@@ -56,6 +58,7 @@ memory: 3 -> 3 nodes; no change
 from ... import config
 from .base import (PASSES, GraphPass, PassRecord, Rewriter, graph_pass, history_text,
                    with_outputs)
+from .arithmetic import arithmetic
 from .constant_folding import constant_folding
 from .cse import cse
 from .dce import dce
@@ -66,7 +69,7 @@ from .placement import (PlacementError, kernel_devices, needs_placement, placeme
                         set_kernel_devices)
 from .partition import partition
 
-PIPELINE = ["prune", "constant_folding", "cse", "dce", "fusion", "memory"]
+PIPELINE = ["prune", "constant_folding", "cse", "dce", "arithmetic", "fusion", "memory"]
 DEVICE_PASSES = ["placement", "partition"]
 
 
@@ -131,7 +134,7 @@ def run_passes(graph, passes=None, outputs=None):
 
 
 __all__ = ["PASSES", "PIPELINE", "BufferPlan", "FusedProgram", "GraphPass", "PassRecord",
-           "Rewriter", "constant_folding", "cse", "dce", "default_passes", "fusion",
+           "Rewriter", "arithmetic", "constant_folding", "cse", "dce", "default_passes", "fusion",
            "graph_pass", "history_text", "memory", "plan_buffers", "prune", "run_passes",
            "stages"]
 __all__ += ["DEVICE_PASSES", "PlacementError", "kernel_devices", "needs_placement", "partition",

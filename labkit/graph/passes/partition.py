@@ -143,7 +143,7 @@ def partition(graph, record):
     ...     x = lk.placeholder((3,), name="x")
     ...     y = (x * 2.0).to("cpu:1").exp()
     >>> print(passes.partition(g).history[-1])
-    partition: 4 -> 5 nodes; forwarded 1
+    partition: 4 -> 5 nodes; forwarded 1, added 1
       forwarded to_device to recv_mul
       note     1 send/recv pair(s)
       note     send_mul: mul cpu:0 -> cpu:1
