@@ -166,38 +166,32 @@ def labkit_sgd(params, lr):
             p.grad = None
 
 
-def labkit_value_and_grads(loss_fn, nparams):
-    """``(params..., *inputs) -> (loss, grads)`` for the captured variant of a training step."""
-    import labkit as lk
-    return lk.value_and_grad(loss_fn, argnums=tuple(range(nparams)))
-
-
-def labkit_apply_grads(params, grads, lr):
-    import labkit as lk
-    with lk.no_grad():
-        for p, g in zip(params, grads):
-            p._device.xp.subtract(p._data, lr * g._data, out=p._data)
-
-
 # ---- training steps shared by the training workloads (W3, W4, W6) -----------------------------
 def labkit_trainer(params, inputs, loss_fn, device, capture=False):
     """A Bench for SGD on ``loss_fn(*params, *inputs)`` with raw labkit tensors.
 
     Eager: ``loss.backward()`` fills ``p.grad`` and a manual in-place SGD update follows.
-    Captured: ``lk.function`` of ``lk.value_and_grad(loss_fn)`` (n/a until capture exists).
+    Captured: the whole step (forward, ``backward()``, ``lk.optim.SGD.step()`` and
+    ``zero_grad()``) is one ``lk.function``, so the update runs in the graph as in-place assigns.
     """
     import labkit as lk
     dev = labkit_device(device)
     function = require_capture() if capture else None
-    params = [lk.tensor(a, device=dev, requires_grad=not capture) for a in params]
+    params = [lk.tensor(a, device=dev, requires_grad=True) for a in params]
     inputs = [lk.tensor(a, device=dev) for a in inputs]
     if capture:
-        f = function(labkit_value_and_grads(loss_fn, len(params)))
+        opt = lk.optim.SGD(params, lr=LR)
+
+        @function
+        def train_step(*inputs):
+            loss = loss_fn(*params, *inputs)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
 
         def step():
-            loss, grads = f(*params, *inputs)
-            labkit_apply_grads(params, grads, LR)
-            return loss
+            return train_step(*inputs)
     else:
         def step():
             loss = loss_fn(*params, *inputs)
@@ -245,12 +239,6 @@ def numpy_trainer(params, inputs, loss_and_grads, device):
     def check():
         return [float(step()), float(step())]
     return Bench(step=step, check=check, info=blas_info())
-
-
-def labkit_cross_entropy(logits, y_col):
-    """Mean softmax cross-entropy in labkit ops; ``y_col`` is an (N, 1) int64 tensor of labels."""
-    import labkit as lk
-    return -lk.gather(lk.log_softmax(logits, dim=1), 1, y_col).mean()
 
 
 def numpy_cross_entropy(logits, y):

@@ -1,7 +1,7 @@
 """W3 MLP: 784-256-256-10 with ReLU, softmax cross-entropy, batch 128, backward, SGD."""
 import numpy as np
 
-from ..common import (Registry, glorot, labels, labkit_cross_entropy, labkit_trainer,
+from ..common import (Registry, glorot, labels, labkit_trainer,
                       numpy_cross_entropy, numpy_trainer, torch_trainer)
 
 NAME = "W3"
@@ -30,21 +30,21 @@ def params(d):
     return [d[k] for k in ("w1", "b1", "w2", "b2", "w3", "b3")]
 
 
-def _labkit_loss(w1, b1, w2, b2, w3, b3, x, y_col):
+def _labkit_loss(w1, b1, w2, b2, w3, b3, x, y):
     import labkit as lk
     h = lk.relu(x @ w1 + b1)
     h = lk.relu(h @ w2 + b2)
-    return labkit_cross_entropy(h @ w3 + b3, y_col)
+    return lk.nn.functional.cross_entropy(h @ w3 + b3, y)
 
 
 @IMPLS.register("labkit_eager")
 def labkit_eager(d, device):
-    return labkit_trainer(params(d), [d["x"], d["y"][:, None]], _labkit_loss, device)
+    return labkit_trainer(params(d), [d["x"], d["y"]], _labkit_loss, device)
 
 
 @IMPLS.register("labkit_captured")
 def labkit_captured(d, device):
-    return labkit_trainer(params(d), [d["x"], d["y"][:, None]], _labkit_loss, device,
+    return labkit_trainer(params(d), [d["x"], d["y"]], _labkit_loss, device,
                           capture=True)
 
 

@@ -2,7 +2,7 @@
 linear 784->10, cross-entropy; batch 64 of 28x28; backward; SGD."""
 import numpy as np
 
-from ..common import (Registry, glorot, labels, labkit_cross_entropy, labkit_trainer,
+from ..common import (Registry, glorot, labels, labkit_trainer,
                       numpy_cross_entropy, numpy_trainer, torch_trainer)
 
 NAME = "W4"
@@ -30,21 +30,21 @@ def params(d):
     return [d[k] for k in ("c1w", "c1b", "c2w", "c2b", "fw", "fb")]
 
 
-def _labkit_loss(c1w, c1b, c2w, c2b, fw, fb, x, y_col):
+def _labkit_loss(c1w, c1b, c2w, c2b, fw, fb, x, y):
     import labkit as lk
     h = lk.max_pool2d(lk.relu(lk.conv2d(x, c1w, c1b, padding=1)), 2)
     h = lk.max_pool2d(lk.relu(lk.conv2d(h, c2w, c2b, padding=1)), 2)
-    return labkit_cross_entropy(h.reshape(x.shape[0], 784) @ fw + fb, y_col)
+    return lk.nn.functional.cross_entropy(h.reshape(x.shape[0], 784) @ fw + fb, y)
 
 
 @IMPLS.register("labkit_eager")
 def labkit_eager(d, device):
-    return labkit_trainer(params(d), [d["x"], d["y"][:, None]], _labkit_loss, device)
+    return labkit_trainer(params(d), [d["x"], d["y"]], _labkit_loss, device)
 
 
 @IMPLS.register("labkit_captured")
 def labkit_captured(d, device):
-    return labkit_trainer(params(d), [d["x"], d["y"][:, None]], _labkit_loss, device,
+    return labkit_trainer(params(d), [d["x"], d["y"]], _labkit_loss, device,
                           capture=True)
 
 

@@ -7,7 +7,7 @@ comparison is of eager frameworks running one Python loop).
 """
 import numpy as np
 
-from ..common import (Registry, glorot, labels, labkit_cross_entropy, labkit_trainer,
+from ..common import (Registry, glorot, labels, labkit_trainer,
                       numpy_cross_entropy, numpy_trainer, torch_trainer)
 
 NAME = "W6"
@@ -36,21 +36,21 @@ def params(d):
     return [d[k] for k in ("w_ih", "w_hh", "b", "w_out", "b_out")]
 
 
-def _labkit_loss(w_ih, w_hh, b, w_out, b_out, x, h, y_col):
+def _labkit_loss(w_ih, w_hh, b, w_out, b_out, x, h, y):
     import labkit as lk
     for t in range(STEPS):
         h = lk.tanh(x[t] @ w_ih + h @ w_hh + b)
-    return labkit_cross_entropy(h @ w_out + b_out, y_col)
+    return lk.nn.functional.cross_entropy(h @ w_out + b_out, y)
 
 
 @IMPLS.register("labkit_eager")
 def labkit_eager(d, device):
-    return labkit_trainer(params(d), [d["x"], d["h0"], d["y"][:, None]], _labkit_loss, device)
+    return labkit_trainer(params(d), [d["x"], d["h0"], d["y"]], _labkit_loss, device)
 
 
 @IMPLS.register("labkit_captured")
 def labkit_captured(d, device):
-    return labkit_trainer(params(d), [d["x"], d["h0"], d["y"][:, None]], _labkit_loss, device,
+    return labkit_trainer(params(d), [d["x"], d["h0"], d["y"]], _labkit_loss, device,
                           capture=True)
 
 
