@@ -13,6 +13,7 @@ from ..tensor import dispatch
 from ..tensor.ops.elementwise import add, cast
 from ..tensor.ops.reduce import sum_to_shape
 from ..tensor.tensor import Tensor
+from . import hooks
 
 
 def _topological(roots):
@@ -104,7 +105,11 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
               follow_all)
     finally:
         st.grad_all = grad_all
-    _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumulate)
+    if accumulate and hooks.has_hooks():
+        with hooks.callbacks_of_pass():
+            _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumulate)
+    else:
+        _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumulate)
     return results
 
 
@@ -146,15 +151,19 @@ def _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumula
     """Hand the leaves' cotangents out: into ``.grad`` (backward) and/or to ``results``."""
     if accumulate:
         handed = {id(g._data) for g in cotangents}   # arrays .grad must not share
+        run_hooks = hooks.has_hooks()
         for leaf, g in leaf_grads.values():
             if g._data is None:   # a symbolic gradient: backward() inside graph capture
                 dispatch.current_mode().accumulate_grad(leaf, g)
-            elif create_graph:
+                continue
+            if create_graph:
                 leaf.grad = g if leaf.grad is None else add(leaf.grad, g)
             elif leaf.grad is None:
                 leaf.grad = _own(g, handed)
             else:
                 leaf.grad = Tensor._make(leaf.grad._data + g._data, leaf.grad._device)
+            if run_hooks:
+                hooks.run_post_accumulate_hooks(leaf)
     for key, (leaf, g) in leaf_grads.items():
         for i in target_keys.get(key, ()):
             results[i] = g

@@ -9,19 +9,26 @@ messages instead of one per parameter. With equal gradients on every rank the op
 the same step everywhere, so the replicas stay identical, and training matches one process
 on the whole global batch (when each rank's loss is the mean over an equal shard).
 
-labkit's autodiff has no gradient hooks yet, so the averaging is one explicit call (or use
-``dp.backward(loss)``, which runs backward and then averages). Outside a launched worker
-(world size 1) every step is the plain single-process step.
+The averaging runs by itself: each parameter carries a gradient hook
+(``register_post_accumulate_grad_hook``), and the first one to fire in a backward pass queues
+``sync_gradients()`` for the end of that pass, so a plain ``loss.backward()`` leaves averaged
+gradients, as with PyTorch's DistributedDataParallel. Every rank's backward must reach the
+model's parameters; ``dp.backward(loss)`` also averages when a rank's loss does not depend on
+them (its gradients count as zeros). Outside a launched worker (world size 1) every step is the
+plain single-process step.
 
 >>> import labkit as lk
 >>> dp = lk.dist.DataParallel(lk.nn.Linear(3, 1))
 >>> opt = lk.optim.SGD(dp.parameters(), lr=0.1)
 >>> x, y = lk.ones(4, 3), lk.zeros(4, 1)     # in a worker: this rank's shard of the batch
 >>> loss = lk.nn.functional.mse_loss(dp(x), y)
->>> opt.zero_grad(); dp.backward(loss); opt.step()
+>>> opt.zero_grad(); loss.backward(); opt.step()
 """
+import weakref
+
 import numpy as np
 
+from ..autodiff.hooks import current_pass, queue_callback
 from ..nn.module import Module
 from ..tensor.tensor import Tensor
 from . import runtime
@@ -110,8 +117,8 @@ class DataParallel(Module):
     - ``module``: the model; the same architecture must be built on every rank.
     - ``bucket_cap_mb``: size of the flat buffers gradients are averaged in (default 25).
 
-    Per step: each rank computes the loss on its shard, then ``dp.backward(loss)`` (or
-    ``loss.backward(); dp.sync_gradients()``), then ``opt.step()``.
+    Per step: each rank computes the loss on its shard, then ``loss.backward()`` (gradients
+    come out averaged over the ranks), then ``opt.step()``.
 
     >>> import labkit as lk
     >>> def train():
@@ -120,7 +127,7 @@ class DataParallel(Module):
     ...     opt = lk.optim.SGD(model.parameters(), lr=0.1)
     ...     x = lk.randn(8, 4)[lk.dist.rank()::lk.dist.world_size()]   # this rank's shard
     ...     loss = model(x).sum() / 8
-    ...     opt.zero_grad(); model.backward(loss); opt.step()
+    ...     opt.zero_grad(); loss.backward(); opt.step()
     ...     return model.module.weight.numpy()
     >>> a, b = lk.dist.launch(train, n=2)                   # doctest: +SKIP
     >>> bool((a == b).all())                                 # doctest: +SKIP
@@ -137,8 +144,14 @@ class DataParallel(Module):
         self.bucket_cap_mb = float(bucket_cap_mb)
         self._grad_buckets = None
         self._grad_key = None
+        self._queued_in = None        # the backward pass whose end will average the gradients
+        self._syncs = 0               # gradient averagings done (dp.backward checks for one)
         self._check_replicas()
         self.broadcast_state()
+        me = weakref.ref(self)        # the hooks must not keep the wrapper alive
+        self._hook_handles = [
+            p.register_post_accumulate_grad_hook(lambda _, me=me: _grad_ready(me))
+            for p in module.parameters() if p.requires_grad]
 
     def forward(self, *args, **kwargs):
         return self.module(*args, **kwargs)
@@ -190,6 +203,7 @@ class DataParallel(Module):
         A parameter that got no gradient on any rank keeps ``grad=None``; one that got a
         gradient on some ranks only counts zeros for the others.
         """
+        self._syncs += 1
         group = runtime.group()
         if group is None or group.size == 1:
             return
@@ -218,6 +232,19 @@ class DataParallel(Module):
                     p.grad = Tensor._make(view.reshape(p.shape).copy(), p.device)
 
     def backward(self, loss, **kwargs):
-        """``loss.backward(**kwargs)``, then ``sync_gradients()``."""
-        loss.backward(**kwargs)
-        self.sync_gradients()
+        """``loss.backward(**kwargs)``; averages the gradients even when this rank's loss does
+        not reach the parameters (its gradients count as zeros on the other ranks)."""
+        before = self._syncs
+        if loss.requires_grad:
+            loss.backward(**kwargs)
+        if self._syncs == before:
+            self.sync_gradients()
+
+
+
+def _grad_ready(dp_ref):
+    """A parameter's gradient hook: the first in a backward pass queues the averaging."""
+    dp = dp_ref()
+    if dp is not None and dp._queued_in != current_pass():
+        dp._queued_in = current_pass()
+        queue_callback(dp.sync_gradients)

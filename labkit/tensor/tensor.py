@@ -184,6 +184,13 @@ class Tensor:
         from ..autodiff.engine import backward
         backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(self)`` after each eager ``backward()`` has accumulated into ``self.grad``
+        (a leaf that requires grad); returns a handle whose ``remove()`` unregisters it. See
+        ``labkit.autodiff.hooks``."""
+        from ..autodiff.hooks import register_post_accumulate_grad_hook
+        return register_post_accumulate_grad_hook(self, hook)
+
     # ---- hashing: tensors compare elementwise, so hash by identity -----------------------------
     __hash__ = object.__hash__
 
