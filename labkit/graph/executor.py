@@ -6,9 +6,8 @@ lookup, no shape inference and no dispatch, and each intermediate is released (`
 after its last use. Plans are cached per (fetches, feeds) and may run from several threads at
 once: all state lives in the function's locals.
 
-Ops that are one NumPy/CuPy call (the elementwise ufuncs, ``relu``, ``matmul``) are bound to
-that call directly, skipping their kernel wrapper, so that they can write with ``out=`` (the op
-declaration has no ``out=`` form yet: this table mirrors those kernels). When the
+Ops whose declaration gives a form that writes into a given array (``Op.into``: the elementwise
+ufuncs, ``relu``, ``matmul``) are bound to it directly, skipping their kernel wrapper. When the
 graph carries a buffer plan for exactly these fetches (``graph.buffer_plan``, made by the
 buffer-reuse pass), results are written with ``out=`` into the buffers of a *workspace*: one set
 of arrays per concurrently running call, taken from the plan's pool at the start of a run and
@@ -54,21 +53,10 @@ from ..errors import DTypeError, describe
 from ..profiler import active_profile
 from ..profiler.events import OpEvent, lane_name, now_ns
 from ..profiler.profile import _active as _profiles
-from ..tensor.ops import elementwise as _ew
-from ..tensor.ops import linalg as _linalg
 from ..tensor.tensor import Tensor
 from .ir import CAPTURE, CONSTANT, PLACEHOLDER, GraphError, Node
 from .rendezvous import Rendezvous, recv, recv_value, send, send_value
 
-# op -> name of the array-module function that is its whole kernel
-_UFUNCS = {
-    _ew.add: "add", _ew.sub: "subtract", _ew.mul: "multiply", _ew.div: "true_divide",
-    _ew.pow: "power", _ew.maximum: "maximum", _ew.minimum: "minimum", _ew.neg: "negative",
-    _ew.exp: "exp", _ew.log: "log", _ew.sqrt: "sqrt", _ew.abs: "absolute", _ew.tanh: "tanh",
-    _ew.sign: "sign", _ew.eq: "equal", _ew.ne: "not_equal", _ew.lt: "less",
-    _ew.le: "less_equal", _ew.gt: "greater", _ew.ge: "greater_equal",
-    _ew.logical_not: "logical_not",
-}
 _fused_op = None
 
 
@@ -81,21 +69,11 @@ def _fused():
 
 
 def direct_call(node):
-    """(function, trailing literal args) computing ``node`` in one array-module call, or None.
-
-    The function accepts ``out=``.
-    """
-    if node.kind != "op":
+    """The function computing ``node`` into a given array (``f(*inputs, out=array)``), from its
+    op's declaration (``Op.into``), or None."""
+    if node.kind != "op" or node.op.into is None or node.attrs:
         return None
-    xp = node.device.xp
-    op = node.op
-    if op in _UFUNCS and not node.attrs:
-        return getattr(xp, _UFUNCS[op]), ()
-    if op is _ew.relu:
-        return functools.partial(_ew.relu_into, xp), ()
-    if op is _linalg.matmul:
-        return xp.matmul, ()
-    return None
+    return node.op.into(node.device.xp)
 
 
 def writes_into(node):
@@ -486,11 +464,7 @@ class _CodeGen:
                         call_args.append(f"l{n.index}_{j}")
                 direct = direct_call(n)
                 if direct is not None:
-                    fn, extra = direct
-                    for j, a in enumerate(extra):
-                        ns[f"e{n.index}_{j}"] = a
-                        call_args.append(f"e{n.index}_{j}")
-                    ns[f"k{n.index}"] = fn
+                    ns[f"k{n.index}"] = direct
                 else:
                     ns[f"k{n.index}"] = functools.partial(n.op.kernel, n.device.xp, **n.attrs)
                 if n.index in slot_of:

@@ -35,9 +35,10 @@ REGISTRY = {}
 class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
-    __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "__weakref__")
+    __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "into",
+                 "__weakref__")
 
-    def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False):
+    def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False, into=None):
         if not callable(kernel) or not callable(shape):
             raise TypeError(f"op {name!r}: kernel and shape rule must be callable")
         self.name = name
@@ -51,6 +52,9 @@ class Op:
         # Stateful ops (assign, queue ops...) have side effects: a captured function runs every
         # one of them, in program order, whether or not its result is fetched.
         self.stateful = stateful
+        # ``into(xp) -> f`` where ``f(*inputs, out=array)`` computes the kernel into a given
+        # array (graph plans write into reused buffers through it); None: the op cannot.
+        self.into = into
 
     def __call__(self, *inputs, **attrs):
         return dispatch.bind(self, inputs, attrs)
@@ -63,15 +67,17 @@ class Op:
         return self.vjp is not None
 
 
-def op(name, *, shape, vjp=None, register=True, stateful=False):
+def op(name, *, shape, vjp=None, register=True, stateful=False, into=None):
     """Decorator declaring a primitive op from its kernel.
 
     ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule (None: not differentiable, e.g.
-    comparisons and argmax). Registered ops are walked by the test suite, so each one needs a
-    test entry. Redeclaring a name replaces the earlier op (handy while iterating in a notebook).
+    comparisons and argmax). ``into`` (optional): ``into(xp)`` gives a function computing the
+    kernel into a given array, ``f(*inputs, out=array)``, for graph plans that reuse buffers.
+    Registered ops are walked by the test suite, so each one needs a test entry. Redeclaring a
+    name replaces the earlier op (handy while iterating in a notebook).
     """
     def declare(kernel):
-        o = Op(name, kernel, shape, vjp, stateful=stateful)
+        o = Op(name, kernel, shape, vjp, stateful=stateful, into=into)
         if register:
             REGISTRY[name] = o
         return o

@@ -2,6 +2,7 @@
 
 Each op is one declaration: kernel (against ``xp``), shape/dtype rule, vjp in labkit ops.
 """
+import functools
 import math
 
 import numpy as np
@@ -23,22 +24,26 @@ def _is_tensor(x):
     return isinstance(x, Tensor)
 
 
+def ufunc_op(name, ufunc, vjp=None):
+    """An op that is one array-module ufunc (``ufunc``: NumPy's): its kernel is
+    ``xp.<ufunc>(*inputs)``, its shape rule the ufunc's broadcasting and dtype resolution, and
+    graph plans call ``xp.<ufunc>(*inputs, out=buffer)`` directly."""
+    fname = ufunc.__name__
+
+    def kernel(xp, *inputs):
+        return getattr(xp, fname)(*inputs)
+    kernel.__name__ = name
+    return op(name, shape=elementwise(ufunc, name), vjp=vjp,
+              into=lambda xp: getattr(xp, fname))(kernel)
+
+
 # ---- binary arithmetic ---------------------------------------------------------------------
-@op("add", shape=elementwise(np.add, "add"), vjp=lambda g, out, a, b: (_if(a, g), _if(b, g)))
-def add(xp, a, b):
-    return xp.add(a, b)
-
-
-@op("sub", shape=elementwise(np.subtract, "sub"), vjp=lambda g, out, a, b: (_if(a, g), neg(g) if needs_grad(b) else None))
-def sub(xp, a, b):
-    return xp.subtract(a, b)
-
-
-@op("mul", shape=elementwise(np.multiply, "mul"),
-    vjp=lambda g, out, a, b: (mul(g, b) if needs_grad(a) else None,
-                              mul(g, a) if needs_grad(b) else None))
-def mul(xp, a, b):
-    return xp.multiply(a, b)
+add = ufunc_op("add", np.add, vjp=lambda g, out, a, b: (_if(a, g), _if(b, g)))
+sub = ufunc_op("sub", np.subtract,
+               vjp=lambda g, out, a, b: (_if(a, g), neg(g) if needs_grad(b) else None))
+mul = ufunc_op("mul", np.multiply,
+               vjp=lambda g, out, a, b: (mul(g, b) if needs_grad(a) else None,
+                                         mul(g, a) if needs_grad(b) else None))
 
 
 def _div_vjp(g, out, a, b):
@@ -46,9 +51,7 @@ def _div_vjp(g, out, a, b):
     return (ga if needs_grad(a) else None), (neg(mul(ga, out)) if needs_grad(b) else None)
 
 
-@op("div", shape=elementwise(np.true_divide, "div"), vjp=_div_vjp)
-def div(xp, a, b):
-    return xp.true_divide(a, b)
+div = ufunc_op("div", np.true_divide, vjp=_div_vjp)
 
 
 def _pow_vjp(g, out, a, b):
@@ -62,7 +65,8 @@ def _pow_vjp(g, out, a, b):
     return ga, gb
 
 
-@op("pow", shape=elementwise(np.power, "pow"), vjp=_pow_vjp)
+# into: xp.power itself (a captured graph's shape rule has already refused bool ** bool)
+@op("pow", shape=elementwise(np.power, "pow"), vjp=_pow_vjp, into=lambda xp: xp.power)
 def pow(xp, a, b):
     out = xp.power(a, b)
     if getattr(out, "dtype", None) == xp.int8:   # bool ** bool: NumPy's int8, not a labkit dtype
@@ -75,9 +79,7 @@ def _maximum_vjp(g, out, a, b):
     return where(pick_a, g, 0), where(pick_a, 0, g)
 
 
-@op("maximum", shape=elementwise(np.maximum, "maximum"), vjp=_maximum_vjp)
-def maximum(xp, a, b):
-    return xp.maximum(a, b)
+maximum = ufunc_op("maximum", np.maximum, vjp=_maximum_vjp)
 
 
 def _minimum_vjp(g, out, a, b):
@@ -85,46 +87,17 @@ def _minimum_vjp(g, out, a, b):
     return where(pick_a, g, 0), where(pick_a, 0, g)
 
 
-@op("minimum", shape=elementwise(np.minimum, "minimum"), vjp=_minimum_vjp)
-def minimum(xp, a, b):
-    return xp.minimum(a, b)
+minimum = ufunc_op("minimum", np.minimum, vjp=_minimum_vjp)
 
 
 # ---- unary math ------------------------------------------------------------------------------
-@op("neg", shape=elementwise(np.negative, "neg"), vjp=lambda g, out, x: (neg(g),))
-def neg(xp, x):
-    return xp.negative(x)
-
-
-@op("exp", shape=elementwise(np.exp, "exp"), vjp=lambda g, out, x: (mul(g, out),))
-def exp(xp, x):
-    return xp.exp(x)
-
-
-@op("log", shape=elementwise(np.log, "log"), vjp=lambda g, out, x: (div(g, x),))
-def log(xp, x):
-    return xp.log(x)
-
-
-@op("sqrt", shape=elementwise(np.sqrt, "sqrt"), vjp=lambda g, out, x: (div(mul(g, 0.5), out),))
-def sqrt(xp, x):
-    return xp.sqrt(x)
-
-
-@op("abs", shape=elementwise(np.absolute, "abs"), vjp=lambda g, out, x: (mul(g, sign(x)),))
-def abs(xp, x):
-    return xp.absolute(x)
-
-
-@op("sign", shape=elementwise(np.sign, "sign"))
-def sign(xp, x):
-    return xp.sign(x)
-
-
-@op("tanh", shape=elementwise(np.tanh, "tanh"),
-    vjp=lambda g, out, x: (mul(g, sub(1, mul(out, out))),))
-def tanh(xp, x):
-    return xp.tanh(x)
+neg = ufunc_op("neg", np.negative, vjp=lambda g, out, x: (neg(g),))
+exp = ufunc_op("exp", np.exp, vjp=lambda g, out, x: (mul(g, out),))
+log = ufunc_op("log", np.log, vjp=lambda g, out, x: (div(g, x),))
+sqrt = ufunc_op("sqrt", np.sqrt, vjp=lambda g, out, x: (div(mul(g, 0.5), out),))
+abs = ufunc_op("abs", np.absolute, vjp=lambda g, out, x: (mul(g, sign(x)),))
+sign = ufunc_op("sign", np.sign)
+tanh = ufunc_op("tanh", np.tanh, vjp=lambda g, out, x: (mul(g, sub(1, mul(out, out))),))
 
 
 def _sigmoid_kernel(xp, x):
@@ -154,28 +127,20 @@ def relu_into(xp, x, out=None):
 
 
 # the vjp reads the output (out > 0 exactly where x > 0), so x's buffer may be reused in place
-@op("relu", shape=_relu_rule, vjp=lambda g, out, x: (mul(g, gt(out, 0)),))
+@op("relu", shape=_relu_rule, vjp=lambda g, out, x: (mul(g, gt(out, 0)),),
+    into=lambda xp: functools.partial(relu_into, xp))
 def relu(xp, x):
     return relu_into(xp, x)
 
 
 # ---- comparisons (no gradient) -----------------------------------------------------------
-def _compare(name, ufunc):
-    fname = ufunc.__name__
-    return op(name, shape=elementwise(ufunc, name))(lambda xp, a, b: getattr(xp, fname)(a, b))
-
-
-eq = _compare("eq", np.equal)
-ne = _compare("ne", np.not_equal)
-lt = _compare("lt", np.less)
-le = _compare("le", np.less_equal)
-gt = _compare("gt", np.greater)
-ge = _compare("ge", np.greater_equal)
-
-
-@op("logical_not", shape=elementwise(np.logical_not, "logical_not"))
-def logical_not(xp, x):
-    return xp.logical_not(x)
+eq = ufunc_op("eq", np.equal)
+ne = ufunc_op("ne", np.not_equal)
+lt = ufunc_op("lt", np.less)
+le = ufunc_op("le", np.less_equal)
+gt = ufunc_op("gt", np.greater)
+ge = ufunc_op("ge", np.greater_equal)
+logical_not = ufunc_op("logical_not", np.logical_not)
 
 
 # ---- selection ----------------------------------------------------------------------------

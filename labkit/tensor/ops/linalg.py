@@ -58,7 +58,7 @@ def _matmul_vjp(g, out, a, b):
     return ga, gb
 
 
-@op("matmul", shape=_matmul_rule, vjp=_matmul_vjp)
+@op("matmul", shape=_matmul_rule, vjp=_matmul_vjp, into=lambda xp: xp.matmul)
 def matmul(xp, a, b):
     """Matrix product with NumPy's ``@`` semantics: batched over leading dims, 1-D promoted."""
     return xp.matmul(a, b)
