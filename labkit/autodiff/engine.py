@@ -13,6 +13,7 @@ from ..tensor import dispatch
 from ..tensor.ops.elementwise import add, cast
 from ..tensor.ops.reduce import sum_to_shape
 from ..tensor.tensor import Tensor
+from ..tensor.versions import epoch as _epoch
 from . import hooks
 
 
@@ -128,8 +129,11 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
             inputs = node.inputs
             if inputs is None:
                 raise _freed_error(node)
-            input_grads = node.op.vjp(g, node.output_tensor(create_graph), *inputs,
-                                      **node.attrs)
+            if node.epoch != _epoch[0]:        # something was written in place since
+                input_grads = _vjp_checking_writes(node, g, create_graph)
+            else:
+                input_grads = node.op.vjp(g, node.output_tensor(create_graph), *inputs,
+                                          **node.attrs)
             for inp, gi in zip(inputs, input_grads):
                 if gi is None or not isinstance(inp, Tensor) or not (
                         inp._requires_grad or follow_all):
@@ -145,6 +149,52 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
                     leaf_grads[key] = (inp, gi) if prev is None else (inp, add(prev[1], gi))
             if not retain_graph:
                 node.free()
+
+
+def _vjp_checking_writes(node, g, create_graph):
+    """``node``'s vjp, raising if it reads a saved value written in place after the node was
+    recorded (``labkit.tensor.versions``); a vjp that only looks at shapes runs as usual."""
+    written = {}
+    for i, t in enumerate(node.inputs):
+        c = getattr(t, "_version", None)
+        if isinstance(t, Tensor) and c is not None and c[0] > node.epoch:
+            written[id(t._data)] = f"its input {i} ({describe(t)})"
+    c = node.out_version
+    if c is not None and c[0] > node.epoch:
+        written[id(node.out)] = "its output"
+    out = node.output_tensor(create_graph)
+    if not written:
+        return node.op.vjp(g, out, *node.inputs, **node.attrs)
+    with dispatch.push_mode(_WriteCheck(dispatch.current_mode(), written, node.op.name)):
+        return node.op.vjp(g, out, *node.inputs, **node.attrs)
+
+
+class _WriteCheck(dispatch.Mode):
+    """The mode a vjp runs under when values it may read were written in place: every op it
+    applies is checked for such a value among its inputs, then passed to the mode below."""
+
+    def __init__(self, below, written, opname):
+        self.below, self.written, self.opname = below, written, opname
+
+    def apply(self, op, inputs, attrs):
+        for a in inputs:
+            what = self.written.get(id(getattr(a, "_data", None)))
+            if what is not None:
+                raise GradError(
+                    f"backward through {self.opname}: {what} was changed in place (assign, "
+                    f"assign_add, assign_sub, or an optimiser step) after {self.opname} used it, "
+                    f"and its gradient needs the old values. Write into a copy instead "
+                    f"(t.clone()), or make the change after backward().")
+        return self.below.apply(op, inputs, attrs)
+
+    def phase(self, name):
+        return self.below.phase(name)
+
+    def set_grad(self, tensor, value):
+        return self.below.set_grad(tensor, value)
+
+    def accumulate_grad(self, leaf, g):
+        return self.below.accumulate_grad(leaf, g)
 
 
 def _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumulate):

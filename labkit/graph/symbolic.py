@@ -26,6 +26,7 @@ class SymbolicTensor(Tensor):
         t._requires_grad = requires_grad
         t._grad = None
         t._node = None
+        t._version = None
         t._gnode = node
         return t
 

@@ -80,6 +80,7 @@ class Variable(Tensor):
         self._requires_grad = False
         self._grad = None
         self._node = None
+        self._version = None
         self.name = str(name) if name is not None else _default_name()
         self.trainable = bool(trainable)
         if self.trainable and self.dtype.is_floating:
@@ -94,6 +95,7 @@ class Variable(Tensor):
         t._requires_grad = False
         t._grad = None
         t._node = None
+        t._version = None
         t.name = name
         t.trainable = trainable
         return t

@@ -8,6 +8,7 @@
 from ..tensor.creation import tensor as _tensor
 from ..tensor.creation import zeros
 from ..tensor.tensor import Tensor
+from ..tensor.versions import counter_of
 
 
 class Parameter(Tensor):
@@ -40,6 +41,8 @@ class Parameter(Tensor):
         self._requires_grad = False
         self._grad = None
         self._node = None
+        # the same memory as data: in-place writes through either count for both
+        self._version = counter_of(data) if array is data._data else None
         if requires_grad:
             self.requires_grad = True    # checks the dtype, with a clear error for integers
 

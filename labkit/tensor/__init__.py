@@ -10,9 +10,9 @@ from .op import REGISTRY, Op, op
 from .ops.conv import avg_pool2d, conv2d, max_pool2d
 from .ops.composite import (clip, flatten, logsumexp, mean, split, squeeze, stack, transpose,
                             unsqueeze, var)
-from .ops.elementwise import (abs, add, cast, div, eq, exp, ge, gt, le, log, logical_not, lt,
-                              maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sign, sqrt, sub,
-                              tanh, where)
+from .ops.elementwise import (abs, add, cast, clone, div, eq, exp, ge, gt, le, log, logical_not,
+                              lt, maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sign, sqrt,
+                              sub, tanh, where)
 from .ops.index import gather, getitem, scatter_add, take
 from .ops.linalg import matmul
 from .ops.reduce import argmax, argmin, max, min, sum

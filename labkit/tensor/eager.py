@@ -15,6 +15,7 @@ from ..errors import DeviceError, DTypeError, LabkitError, NumericsError, ShapeE
 from ..devices import default_device
 from . import dispatch
 from .dispatch import Mode
+from . import versions
 from .tape import TapeNode
 from .tensor import Tensor
 
@@ -93,9 +94,19 @@ class EagerMode(Mode):
             device = op.out_device(attrs)
         if type(out) is not device.array_type:   # NumPy's 0-d results come back as scalars
             out = device.xp.asarray(out)
+        if op.writes is not None:
+            versions.bump(inputs[op.writes])
         if needs_grad and op.vjp is not None and dispatch._state.grad_enabled:
-            return Tensor._make(out, device, True, TapeNode(op, inputs, attrs, out, device))
-        return Tensor._make(out, device)
+            node = TapeNode(op, inputs, attrs, out, device)
+            result = Tensor._make(out, device, True, node)
+        else:
+            node = None
+            result = Tensor._make(out, device)
+        if out.base is not None or (arrays and out is arrays[0]):   # a view of an input?
+            versions.share_if_view(result, inputs)
+            if node is not None:
+                node.out_version = getattr(result, "_version", None)
+        return result
 
 
 def _nonfinite(value):

@@ -74,6 +74,7 @@ Tensor.mean = lambda self, dim=None, keepdim=False: C.mean(self, dim=dim, keepdi
 Tensor.var = lambda self, dim=None, keepdim=False, correction=1: C.var(
     self, dim=dim, keepdim=keepdim, correction=correction)
 Tensor.softmax = lambda self, dim=-1: X.softmax(self, dim=dim)
+Tensor.clone = lambda self: E.clone(self)
 Tensor.log_softmax = lambda self, dim=-1: X.log_softmax(self, dim=dim)
 Tensor.clip = lambda self, min=None, max=None: C.clip(self, min=min, max=max)
 Tensor.clamp = Tensor.clip

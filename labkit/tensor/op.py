@@ -36,9 +36,10 @@ class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
     __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "into",
-                 "__weakref__")
+                 "writes", "__weakref__")
 
-    def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False, into=None):
+    def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False, into=None,
+                 writes=None):
         if not callable(kernel) or not callable(shape):
             raise TypeError(f"op {name!r}: kernel and shape rule must be callable")
         self.name = name
@@ -55,6 +56,8 @@ class Op:
         # ``into(xp) -> f`` where ``f(*inputs, out=array)`` computes the kernel into a given
         # array (graph plans write into reused buffers through it); None: the op cannot.
         self.into = into
+        # the index of the input the kernel writes into in place (assign ops), or None
+        self.writes = writes
 
     def __call__(self, *inputs, **attrs):
         return dispatch.bind(self, inputs, attrs)
@@ -67,17 +70,18 @@ class Op:
         return self.vjp is not None
 
 
-def op(name, *, shape, vjp=None, register=True, stateful=False, into=None):
+def op(name, *, shape, vjp=None, register=True, stateful=False, into=None, writes=None):
     """Decorator declaring a primitive op from its kernel.
 
     ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule (None: not differentiable, e.g.
     comparisons and argmax). ``into`` (optional): ``into(xp)`` gives a function computing the
     kernel into a given array, ``f(*inputs, out=array)``, for graph plans that reuse buffers.
-    Registered ops are walked by the test suite, so each one needs a test entry. Redeclaring a
+    ``writes`` (optional): the index of the input the kernel changes in place (autodiff then
+    checks that no value it saved was changed before the backward pass). Registered ops are walked by the test suite, so each one needs a test entry. Redeclaring a
     name replaces the earlier op (handy while iterating in a notebook).
     """
     def declare(kernel):
-        o = Op(name, kernel, shape, vjp, stateful=stateful, into=into)
+        o = Op(name, kernel, shape, vjp, stateful=stateful, into=into, writes=writes)
         if register:
             REGISTRY[name] = o
         return o

@@ -8,19 +8,23 @@ The backward engine (labkit.autodiff) walks these nodes.
 """
 
 from .tensor import Tensor
+from .versions import epoch as _epoch
 
 _make = Tensor._make
 
 
 class TapeNode:
-    __slots__ = ("op", "inputs", "attrs", "out", "device", "__weakref__")
+    __slots__ = ("op", "inputs", "attrs", "out", "device", "epoch", "out_version",
+                 "__weakref__")
 
-    def __init__(self, op, inputs, attrs, out, device):
+    def __init__(self, op, inputs, attrs, out, device, out_version=None):
         self.op = op
         self.inputs = inputs   # tuple of Tensors / scalars as passed to the op; None once freed
         self.attrs = attrs
         self.out = out         # the output array (the vjp's ``out`` argument)
         self.device = device
+        self.epoch = _epoch[0]            # in-place writes before this entry (versions.py)
+        self.out_version = out_version    # the output tensor's version counter
 
     def output_tensor(self, linked):
         """The output as a Tensor for the vjp rule; ``linked``: part of a recorded backward."""

@@ -25,7 +25,8 @@ class Tensor:
     Attributes: ``shape``, ``ndim``, ``dtype``, ``device``, ``requires_grad``, ``grad``.
     """
 
-    __slots__ = ("_data", "_device", "_requires_grad", "_grad", "_node", "__weakref__")
+    __slots__ = ("_data", "_device", "_requires_grad", "_grad", "_node", "_version",
+                 "__weakref__")
     __array_priority__ = 1000   # so ndarray * Tensor defers to Tensor.__rmul__
 
     # ---- construction (internal; users call lk.tensor) -------------------------------------
@@ -37,6 +38,7 @@ class Tensor:
         t._requires_grad = requires_grad
         t._grad = None
         t._node = node
+        # _version (the in-place write counter, tensor/versions.py) stays unset until needed
         return t
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
@@ -47,6 +49,7 @@ class Tensor:
         self._requires_grad = src._requires_grad
         self._grad = None
         self._node = None
+        self._version = None
 
     # ---- metadata ---------------------------------------------------------------------------
     @property
@@ -177,7 +180,10 @@ class Tensor:
 
     def detach(self):
         """The same values (shared memory) with no history and ``requires_grad=False``."""
-        return Tensor._make(self._data, self._device)
+        from .versions import counter_of
+        t = Tensor._make(self._data, self._device)
+        t._version = counter_of(self)     # a write through either is a write to both
+        return t
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False):
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""

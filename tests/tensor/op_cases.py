@@ -704,6 +704,7 @@ STATE = [
          _assign_build, _assign_params(), ASSIGN_EDGES, op="assign_sub", differentiable=False),
     unary("stop_gradient", _elementwise.stop_gradient, lambda x: x.copy(),
           differentiable=False),
+    unary("clone", _elementwise.clone, lambda x: x.copy()),
 ]
 
 

@@ -193,6 +193,12 @@ def check_float(opname, x):
         raise DTypeError(f"{opname} needs a floating-point tensor; got {describe(x)}")
 
 
+@op("clone", shape=same_as_first, vjp=lambda g, out, x: (g,))
+def clone(xp, x):
+    """A copy of ``x`` in new memory; gradients flow through it (PyTorch's ``clone``)."""
+    return x.copy()
+
+
 @op("stop_gradient", shape=same_as_first)
 def stop_gradient(xp, x):
     """``x`` itself, through which no gradient flows (``t.detach()`` under graph capture)."""
