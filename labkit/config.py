@@ -5,7 +5,38 @@
 >>> lk.config.run_functions_eagerly(False)
 """
 
-_state = {"functions_eagerly": False, "retrace_warning": 5}
+import os
+
+_state = {"functions_eagerly": False, "retrace_warning": 5,
+          "debug": os.environ.get("LABKIT_DEBUG") == "1"}
+_watchers = {}     # switch name -> [functions called with the new value] (lower layers register)
+
+
+def _watch(name, fn):
+    _watchers.setdefault(name, []).append(fn)
+
+
+def set_debug(flag=True):
+    """Check every eager op: its shape rule against its kernel's output, and its output for NaN
+    or Inf that its inputs did not hold (a ``NumericsError`` names the op). Slower; the same as
+    starting Python with ``LABKIT_DEBUG=1``, but switchable from a notebook cell.
+
+    >>> import labkit as lk
+    >>> lk.config.set_debug(True)
+    >>> lk.tensor([-1.0]).log()       # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    labkit.errors.NumericsError: LABKIT_DEBUG: op log produced NaN ...
+    >>> lk.config.set_debug(False)
+    """
+    _state["debug"] = bool(flag)
+    for fn in _watchers.get("debug", ()):
+        fn(_state["debug"])
+
+
+def debug():
+    """Whether the checking mode of ``set_debug`` is on."""
+    return _state["debug"]
 
 
 def run_functions_eagerly(flag=True):

@@ -320,3 +320,31 @@ def test_debug_mode_uncaught_error_reaches_the_user():
 def test_without_debug_mode_nan_is_just_a_value():
     with np.errstate(invalid="ignore"):
         assert np.isnan(lk.log(lk.tensor(-1.0)).item())
+
+
+@pytest.mark.skipif(os.environ.get("LABKIT_DEBUG") == "1", reason="the suite runs in debug mode")
+def test_debug_mode_switches_at_run_time_in_every_thread():
+    import threading
+    errors = []
+
+    def in_thread():
+        try:
+            with np.errstate(invalid="ignore"):
+                lk.log(lk.tensor(-1.0))
+        except lk.NumericsError as e:
+            errors.append(e)
+    lk.config.set_debug(True)
+    try:
+        assert lk.config.debug()
+        with pytest.raises(lk.NumericsError, match="op sqrt produced NaN"):
+            with np.errstate(invalid="ignore"):
+                lk.sqrt(lk.tensor(-4.0))
+        t = threading.Thread(target=in_thread)
+        t.start()
+        t.join()
+        assert len(errors) == 1 and "op log" in str(errors[0])
+    finally:
+        lk.config.set_debug(False)
+    assert not lk.config.debug()
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(lk.sqrt(lk.tensor(-4.0)).item())

@@ -5,12 +5,13 @@ device, run the kernel, wrap the result, and (if some input requires grad and gr
 record a TapeNode. Shape rules are not run on success; when a kernel fails, the op's shape rule is
 asked to explain why, so the error names the op, shapes, dtypes and devices.
 
-``LABKIT_DEBUG=1`` switches on a checking mode: each op's shape rule is compared with the
-kernel's real output, and NaN/Inf in an output raises an error naming the op that made it.
+``LABKIT_DEBUG=1`` (or ``lk.config.set_debug(True)``) switches on a checking mode: each op's
+shape rule is compared with the kernel's real output, and NaN/Inf in an output raises an error
+naming the op that made it.
 """
 import math
-import os
 
+from .. import config
 from ..errors import DeviceError, DTypeError, LabkitError, NumericsError, ShapeError, describe
 from ..devices import default_device
 from . import dispatch
@@ -158,10 +159,16 @@ class DebugEagerMode(EagerMode):
                         f"{result.size} values of its output {describe(result)}) from {source} "
                         f"({parts}){f' with {attrs}' if attrs else ''}. Look for its usual "
                         f"causes (log or sqrt of a negative number, log(0), division by zero, "
-                        f"overflow) in the values fed to {op.name}; unset LABKIT_DEBUG to run "
-                        f"without this check.")
+                        f"overflow) in the values fed to {op.name}; lk.config.set_debug(False) "
+                        f"(or unsetting LABKIT_DEBUG) runs without this check.")
         return result
 
 
-dispatch._install_eager(DebugEagerMode() if os.environ.get("LABKIT_DEBUG") == "1"
-                        else EagerMode())
+def _set_debug(flag):
+    # Every thread's mode stack starts from the one eager mode object: switching its class
+    # switches checking on or off everywhere at once, at no cost per op.
+    dispatch._eager_mode.__class__ = DebugEagerMode if flag else EagerMode
+
+
+dispatch._install_eager(DebugEagerMode() if config.debug() else EagerMode())
+config._watch("debug", _set_debug)
