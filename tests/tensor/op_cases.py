@@ -167,6 +167,7 @@ ELEMENTWISE = [
     unary("abs", lk.abs, np.abs, gen=nonzero),
     unary("sign", lk.sign, np.sign, gen=small_ints, differentiable=False),
     unary("tanh", lk.tanh, np.tanh),
+    binary("tanh_backward", _elementwise.tanh_backward, lambda g, y: g * (1 - y * y)),
     unary("sigmoid", lk.sigmoid, _stable_sigmoid),
     unary("sigmoid_large_inputs", lk.sigmoid, _stable_sigmoid, gen=_sigmoid_big, op="sigmoid",
           differentiable=False),

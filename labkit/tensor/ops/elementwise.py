@@ -97,7 +97,19 @@ log = ufunc_op("log", np.log, vjp=lambda g, out, x: (div(g, x),))
 sqrt = ufunc_op("sqrt", np.sqrt, vjp=lambda g, out, x: (div(mul(g, 0.5), out),))
 abs = ufunc_op("abs", np.absolute, vjp=lambda g, out, x: (mul(g, sign(x)),))
 sign = ufunc_op("sign", np.sign)
-tanh = ufunc_op("tanh", np.tanh, vjp=lambda g, out, x: (mul(g, sub(1, mul(out, out))),))
+tanh = ufunc_op("tanh", np.tanh, vjp=lambda g, out, x: (tanh_backward(g, out),))
+
+
+def _tanh_backward_vjp(c, out, g, y):
+    return (mul(c, sub(1, mul(y, y))) if needs_grad(g) else None,
+            mul(mul(c, g), mul(y, -2.0)) if needs_grad(y) else None)
+
+
+# tanh's gradient as one op (one dispatch and one tape entry in an RNN step instead of three)
+@op("tanh_backward", shape=elementwise(np.multiply, "tanh_backward"), vjp=_tanh_backward_vjp)
+def tanh_backward(xp, g, y):
+    """``g * (1 - y * y)``: the gradient through ``y = tanh(x)`` of an upstream gradient ``g``."""
+    return g * (1 - y * y)
 
 
 def _sigmoid_kernel(xp, x):
