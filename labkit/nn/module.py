@@ -87,11 +87,13 @@ class Module:
                 raise _no_init_error(self, name)
             self._forget(name, keep="_parameters")
             params[name] = value
+            _name_parameters(name, value)
         elif isinstance(value, Module):
             if params is None:
                 raise _no_init_error(self, name)
             self._forget(name, keep="_modules")
             d["_modules"][name] = value
+            _name_parameters(name, value)
         elif params is not None and name in params:
             if value is not None:
                 raise TypeError(
@@ -153,6 +155,8 @@ class Module:
                             f"None, got {type(param).__name__}; wrap it: lk.nn.Parameter(t)")
         self._forget(name, keep="_parameters")
         self._parameters[name] = param
+        if param is not None:
+            _name_parameters(name, param)
 
     def register_buffer(self, name, tensor, persistent=True):
         """Register a tensor that is state but not trained (e.g. running statistics).
@@ -174,6 +178,8 @@ class Module:
                             f"{type(module).__name__}")
         self._forget(name, keep="_modules")
         self._modules[name] = module
+        if module is not None:
+            _name_parameters(name, module)
 
     register_module = add_module
 
@@ -442,3 +448,13 @@ def _copy_into(target, value):
     array = transfer(array, src_device, target.device)
     xp = target.device.xp
     xp.copyto(target._data, array.astype(target._data.dtype, copy=False))
+
+
+def _name_parameters(name, value):
+    """Name a Parameter registered as ``name``, or prefix the names of a module's parameters
+    with it (a module attached to a parent later gets the parent's prefix in turn)."""
+    if isinstance(value, Parameter):
+        value.name = name
+    else:
+        for qualified, p in value.named_parameters():
+            p.name = f"{name}.{qualified}"

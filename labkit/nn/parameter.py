@@ -26,9 +26,13 @@ class Parameter(Tensor):
     ...         return x * self.s
     >>> [name for name, _ in Scale().named_parameters()]
     ['s']
+
+    A Parameter registered in a module takes its qualified name there (``'0.weight'`` in a
+    ``Sequential``, as ``named_parameters()`` says, relative to the outermost module it was
+    attached through) as ``.name``: graph listings and pictures show it.
     """
 
-    __slots__ = ()
+    __slots__ = ("name",)
 
     def __init__(self, data, requires_grad=True):
         if not isinstance(data, Tensor):

@@ -240,3 +240,24 @@ def test_parameter():
     view._data += 1
     assert view.tolist() == [2.0, 2.0, 2.0]
     assert type(p * 2) is lk.Tensor                  # ops return plain tensors
+
+
+def test_parameters_take_their_qualified_names_and_graphs_show_them():
+    class Net(lk.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = lk.nn.Sequential(lk.nn.Linear(3, 4), lk.nn.ReLU(), lk.nn.Linear(4, 2))
+            self.scale = lk.nn.Parameter(lk.ones(1))
+
+        def forward(self, x):
+            return self.body(x) * self.scale
+
+    net = Net()
+    assert [p.name for p in net.parameters()] == [n for n, _ in net.named_parameters()]
+    assert net.body[0].weight.name == "body.0.weight"
+    f = lk.function(lambda x: net(x).sum())
+    captured = [n.name for n in f.graph(lk.ones(2, 3)).nodes if n.kind == "capture"]
+    assert set(captured) == {"body.0.weight", "body.0.bias", "body.2.weight", "body.2.bias",
+                             "scale"}
+    svg = lk.viz.graph(f, lk.ones(2, 3), collapse=False).svg()
+    assert "body.0.weight" in svg and ">Parameter<" not in svg
