@@ -236,7 +236,9 @@ class Function:
         if trace.accumulating is None:
             with self._lock:
                 if trace.accumulating is None:
-                    reason = (f"the .grad of {describe(tensor)} was None when trace "
+                    name = getattr(tensor, "name", None)
+                    what = f"'{name}' ({describe(tensor)})" if name else describe(tensor)
+                    reason = (f"the .grad of {what} was None when trace "
                               f"{trace.number} was made and is set now: this trace adds the "
                               f"new gradients to it (gradient accumulation across calls)")
                     trace.accumulating = self._trace(trace.signature, args, kwargs,
