@@ -52,7 +52,7 @@ def _freed_error(node):
 
 def _fit(g, like):
     """Cotangent ``g`` summed back to ``like``'s shape and cast to its dtype (engine-wide rule)."""
-    if g.shape != like.shape and None not in g.shape and None not in like.shape:
+    if g.shape != like.shape and g.shape is not None and like.shape is not None:
         g = sum_to_shape(g, like.shape)
     a, b = g._data, like._data
     if (a.dtype != b.dtype) if (a is not None and b is not None) else (g.dtype is not like.dtype):

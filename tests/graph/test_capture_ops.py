@@ -201,10 +201,6 @@ def test_composite_captured_equals_eager(case):
             check_gradients(case, sample)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "shapes known only at run time (after a boolean mask) now propagate as None dims, but vjp "
-    "rules such as sum's bake the input's shape into a broadcast_to attribute; this needs a "
-    "broadcast-like-this-tensor primitive"))
 def test_ops_after_a_data_dependent_shape():
     x = lk.tensor(np.arange(6.0).reshape(2, 3))
     mask = lk.tensor(np.array([[True, False, True], [False, True, True]]))
@@ -216,6 +212,23 @@ def test_ops_after_a_data_dependent_shape():
         return lk.grad(lambda x: (x[mask] * 2.0).sum())(x)
 
     np.testing.assert_array_equal(f(x, mask).numpy(), 2.0 * mask.numpy())
+
+
+@pytest.mark.parametrize("dim, keepdim", [(None, False), (0, False), (1, True), ((0, 1), False)])
+def test_gradients_through_sums_over_rows_picked_by_a_mask(dim, keepdim):
+    rng = np.random.default_rng(0)
+    x = lk.tensor(rng.standard_normal((5, 3)))
+    rows = lk.tensor(np.array([True, False, True, True, False]))
+    w = lk.tensor(rng.standard_normal(3))
+
+    def loss(x, rows):
+        picked = x[rows]                             # (None, 3) while tracing
+        summed = (picked * w).sum(dim=dim, keepdim=keepdim)
+        return (summed ** 2).sum() + picked.mean(dim=dim).sum() + picked.var(dim=0).sum()
+
+    eager = lk.grad(loss)(x, rows)
+    captured = lk.function(lk.grad(loss))(x, rows)
+    np.testing.assert_allclose(captured.numpy(), eager.numpy(), rtol=1e-12)
 
 
 def test_gradient_of_index_add_values_under_a_mask():

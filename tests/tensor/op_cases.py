@@ -22,6 +22,8 @@ from labkit.tensor.ops import conv as _conv
 from labkit.tensor.ops import elementwise as _elementwise
 from labkit.tensor.ops import index as _index
 from labkit.tensor.ops import nll as _nll
+from labkit.tensor.ops import reduce as _reduce
+from labkit.tensor.ops import shape as _shape
 from labkit.tensor.ops import state as _state
 
 MAX_SIDE = 3
@@ -285,6 +287,11 @@ REDUCE_EDGES = [dict(shape=(), dim=None, keepdim=False), dict(shape=(), dim=0, k
                                                                keepdim=False),
                 dict(shape=(1, 3), dim=-2, keepdim=False), dict(shape=(3,), dim=None,
                                                                  keepdim=True)]
+def _reduction_size_ref(x, dim, keepdim):
+    axes = range(x.ndim) if dim is None else ((dim,) if isinstance(dim, int) else dim)
+    return np.asarray(math.prod(x.shape[a] for a in axes) if x.ndim else 1, x.dtype)
+
+
 REDUCTIONS = [
     Case("sum", lambda x, dim, keepdim: lk.sum(x, dim=dim, keepdim=keepdim), _np_reduce(np.sum),
          _reduce_build(normal), _reduce_params(),
@@ -305,6 +312,10 @@ REDUCTIONS = [
          _argref(np.argmin), _reduce_build(small_ints),
          _reduce_params(nonempty=True, tuple_dims=False), REDUCE_EDGES[:4],
          op="argmin", differentiable=False),
+    Case("reduction_size", lambda x, dim, keepdim: _reduce.reduction_size(x, dim=dim),
+         _reduction_size_ref,
+         _reduce_build(normal), _reduce_params(), REDUCE_EDGES, op="reduction_size",
+         differentiable=False),
 ]
 
 
@@ -360,6 +371,15 @@ def _concat_build(rng, shape, dim, sizes):
                   {"dim": dim})
 
 
+@st.composite
+def _expand_dims_params(draw):
+    shape = draw(shapes(max_dims=2))
+    n = len(shape) + draw(st.integers(1, 2))
+    axes = draw(st.lists(st.integers(-n, n - 1), min_size=n - len(shape),
+                         max_size=n - len(shape), unique_by=lambda a: a % n))
+    return {"shape": shape, "axes": tuple(axes)}
+
+
 SHAPE_OPS = [
     Case("reshape", lambda x, target: lk.reshape(x, shape=target),
          lambda x, target: x.reshape(target),
@@ -380,6 +400,19 @@ SHAPE_OPS = [
          [dict(shape=(), target=(2, 3)), dict(shape=(1, 3), target=(0, 3)),
           dict(shape=(3, 1), target=(2, 3, 4)), dict(shape=(2,), target=(2,))],
          op="broadcast_to"),
+    Case("broadcast_like", lambda x, like: _shape.broadcast_like(x, like),
+         lambda x, like: np.broadcast_to(x, like.shape),
+         lambda rng, shape, target: Sample((normal(rng, shape), normal(rng, target)),
+                                           grad=(0,)),
+         _broadcast_params(),
+         [dict(shape=(), target=(2, 3)), dict(shape=(3, 1), target=(2, 3, 4)),
+          dict(shape=(1, 3), target=(0, 3))], op="broadcast_like"),
+    Case("expand_dims", lambda x, axes: _shape.expand_dims(x, axes=axes),
+         lambda x, axes: np.expand_dims(x, axes),
+         lambda rng, shape, axes: Sample((normal(rng, shape),), {"axes": axes}),
+         _expand_dims_params(),
+         [dict(shape=(), axes=(0,)), dict(shape=(2, 3), axes=(0, -1)),
+          dict(shape=(2, 0), axes=(1,))], op="expand_dims"),
     Case("concat", lambda *xs, dim: lk.concat(*xs, dim=dim),
          lambda *xs, dim: np.concatenate(xs, axis=dim), _concat_build, _concat_params(),
          [dict(shape=(2, 3), dim=0, sizes=(1, 0, 2)), dict(shape=(2, 3), dim=-1, sizes=(3,)),

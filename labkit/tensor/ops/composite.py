@@ -4,7 +4,7 @@ import math
 from ...errors import ShapeError, describe
 from ..shape_rules import normalize_dim, normalize_dims
 from .elementwise import div, exp, log, maximum, minimum, sub
-from .reduce import max, sum
+from .reduce import max, reduction_size, sum
 from .shape import permute, reshape
 
 
@@ -22,11 +22,19 @@ def var(x, dim=None, keepdim=False, correction=1):
 
 
 def _count(x, axes):
-    """How many elements a reduction over ``axes`` combines (1 for a 0-d tensor)."""
-    return math.prod(x.shape[a] for a in axes) if x.ndim else 1
+    """How many elements a reduction over ``axes`` combines (1 for a 0-d tensor): a number, or
+    a 0-d tensor read at run time where a captured shape is known only then."""
+    if not x.ndim:
+        return 1
+    sizes = [x.shape[a] for a in axes]
+    if None in sizes:
+        return reduction_size(x, dim=tuple(axes))
+    return math.prod(sizes)
 
 
 def _at_least_zero(n):
+    if not isinstance(n, (int, float)):
+        return maximum(n, 0)
     return n if n > 0 else 0
 
 

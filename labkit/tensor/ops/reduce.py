@@ -1,5 +1,6 @@
 """Reductions: sum, max, min (differentiable), argmax, argmin; ``sum_to_shape`` for unbroadcasting."""
 import itertools
+import math
 
 import numpy as np
 
@@ -8,7 +9,7 @@ from ..dtypes import from_numpy_dtype, int64
 from ..op import op
 from ..shape_rules import normalize_dims, reduced_shape, shape_of
 from .elementwise import cast, div, eq, mul
-from .shape import broadcast_to, reshape
+from .shape import broadcast_like, broadcast_to, expand_dims, reshape
 
 
 def _axes(dim, ndim):
@@ -90,6 +91,11 @@ def _sum_dtype(x):
 
 
 def _sum_vjp(g, out, x, dim=None, keepdim=False):
+    if None in x.shape:       # a captured shape known only at run time (after a boolean mask)
+        axes = normalize_dims("sum", dim, x.ndim, x)
+        if not keepdim and axes and x.ndim:
+            g = expand_dims(g, axes=axes)
+        return (broadcast_like(g, x),)
     return (broadcast_to(reshape(g, shape=_keep_shape(x, dim)), shape=x.shape),)
 
 
@@ -117,6 +123,32 @@ def blas_sum(xp, x, dim, keepdim):
         out = x @ np.ones(x.shape[1], x.dtype)
         return out.reshape(-1, 1) if keepdim else out
     return None
+
+
+def _sum_to_partly_known_shape(g, shape):
+    """``sum_to_shape`` where some dimensions (None) are known only when a captured graph runs:
+    sums every axis the target has as 1 (a no-op where g's is 1 too) and drops leading ones,
+    with no reshape (which would need the sizes)."""
+    lead = len(g.shape) - len(shape)
+    if lead:
+        g = sum(g, dim=tuple(range(lead)))
+    ones = tuple(i for i, s in enumerate(shape) if s == 1 and g.shape[i] != 1)
+    return sum(g, dim=ones, keepdim=True) if ones else g
+
+
+def _reduction_size_rule(x, dim=None):
+    normalize_dims("reduction_size", dim, len(shape_of(x)), x)
+    return (), (x.dtype if x.dtype.is_floating else from_numpy_dtype(np.dtype(np.float64)))
+
+
+@op("reduction_size", shape=_reduction_size_rule)
+def reduction_size(xp, x, dim=None):
+    """How many elements a reduction of ``x`` over ``dim`` combines, as a 0-d tensor (x's dtype
+    if floating, else float64), read when the op runs: ``mean`` divides by it when a captured
+    shape is known only at run time (after a boolean mask)."""
+    axes = _axes(dim, x.ndim)
+    n = x.size if axes is None else math.prod(x.shape[a] for a in axes)
+    return xp.asarray(n, dtype=x.dtype if x.dtype.kind == "f" else np.float64)
 
 
 def _extremum_vjp(g, out, x, dim=None, keepdim=False):
@@ -172,6 +204,8 @@ def sum_to_shape(g, shape):
     shape = tuple(shape)
     if g.shape == shape:
         return g
+    if None in g.shape or None in shape:
+        return _sum_to_partly_known_shape(g, shape)
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)

@@ -90,6 +90,54 @@ def broadcast_to(xp, x, shape):
     return xp.broadcast_to(x, shape)
 
 
+# ---- shapes known only when a graph runs ------------------------------------------------------
+# In a captured graph, a shape that depends on the data (after a boolean mask) is None in some
+# dimensions until the graph runs. vjp rules that would bake such a shape into an attribute
+# (``broadcast_to(g, shape=x.shape)``) use these two instead: they read the shape at run time.
+def _broadcast_like_rule(x, like):
+    s, target = shape_of(x), shape_of(like)
+    if len(s) > len(target) or any(a != 1 and b is not None and a is not None and a != b
+                                   for a, b in zip(s[::-1], target[::-1])):
+        raise ShapeError(f"broadcast_like: cannot broadcast {describe(x)} to the shape of "
+                         f"{describe(like)}: matching trailing dimensions, each of the first's "
+                         f"must be 1 or equal the second's")
+    return target, x.dtype
+
+
+def _broadcast_like_vjp(g, out, x, like):
+    from .reduce import sum
+    lead = len(g.shape) - len(x.shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(x.shape) if s == 1)
+    summed = sum(g, dim=axes, keepdim=True) if axes else g
+    return reshape(summed, shape=x.shape), None
+
+
+@op("broadcast_like", shape=_broadcast_like_rule, vjp=_broadcast_like_vjp)
+def broadcast_like(xp, x, like):
+    """``x`` broadcast to the shape ``like`` has when the op runs (a read-only view)."""
+    return xp.broadcast_to(x, like.shape)
+
+
+def _expand_dims_rule(x, axes):
+    s = list(shape_of(x))
+    n = len(s) + len(axes)
+    for a in sorted(normalize_dim("expand_dims", d, n, x) for d in axes):
+        s.insert(a, 1)
+    return tuple(s), x.dtype
+
+
+def _expand_dims_vjp(g, out, x, axes):
+    from .reduce import sum
+    return (sum(g, dim=tuple(axes)),)
+
+
+@op("expand_dims", shape=_expand_dims_rule, vjp=_expand_dims_vjp)
+def expand_dims(xp, x, axes):
+    """``x`` with size-1 dimensions inserted at ``axes`` (positions in the result), whatever its
+    other dimensions are when the op runs."""
+    return xp.expand_dims(x, tuple(axes))
+
+
 def _concat_rule(*xs, dim=0):
     if not xs:
         raise ShapeError("concat: needs at least one tensor")
