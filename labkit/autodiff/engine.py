@@ -244,8 +244,8 @@ def backward(t, gradient=None, retain_graph=None, create_graph=False):
         raise GradError(
             f"backward() on {describe(t)}, which does not require grad: either no input of the "
             f"computation had requires_grad=True (or it ran under lk.no_grad()), or the last op "
-            f"has no gradient rule (comparisons, argmax, a detach, or an lk.op declared without "
-            f"vjp=). Create the inputs with requires_grad=True, or give the op a vjp rule.")
+            f"has no gradient (comparisons, argmax, a detach, or an lk.op declared with vjp=None). "
+            f"Create the inputs with requires_grad=True, or give the op a vjp rule.")
     if retain_graph is None:
         retain_graph = create_graph
     run_backward([t], [_root_cotangent(t, gradient)], None, retain_graph, create_graph, True)

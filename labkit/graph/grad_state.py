@@ -8,8 +8,9 @@ assume it is None when it runs (a *guard*, checked per call, like PyTorch's comp
 on ``.grad``): the new gradient simply becomes ``.grad``, with no zeros made and added. A call
 that finds such a ``.grad`` set runs a second trace that reads it when the graph runs
 (``read_grad``) and adds to it, so a captured step accumulates across calls exactly as eagerly
-(micro-batches). After ``zero_grad`` inside the function backward simply replaces it. When the trace ends the tensors get
-their gradients back, and each run of the function sets them from the graph's outputs.
+(micro-batches). After ``zero_grad`` inside the function backward simply replaces it. When the
+trace ends the tensors get their gradients back, and each run of the function sets them from
+the graph's outputs.
 """
 from ..errors import GradError, describe
 from ..tensor.op import op
@@ -33,7 +34,7 @@ def _read_grad_rule(source):
     return source.tensor.shape, source.tensor.dtype
 
 
-@op("read_grad", shape=_read_grad_rule, register=False, stateful=True)
+@op("read_grad", shape=_read_grad_rule, vjp=None, register=False, stateful=True)
 def _read_grad(xp, source):
     g = source.tensor.grad
     if g is None or g._data is None:

@@ -264,7 +264,7 @@ def _enqueue_rule(*components, queue, many):
     return (), int64
 
 
-@op("queue_enqueue", shape=_enqueue_rule, register=False, stateful=True)
+@op("queue_enqueue", shape=_enqueue_rule, vjp=None, register=False, stateful=True)
 def _enqueue(xp, *components, queue, many):
     """Copy the components into the queue as one element (``many``: one per leading index)."""
     lead = 1 if many else 0
@@ -281,7 +281,7 @@ def _enqueue(xp, *components, queue, many):
     return queue.device.xp.asarray(len(elements), dtype=np.int64)
 
 
-@op("queue_dequeue", shape=_count, register=False, stateful=True)
+@op("queue_dequeue", shape=_count, vjp=None, register=False, stateful=True)
 def _dequeue(xp, queue, n):
     """Take one element (``n == 0``) or n elements off the queue; output a ticket for them."""
     elements = queue._take(n, "dequeue_many" if n else "dequeue")
@@ -298,13 +298,14 @@ def _component_rule(ticket, queue, index, n):
     return ((n,) + shape if n else shape), queue.dtypes[index]
 
 
-@op("queue_component", shape=_component_rule, register=False, stateful=True)
+@op("queue_component", shape=_component_rule, vjp=None, register=False,
+    stateful=True)
 def _component(xp, ticket, queue, index, n):
     """Component ``index`` of the element(s) that dequeue node's ``ticket`` took."""
     return queue._hand_out(int(ticket), index)
 
 
-@op("queue_close", shape=_count, register=False, stateful=True)
+@op("queue_close", shape=_count, vjp=None, register=False, stateful=True)
 def _close(xp, queue, cancel):
     """Close the queue (waking every waiting enqueue and dequeue); outputs its size."""
     with queue._cv:
@@ -315,7 +316,7 @@ def _close(xp, queue, cancel):
     return queue.device.xp.asarray(size, dtype=np.int64)
 
 
-@op("queue_size", shape=_count, register=False, stateful=True)
+@op("queue_size", shape=_count, vjp=None, register=False, stateful=True)
 def _size(xp, queue):
     """The number of elements now in the queue."""
     with queue._cv:

@@ -132,8 +132,8 @@ def _recv_kernel(xp, sent, *, name, src, dst, step=0, rendezvous=None):
 # Not stateful: a pair is needed exactly when its recv's reader is, so a plan keeps it (or
 # leaves it out) like any other computation, and a sub-graph with a pair stays recomputable.
 # Partitioning runs last, after the optimisation passes, so they never see a pair.
-send = op("send", shape=same_as_first, register=False)(_send_kernel)
-recv = op("recv", shape=same_as_first, register=False)(_recv_kernel)
+send = op("send", shape=same_as_first, vjp=None, register=False)(_send_kernel)
+recv = op("recv", shape=same_as_first, vjp=None, register=False)(_recv_kernel)
 recv.out_device = lambda attrs: get_device(attrs["dst"])
 
 

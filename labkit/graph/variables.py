@@ -124,7 +124,7 @@ def _count_rule(*variables, **attrs):
     return (), int64
 
 
-@op("save_variables", shape=_count_rule, register=False, stateful=True)
+@op("save_variables", shape=_count_rule, vjp=None, register=False, stateful=True)
 def _save_kernel(xp, *arrays, path, names):
     """Write the variables' current values to ``path`` as ``{name: tensor}`` (atomically)."""
     from ..devices import device_of_array
@@ -137,7 +137,7 @@ def _save_kernel(xp, *arrays, path, names):
     return xp.asarray(len(arrays), dtype=np.int64)
 
 
-@op("restore_variables", shape=_count_rule, register=False, stateful=True)
+@op("restore_variables", shape=_count_rule, vjp=None, register=False, stateful=True)
 def _restore_kernel(xp, *arrays, path, names):
     """Read ``path`` (written by ``save_variables`` or ``lk.save``) into the variables."""
     saved = _load_checkpoint(path)

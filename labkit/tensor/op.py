@@ -26,6 +26,7 @@ ones are declared, and it works eagerly, under autodiff and under capture.
 >>> lk.grad(lambda x: cube(x))(lk.tensor(2.0)).item()
 12.0
 """
+from ..errors import GradError
 from . import dispatch
 from .tensor import Tensor
 
@@ -67,19 +68,39 @@ class Op:
 
     @property
     def differentiable(self):
-        return self.vjp is not None
+        return self.vjp is not None and not getattr(self.vjp, "missing", False)
 
 
-def op(name, *, shape, vjp=None, register=True, stateful=False, into=None, writes=None):
+_UNSET = object()
+
+
+def _missing_vjp(name):
+    """The vjp of an op declared without ``vjp=``: backward through it is an error."""
+    def vjp(g, out, *inputs, **attrs):
+        raise GradError(
+            f"backward through {name}: the op was declared without a gradient rule. Give it one "
+            f"(lk.op({name!r}, shape=..., vjp=lambda g, out, *inputs: (...))), or declare "
+            f"vjp=None if it has no gradient (its result then never requires grad).")
+    vjp.missing = True
+    return vjp
+
+
+def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, writes=None):
     """Decorator declaring a primitive op from its kernel.
 
-    ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule (None: not differentiable, e.g.
-    comparisons and argmax). ``into`` (optional): ``into(xp)`` gives a function computing the
-    kernel into a given array, ``f(*inputs, out=array)``, for graph plans that reuse buffers.
-    ``writes`` (optional): the index of the input the kernel changes in place (autodiff then
-    checks that no value it saved was changed before the backward pass). Registered ops are walked by the test suite, so each one needs a test entry. Redeclaring a
-    name replaces the earlier op (handy while iterating in a notebook).
+    ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule. ``vjp=None`` says the op has
+    no gradient (comparisons, argmax: its result never requires grad); leaving ``vjp`` out
+    makes a backward pass through the op an error naming it, rather than a silent zero.
+    ``into`` (optional): ``into(xp)`` gives a function computing the kernel into a given array,
+    ``f(*inputs, out=array)``, for graph plans that reuse buffers. ``writes`` (optional): the
+    index of the input the kernel changes in place (autodiff then checks that no value it saved
+    was changed before the backward pass). Registered ops are walked by the test suite, so each
+    one needs a test entry. Redeclaring a name replaces the earlier op (handy while iterating in
+    a notebook).
     """
+    if vjp is _UNSET:
+        vjp = _missing_vjp(name)
+
     def declare(kernel):
         o = Op(name, kernel, shape, vjp, stateful=stateful, into=into, writes=writes)
         if register:

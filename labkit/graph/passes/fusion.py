@@ -275,7 +275,7 @@ def _fused_rule(*inputs, program):
     return broadcast_shapes("fused", *inputs), program.out_dtype
 
 
-@op("fused", shape=_fused_rule, register=False)
+@op("fused", shape=_fused_rule, vjp=None, register=False)
 def fused(xp, *inputs, program, out=None):
     """Run a ``FusedProgram`` over ``inputs``: numexpr on the CPU, one CUDA kernel on a GPU."""
     if xp is np:

@@ -211,7 +211,7 @@ def clone(xp, x):
     return x.copy()
 
 
-@op("stop_gradient", shape=same_as_first)
+@op("stop_gradient", shape=same_as_first, vjp=None)
 def stop_gradient(xp, x):
     """``x`` itself, through which no gradient flows (``t.detach()`` under graph capture)."""
     return x

@@ -141,7 +141,7 @@ def _reduction_size_rule(x, dim=None):
     return (), (x.dtype if x.dtype.is_floating else from_numpy_dtype(np.dtype(np.float64)))
 
 
-@op("reduction_size", shape=_reduction_size_rule)
+@op("reduction_size", shape=_reduction_size_rule, vjp=None)
 def reduction_size(xp, x, dim=None):
     """How many elements a reduction of ``x`` over ``dim`` combines, as a 0-d tensor (x's dtype
     if floating, else float64), read when the op runs: ``mean`` divides by it when a captured
@@ -192,8 +192,8 @@ def _arg_kernel(fn):
     return kernel
 
 
-argmax = op("argmax", shape=_arg_rule("argmax"))(_arg_kernel("argmax"))
-argmin = op("argmin", shape=_arg_rule("argmin"))(_arg_kernel("argmin"))
+argmax = op("argmax", shape=_arg_rule("argmax"), vjp=None)(_arg_kernel("argmax"))
+argmin = op("argmin", shape=_arg_rule("argmin"), vjp=None)(_arg_kernel("argmin"))
 
 
 def sum_to_shape(g, shape):

@@ -40,7 +40,7 @@ def _assign_rule(name):
     return rule
 
 
-@op("assign", shape=_assign_rule("assign"), stateful=True, writes=0)
+@op("assign", shape=_assign_rule("assign"), vjp=None, stateful=True, writes=0)
 def assign(xp, target, value):
     """Overwrite ``target`` in place with ``value`` (broadcast); returns ``target``."""
     if target.dtype.kind in "iub" and getattr(value, "dtype", np.asarray(value).dtype).kind == "f":
@@ -50,7 +50,7 @@ def assign(xp, target, value):
     return target
 
 
-@op("assign_add", shape=_assign_rule("assign_add"), stateful=True, writes=0)
+@op("assign_add", shape=_assign_rule("assign_add"), vjp=None, stateful=True, writes=0)
 def assign_add(xp, target, value):
     """``target += value`` in place, atomically; returns ``target``."""
     with _lock(target):
@@ -58,7 +58,7 @@ def assign_add(xp, target, value):
     return target
 
 
-@op("assign_sub", shape=_assign_rule("assign_sub"), stateful=True, writes=0)
+@op("assign_sub", shape=_assign_rule("assign_sub"), vjp=None, stateful=True, writes=0)
 def assign_sub(xp, target, value):
     """``target -= value`` in place, atomically; returns ``target``."""
     with _lock(target):
