@@ -551,6 +551,7 @@ class ParameterServer:
         try:
             model = self._build()
             layout = Layout(model, self.num_ps)
+            comm.Barrier()      # every rank is ready: no worker starts training alone
             with _profile() if self.profile else _nullcontext() as prof:
                 if comm.Get_rank() < self.num_ps:
                     server = _Server(self, comm, layout, model, int(steps))
