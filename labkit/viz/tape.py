@@ -18,38 +18,20 @@ leaves (data) become ``constant`` nodes. ``backward()`` frees the tape unless it
 ['capture', 'mul', 'sum']
 """
 from ..errors import LabkitError
+from ..graph.ir import Node
 from ..tensor.tensor import Tensor
 
 
-class TapeGraphNode:
-    """One value of a recorded computation: a leaf tensor or the output of one tape entry."""
+class TapeGraphNode(Node):
+    """One value of a recorded computation: a leaf tensor or the output of one tape entry. A
+    graph ``Node`` (belonging to no graph) that also knows whether ``backward()`` freed it."""
 
-    __slots__ = ("index", "name", "kind", "op", "inputs", "attrs", "shape", "dtype", "device",
-                 "requested_device", "scope", "role", "stateful", "value", "freed")
+    __slots__ = ("freed",)
 
     def __init__(self, kind, op, shape, dtype, device):
-        self.index = -1
-        self.name = ""
-        self.kind = kind            # "op", "capture" (leaf needing grad) or "constant"
-        self.op = op
-        self.inputs = ()
-        self.attrs = {}
-        self.shape = shape
-        self.dtype = dtype
-        self.device = device
-        self.requested_device = None
-        self.scope = ""
-        self.role = "forward"
-        self.stateful = False
-        self.value = None
+        # kind: "op", "capture" (leaf needing grad) or "constant"
+        super().__init__(None, "", kind, op, (), {}, shape, dtype, device)
         self.freed = False          # backward() dropped this entry's inputs
-
-    @property
-    def op_name(self):
-        return self.op.name if self.kind == "op" else self.kind
-
-    def ref(self):
-        return f"%{self.index}"
 
     def __repr__(self):
         return f"<TapeGraphNode {self.ref()} {self.name}: {self.op_name}>"
