@@ -20,13 +20,7 @@ class SymbolicTensor(Tensor):
 
     @classmethod
     def _of(cls, node, requires_grad=False):
-        t = object.__new__(cls)
-        t._data = None
-        t._device = node.device
-        t._requires_grad = requires_grad
-        t._grad = None
-        t._node = None
-        t._version = None
+        t = cls._make(None, node.device, requires_grad)
         t._gnode = node
         return t
 

@@ -80,7 +80,6 @@ class Variable(Tensor):
         self._requires_grad = False
         self._grad = None
         self._node = None
-        self._version = None
         self.name = str(name) if name is not None else _default_name()
         self.trainable = bool(trainable)
         if self.trainable and self.dtype.is_floating:
@@ -89,13 +88,7 @@ class Variable(Tensor):
     @classmethod
     def _own(cls, array, device, name, trainable=False):
         """A variable around ``array`` (no copy): for slots made by optimisers and restores."""
-        t = object.__new__(cls)
-        t._data = array
-        t._device = device
-        t._requires_grad = False
-        t._grad = None
-        t._node = None
-        t._version = None
+        t = cls._make(array, device)
         t.name = name
         t.trainable = trainable
         return t

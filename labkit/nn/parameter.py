@@ -45,8 +45,8 @@ class Parameter(Tensor):
         self._requires_grad = False
         self._grad = None
         self._node = None
-        # the same memory as data: in-place writes through either count for both
-        self._version = counter_of(data) if array is data._data else None
+        if array is data._data:     # the same memory: in-place writes through either count
+            self._version = counter_of(data)
         if requires_grad:
             self.requires_grad = True    # checks the dtype, with a clear error for integers
 

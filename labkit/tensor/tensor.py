@@ -14,7 +14,7 @@ tensor([[2., 4.],
 import numpy as np
 
 from ..errors import DeviceError, DTypeError, GradError, ShapeError
-from ..devices import get_device, transfer
+from ..devices import get_device
 from . import dispatch
 from .dtypes import from_numpy_dtype
 
@@ -49,7 +49,6 @@ class Tensor:
         self._requires_grad = src._requires_grad
         self._grad = None
         self._node = None
-        self._version = None
 
     # ---- metadata ---------------------------------------------------------------------------
     @property
