@@ -9,19 +9,13 @@ floating-point of one dtype. Of two operands the same size, the one that is not 
 is scaled. The new nodes take the matmul's place in the order, so no read moves
 across a side effect. The result differs from the original only by rounding.
 """
+import math
 import numbers
 
 from ..ir import Node
 from ...tensor.ops import elementwise as ew
 from ...tensor.ops import linalg, shape
 from .base import Rewriter, graph_pass, output_indices, users
-
-
-def _size(node):
-    size = 1
-    for s in node.shape:
-        size *= s
-    return size
 
 
 def _known(node):
@@ -50,8 +44,9 @@ def _scaled_matmuls(graph):
             continue
         # the smaller operand; of two the same size, not a transposed view (scaling one would
         # write a transposed copy, several times slower than a straight pass)
-        pos = min((0, 1), key=lambda i: (_size(m.inputs[i]), m.inputs[i].op is shape.permute))
-        if _size(m.inputs[pos]) < _size(m):
+        pos = min((0, 1), key=lambda i: (math.prod(m.inputs[i].shape),
+                                         m.inputs[i].op is shape.permute))
+        if math.prod(m.inputs[pos].shape) < math.prod(m.shape):
             found[m.index] = (n, s, pos)
     return found
 
