@@ -26,11 +26,9 @@ def chain(x):
     return w1_chain(x, OPS)
 
 
-@IMPLS.register("labkit_eager")
-def labkit_eager(d, device):
-    import labkit as lk
-    x = lk.tensor(d["x"], device=labkit_device(device), requires_grad=True)
-
+def _backward_bench(x, to_numpy, **bench):
+    """A Bench for ``chain(x).sum().backward()`` with a library that fills ``x.grad`` (labkit
+    eager, PyTorch); ``to_numpy(grad)`` for the agreement check."""
     def step():
         s = chain(x).sum()
         s.backward()
@@ -40,8 +38,15 @@ def labkit_eager(d, device):
 
     def check():
         s, grad = step()
-        return [s.item(), float(grad.numpy().astype(np.float64).sum())]
-    return Bench(step=step, check=check, sync=labkit_sync(device))
+        return [s.item(), float(to_numpy(grad).astype(np.float64).sum())]
+    return Bench(step=step, check=check, **bench)
+
+
+@IMPLS.register("labkit_eager")
+def labkit_eager(d, device):
+    import labkit as lk
+    x = lk.tensor(d["x"], device=labkit_device(device), requires_grad=True)
+    return _backward_bench(x, lambda g: g.numpy(), sync=labkit_sync(device))
 
 
 @IMPLS.register("labkit_captured")
@@ -79,15 +84,5 @@ def numpy_impl(d, device):
 def torch_impl(d, device):
     import torch
     x = torch.tensor(d["x"], device=torch_device(device), requires_grad=True)
-
-    def step():
-        s = chain(x).sum()
-        s.backward()
-        grad = x.grad
-        x.grad = None
-        return s, grad
-
-    def check():
-        s, grad = step()
-        return [s.item(), float(grad.cpu().numpy().astype(np.float64).sum())]
-    return Bench(step=step, check=check, sync=torch_sync(device), info=torch_info())
+    return _backward_bench(x, lambda g: g.cpu().numpy(), sync=torch_sync(device),
+                           info=torch_info())
