@@ -8,6 +8,8 @@ and can be differentiated again (grad of grad).
 The walk is iterative (no recursion limit on deep graphs). Unless ``retain_graph`` is set, each
 node drops what it saved as soon as its vjp has run, so memory falls during backward.
 """
+from contextlib import nullcontext
+
 from ..errors import GradError, describe
 from ..tensor import dispatch
 from ..tensor.ops.elementwise import add, cast
@@ -106,10 +108,7 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
               follow_all)
     finally:
         st.grad_all = grad_all
-    if accumulate and hooks.has_hooks():
-        with hooks.callbacks_of_pass():
-            _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumulate)
-    else:
+    with hooks.callbacks_of_pass() if accumulate and hooks.has_hooks() else nullcontext():
         _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumulate)
     return results
 
@@ -163,9 +162,9 @@ def _vjp_checking_writes(node, g, create_graph):
     if c is not None and c[0] > node.epoch:
         written[id(node.out)] = "its output"
     out = node.output_tensor(create_graph)
-    if not written:
-        return node.op.vjp(g, out, *node.inputs, **node.attrs)
-    with dispatch.push_mode(_WriteCheck(dispatch.current_mode(), written, node.op.name)):
+    check = dispatch.push_mode(_WriteCheck(dispatch.current_mode(), written, node.op.name)) \
+        if written else nullcontext()
+    with check:
         return node.op.vjp(g, out, *node.inputs, **node.attrs)
 
 
