@@ -40,11 +40,21 @@ def _check(name, scores_shape, scores, target, reduction):
             f"probabilities, use target.argmax(dim=1).")
     if not scores_shape:
         raise ShapeError(f"{name}: input must have a class dimension; got {describe(scores)}")
-    expected = scores_shape[:1] + scores_shape[2:] if len(scores_shape) > 1 else ()
-    if tuple(shape_of(target)) != tuple(expected):
+    expected = _target_shape(scores_shape)
+    if tuple(shape_of(target)) != expected:
         raise ShapeError(
             f"{name}: input {describe(scores)} needs a target of shape {expected} (one class "
             f"index per row; classes along dim 1), got {describe(target)}.")
+
+
+def _target_shape(scores_shape):
+    """The target's shape for scores of ``scores_shape``: all but the class dimension (dim 1)."""
+    s = tuple(scores_shape)
+    return s[:1] + s[2:] if len(s) > 1 else ()
+
+
+def _classes(scores_shape):
+    return scores_shape[1] if len(scores_shape) > 1 else scores_shape[0]
 
 
 def _classes_shape(target_shape, classes):
@@ -58,10 +68,9 @@ def _index(xp, target, shape, name):
 
     Eagerly only the kernel sees the arrays, so it checks what indexing would not catch: a
     target of the wrong shape or dtype (the shape rule then explains) and classes out of range."""
-    if target.shape != (shape[:1] + shape[2:] if len(shape) > 1 else ()) or \
-            target.dtype.kind not in "iu":
+    if target.shape != _target_shape(shape) or target.dtype.kind not in "iu":
         raise ValueError(f"{name}: target does not fit the scores")
-    classes = shape[1] if len(shape) > 1 else shape[0]
+    classes = _classes(shape)
     if target.size:
         lo, hi = int(target.min()), int(target.max())
         if lo < 0 or hi >= classes:
@@ -86,8 +95,8 @@ def _nll_rule(log_probs, target, reduction="mean"):
 
 
 def _nll_vjp(g, out, log_probs, target, reduction="mean"):
-    classes = log_probs.shape[1] if log_probs.ndim > 1 else log_probs.shape[0]
-    return nll_loss_backward(g, target, classes=classes, reduction=reduction), None
+    return nll_loss_backward(g, target, classes=_classes(log_probs.shape),
+                             reduction=reduction), None
 
 
 @op("nll_loss", shape=_nll_rule, vjp=_nll_vjp)
