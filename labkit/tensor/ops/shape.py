@@ -105,11 +105,8 @@ def _broadcast_like_rule(x, like):
 
 
 def _broadcast_like_vjp(g, out, x, like):
-    from .reduce import sum
-    lead = len(g.shape) - len(x.shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(x.shape) if s == 1)
-    summed = sum(g, dim=axes, keepdim=True) if axes else g
-    return reshape(summed, shape=x.shape), None
+    from .reduce import sum_to_shape
+    return sum_to_shape(g, x.shape), None
 
 
 @op("broadcast_like", shape=_broadcast_like_rule, vjp=_broadcast_like_vjp)
