@@ -102,11 +102,11 @@ def _sum_vjp(g, out, x, dim=None, keepdim=False):
 @op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp)
 def sum(xp, x, dim=None, keepdim=False):
     """Sum over ``dim`` (None: every element), keeping reduced axes as size 1 if ``keepdim``."""
-    out = blas_sum(xp, x, dim, keepdim)
+    out = _blas_sum(xp, x, dim, keepdim)
     return out if out is not None else _reduce(xp, x, dim, keepdim, "sum", xp.add)
 
 
-def blas_sum(xp, x, dim, keepdim):
+def _blas_sum(xp, x, dim, keepdim):
     """The sum of a C-contiguous float32/64 matrix over one of its two dimensions as a
     matrix-vector product, or None for any other case. BLAS runs it two to three times as fast
     as NumPy's reductions (which call an inner loop per row). Columns are added row by row, as

@@ -15,7 +15,7 @@ from ...errors import ShapeError, describe
 from ..op import op
 from ..shape_rules import normalize_dim, shape_of, ufunc_dtype
 from .elementwise import exp, mul, sub
-from .reduce import blas_sum, sum
+from .reduce import sum
 
 
 def _rule(name):
@@ -40,8 +40,8 @@ def _shifted(xp, x, dim):
 
 
 def _sum(xp, x, axis):
-    out = blas_sum(xp, x, axis, True)
-    return out if out is not None else x.sum(axis=axis, keepdims=True)
+    """The sum kernel's own path (BLAS for short rows), keeping the reduced axis."""
+    return sum.kernel(xp, x, dim=axis, keepdim=True)
 
 
 def _log_softmax_vjp(g, out, x, dim=-1):
