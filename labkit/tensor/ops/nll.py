@@ -71,7 +71,8 @@ def _index(xp, target, shape, name):
     if target.shape != _target_shape(shape) or target.dtype.kind not in "iu":
         raise ValueError(f"{name}: target does not fit the scores")
     classes = _classes(shape)
-    if target.size:
+    # one pass: a negative index viewed as unsigned is larger than any class
+    if target.size and int(target.view(target.dtype.str.replace("i", "u")).max()) >= classes:
         lo, hi = int(target.min()), int(target.max())
         if lo < 0 or hi >= classes:
             bad = lo if lo < 0 else hi

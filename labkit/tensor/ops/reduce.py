@@ -33,6 +33,9 @@ def _reduce(xp, x, dim, keepdim, method, combine):
     over a few small axes (the windows of pooling) is folded with the elementwise ``combine``
     instead, which NumPy runs far faster than a reduction over non-contiguous axes."""
     axes = _axes(dim, x.ndim)
+    short = _short_rows(xp, x, axes, keepdim, method)
+    if short is not None:
+        return short
     reduction = getattr(x, method)
     if axes is None or x.flags.c_contiguous or len(axes) == x.ndim or x.size == 0 or \
             x.dtype == bool:
@@ -56,6 +59,21 @@ def _reduce(xp, x, dim, keepdim, method, combine):
     if keepdim:
         out = out.reshape(tuple(1 if a in axes else n for a, n in enumerate(x.shape)))
     return out
+
+
+def _short_rows(xp, x, axes, keepdim, method):
+    """``method`` over the last axis of a C-contiguous NumPy array of many short rows, or None.
+    NumPy reduces each row with an inner-loop call of its own ((128, 10) rows: 6.7 us); a
+    transposed copy reduced across its rows is elementwise work along long rows (2.2 us)."""
+    if xp is not np or method == "sum" or axes is None or len(axes) != 1 or \
+            axes[0] % x.ndim != x.ndim - 1 or not x.flags.c_contiguous:
+        return None
+    k = x.shape[-1]
+    rows = x.size // k if k else 0
+    if not (2 <= k <= 32 and rows >= 32):
+        return None
+    out = getattr(np.ascontiguousarray(x.reshape(rows, k).T), method)(axis=0)
+    return out.reshape(x.shape[:-1] + ((1,) if keepdim else ()))
 
 
 _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))

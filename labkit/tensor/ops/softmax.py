@@ -15,6 +15,7 @@ from ...errors import ShapeError, describe
 from ..op import op
 from ..shape_rules import normalize_dim, shape_of, ufunc_dtype
 from .elementwise import exp, mul, sub
+from .reduce import max as max_
 from .reduce import sum
 
 
@@ -36,7 +37,7 @@ def _shifted(xp, x, dim):
         return x.copy(), axis
     if not x.ndim:
         return xp.asarray(x - x), axis                # 0-d: an array, not a NumPy scalar
-    return x - x.max(axis=axis, keepdims=True), axis
+    return x - max_.kernel(xp, x, dim=axis, keepdim=True), axis
 
 
 def _sum(xp, x, axis):
