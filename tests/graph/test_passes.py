@@ -559,7 +559,7 @@ def test_history_records_every_pass_in_order():
     assert [name for name, _ in steps] == passes.PIPELINE
     final = steps[-1][1]
     assert [r.name for r in final.history] == passes.PIPELINE
-    assert [len(s) for _, s in steps] == [7, 7, 6, 6, 6, 3, 3]
+    assert [len(s) for _, s in steps] == [7, 7, 6, 6, 6, 6, 3, 3]
     assert final.history[2].merged == [("mul_1", "mul")]
     assert _record(final, "fusion").fused == [("fused", ["exp", "add", "tanh", "mul_2"])]
     text = passes.history_text(final)

@@ -726,6 +726,16 @@ def _assign_ref(update):
     return ref
 
 
+@st.composite
+def _addmm_params(draw):
+    return dict(draw(_matmul_params()), alpha=draw(st.sampled_from([1.0, -1.0, 0.25])))
+
+
+def _addmm_build(rng, sa, sb, alpha):
+    out = np.matmul(np.empty(sa), np.empty(sb)).shape
+    return Sample((normal(rng, out), normal(rng, sa), normal(rng, sb)), {"alpha": alpha})
+
+
 ASSIGN_EDGES = [dict(shape=(), value_shape=()), dict(shape=(2, 3), value_shape=(3,)),
                 dict(shape=(2, 3), value_shape=None), dict(shape=(0, 2), value_shape=(1, 2)),
                 dict(shape=(2, 1), value_shape=(2, 1))]
@@ -736,6 +746,11 @@ STATE = [
          _assign_build, _assign_params(), ASSIGN_EDGES, op="assign_add", differentiable=False),
     Case("assign_sub", lambda t, v: _state.assign_sub(t, v), _assign_ref(lambda t, v: t - v),
          _assign_build, _assign_params(), ASSIGN_EDGES, op="assign_sub", differentiable=False),
+    Case("assign_add_matmul", lambda t, a, b, **kw: _state.assign_add_matmul(t, a, b, **kw),
+         lambda t, a, b, alpha: t + alpha * np.matmul(a, b), _addmm_build, _addmm_params(),
+         [dict(sa=(2, 3), sb=(3, 2), alpha=-0.5), dict(sa=(2, 0), sb=(0, 3), alpha=1.0),
+          dict(sa=(1, 1), sb=(1, 1), alpha=-1.0), dict(sa=(2, 1, 3), sb=(3, 2), alpha=2.0)],
+         op="assign_add_matmul", differentiable=False),
     unary("stop_gradient", _elementwise.stop_gradient, lambda x: x.copy(),
           differentiable=False),
     unary("clone", _elementwise.clone, lambda x: x.copy()),

@@ -8,6 +8,7 @@ The default pipeline, in order:
 ``cse``             compute each distinct value once (common-subexpression elimination)
 ``dce``             forward no-ops to their input, drop values nobody uses
 ``arithmetic``      the same value with less work: ``(A @ B) * s`` becomes ``A @ (B * s)``
+``matmul_update``   ``w -= (a @ b) * s`` becomes one GEMM accumulating into ``w`` (BLAS beta=1)
 ``fusion``          chains of elementwise ops become one kernel (numexpr / a CUDA kernel)
 ``memory``          results are written into buffers whose last use has passed (``out=``)
 ==================  ==========================================================================
@@ -50,6 +51,7 @@ constant_folding: 7 -> 7 nodes; no change
 cse: 7 -> 6 nodes; merged 1
 dce: 6 -> 6 nodes; no change
 arithmetic: 6 -> 6 nodes; no change
+matmul_update: 6 -> 6 nodes; no change
 fusion: 6 -> 3 nodes; fused 1
 memory: 3 -> 3 nodes; no change
 >>> print(opt.listing().splitlines()[-1].split(":")[0].strip())
@@ -63,13 +65,15 @@ from .constant_folding import constant_folding
 from .cse import cse
 from .dce import dce
 from .fusion import FusedProgram, fusion
+from .matmul_update import matmul_update
 from .memory import BufferPlan, memory, plan_buffers
 from .prune import prune
 from .placement import (PlacementError, kernel_devices, needs_placement, placement,
                         set_kernel_devices)
 from .partition import partition
 
-PIPELINE = ["prune", "constant_folding", "cse", "dce", "arithmetic", "fusion", "memory"]
+PIPELINE = ["prune", "constant_folding", "cse", "dce", "arithmetic", "matmul_update", "fusion",
+            "memory"]
 DEVICE_PASSES = ["placement", "partition"]
 
 
@@ -135,7 +139,8 @@ def run_passes(graph, passes=None, outputs=None):
 
 __all__ = ["PASSES", "PIPELINE", "BufferPlan", "FusedProgram", "GraphPass", "PassRecord",
            "Rewriter", "arithmetic", "constant_folding", "cse", "dce", "default_passes", "fusion",
-           "graph_pass", "history_text", "memory", "plan_buffers", "prune", "run_passes",
+           "graph_pass", "history_text", "matmul_update", "memory", "plan_buffers", "prune",
+           "run_passes",
            "stages"]
 __all__ += ["DEVICE_PASSES", "PlacementError", "kernel_devices", "needs_placement", "partition",
             "placement", "set_kernel_devices"]

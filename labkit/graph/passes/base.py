@@ -37,7 +37,8 @@ FRESH_OPS = {
 }
 
 # Stateful ops that copy their value input into their target and keep no reference to it.
-ASSIGN_OPS = frozenset([state.assign, state.assign_add, state.assign_sub])
+ASSIGN_OPS = frozenset([state.assign, state.assign_add, state.assign_sub,
+                        state.assign_add_matmul])
 
 
 # ---- what a pass did --------------------------------------------------------------------------
@@ -257,6 +258,7 @@ class Rewriter:
         ``exact_name``: take ``name`` as it is (a node that replaces the old one of that name)."""
         n = Node(self.new, name if exact_name else self.new._unique(name), kind, op, inputs,
                  attrs, shape, dtype, device)
+        n.stateful = bool(getattr(op, "stateful", False))
         if like is not None:
             n.scope, n.role = like.scope, like.role
             n.requested_device = like.requested_device

@@ -1,4 +1,5 @@
-"""State: in-place updates of a tensor's buffer as ops (``assign``, ``assign_add``, ``assign_sub``).
+"""State: in-place updates of a tensor's buffer as ops (``assign``, ``assign_add``, ``assign_sub``,
+and ``assign_add_matmul``, which the graph pass ``matmul_update`` makes optimiser updates into).
 
 Because updates are ops, an optimiser's rule is the same code eagerly and inside a captured
 graph, where the update runs in program order as a node of the graph. Updates are atomic: a lock
@@ -12,12 +13,15 @@ result is the updated tensor itself (it shares the buffer), and carries no gradi
 [1.0, 1.0]
 """
 import threading
+import types
 
 import numpy as np
 
+from ...devices import host_blas
 from ...errors import DTypeError, ShapeError, describe
 from ..op import op
 from ..shape_rules import broadcast_shapes, dtype_of, shape_of
+from .linalg import matmul
 
 _LOCKS = [threading.Lock() for _ in range(64)]
 
@@ -63,4 +67,46 @@ def assign_sub(xp, target, value):
     """``target -= value`` in place, atomically; returns ``target``."""
     with _lock(target):
         xp.subtract(target, value, out=target, casting="same_kind")
+    return target
+
+
+def _assign_matmul_rule(target, a, b, alpha=1.0):
+    name = "assign_add_matmul"
+    if not all(dtype_of(x).is_floating for x in (target, a, b)):
+        raise DTypeError(f"{name}: needs floating-point tensors; got target {describe(target)}, "
+                         f"{describe(a)} @ {describe(b)}")
+    shape, dtype = matmul.shape(a, b)
+    return _assign_rule(name)(target, types.SimpleNamespace(shape=shape, dtype=dtype))
+
+
+# Below this many elements in the target, one more pass over it costs less than reaching BLAS
+# through ctypes (about 6 us a call).
+_BLAS_MIN_SIZE = 16384
+
+
+@op("assign_add_matmul", shape=_assign_matmul_rule, vjp=None, stateful=True, writes=0)
+def assign_add_matmul(xp, target, a, b, alpha=1.0):
+    """``target += alpha * (a @ b)`` in place, atomically; returns ``target``.
+
+    On the CPU, for a large float32/float64 target, this is one BLAS GEMM that accumulates into
+    ``target`` (``beta=1``, ``labkit.devices.host_blas``) instead of a product and a second pass
+    over ``target``. A captured optimiser step gets it from the graph pass ``matmul_update``.
+
+    >>> import labkit as lk
+    >>> from labkit.tensor.ops.state import assign_add_matmul
+    >>> w = lk.ones((2, 2))
+    >>> _ = assign_add_matmul(w, lk.eye(2), lk.full((2, 2), 4.0), alpha=-0.5)
+    >>> w.tolist()
+    [[-1.0, -1.0], [-1.0, -1.0]]
+    """
+    with _lock(target):
+        if xp is not np or target.size < _BLAS_MIN_SIZE or \
+                not host_blas.gemm(target, a, b, alpha, 1.0):
+            product = xp.matmul(a, b)
+            if alpha == -1.0:
+                xp.subtract(target, product, out=target, casting="same_kind")
+            else:
+                if alpha != 1.0:
+                    xp.multiply(product, alpha, out=product, casting="same_kind")
+                xp.add(target, product, out=target, casting="same_kind")
     return target
