@@ -112,9 +112,16 @@ def discover_scripts():
     return sorted(mods, key=lambda m: int(m.NAME[1:]))
 
 
-# How the runner shows a script workload's result: (labkit's key, the reference's key and label)
-SCRIPT_VIEWS = {"W7": ("labkit_GBps", "raw_GBps", "raw mpi4py Allreduce"),
-                "W9": ("profiled_steps_per_s", "plain_steps_per_s", "the same step unprofiled")}
+# How the runner shows a script workload's result, per module: one row each
+# (title suffix, labkit's key, the reference's key, the reference's label, the ratio's key)
+SCRIPT_VIEWS = {
+    "w7_allreduce": [("", "labkit_GBps", "raw_GBps", "raw mpi4py Allreduce", "ratio")],
+    "w7_ps_null_step": [
+        (": 1 worker", "labkit_ms_1", "raw_ms_1", "raw mpi4py, same messages", "ratio_1"),
+        (": 2 workers", "labkit_ms_2", "raw_ms_2", "raw mpi4py, same messages", "ratio_2")],
+    "w9_profiler_overhead": [("", "profiled_steps_per_s", "plain_steps_per_s",
+                              "the same step unprofiled", "ratio")],
+}
 SCRIPT_REPEATS = {"full": 21, "quick": 5}
 
 
@@ -138,17 +145,28 @@ def run_script(mod, cfg_name):
     return result
 
 
+def script_key(mod):
+    """A script workload's own name (several scripts may share a workload number)."""
+    return mod.__name__.rsplit(".", 1)[1]
+
+
 def script_cells(mod, r):
-    """(labkit's number, the reference's label and number, labkit / reference) for a script."""
+    """One (title, labkit's number, the reference's label and number, labkit / reference) per
+    row the script shows."""
+    views = SCRIPT_VIEWS.get(script_key(mod), [("", None, None, None, "ratio")])
+    title = f"{mod.NAME} {mod.TITLE}"
     if "error" in r:
-        return "failed: " + r["error"].replace("|", "/"), None, None, None
+        return [(title, "failed: " + r["error"].replace("|", "/"), None, None, None)]
     if r.get("results_equal") is False:
-        return "failed: labkit's result differs from the reference's", None, None, None
-    lk_key, ref_key, ref_label = SCRIPT_VIEWS.get(mod.NAME, (None, None, None))
-    lk_val = r.get(lk_key)
-    ref_val = r.get(ref_key)
-    return (fmt_value(lk_val) if lk_val is not None else "-", ref_label,
-            fmt_value(ref_val) if ref_val is not None else None, r.get("ratio"))
+        return [(title, "failed: labkit's result differs from the reference's", None, None,
+                 None)]
+    rows = []
+    for suffix, lk_key, ref_key, ref_label, ratio_key in views:
+        lk_val, ref_val = r.get(lk_key), r.get(ref_key)
+        rows.append((title + suffix, fmt_value(lk_val) if lk_val is not None else "-",
+                     ref_label, fmt_value(ref_val) if ref_val is not None else None,
+                     r.get(ratio_key)))
+    return rows
 
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -479,11 +497,10 @@ def results_table(mods, all_res, impls_order, scripts=(), script_res=None):
                 row.append("-" if r is None else f"{r:.2f}x")
         body.append((int(m.NAME[1:]), row))
     for m in scripts:
-        val, ref_label, ref_val, r = script_cells(m, script_res[m.NAME])
-        if ref_label:
-            val = f"{val} ({ref_label}: {ref_val}; ratio {r:.2f}x)" if r else val
-        body.append((int(m.NAME[1:]), [f"{m.NAME} {m.TITLE}", m.UNIT, val]
-                     + ["-"] * (len(head) - 3)))
+        for title, val, ref_label, ref_val, r in script_cells(m, script_res[script_key(m)]):
+            if ref_label:
+                val = f"{val} ({ref_label}: {ref_val}; ratio {r:.2f}x)" if r else val
+            body.append((int(m.NAME[1:]), [title, m.UNIT, val] + ["-"] * (len(head) - 3)))
     have = {m.NAME for m in scripts} | {m.NAME for m in mods}
     for name, title, why in NOT_YET:
         if name not in have:
@@ -573,7 +590,7 @@ def report(cfg_name, cfg, mods, cpu_res, gpu_res, gpu_note, imports, mach, start
                  f"{'-' if value is None else fmt_value(value)} | {status} |")
     for m in scripts:
         bound = getattr(m, "TARGET", None)
-        _, ref_label, _, r = script_cells(m, (script_res or {})[m.NAME])
+        _, _, ref_label, _, r = script_cells(m, (script_res or {})[script_key(m)])[0]
         if bound is not None and ref_label:
             L.append(f"| {m.NAME} labkit >= {bound}x {ref_label} ({m.UNIT}) | "
                      f"{'-' if r is None else f'{r:.2f}x'} | {judge(r, '>=', bound)} |")
@@ -763,7 +780,7 @@ def main(argv=None):
         log(f"  import {lib}: " + (f"{r['seconds']:.3f} s" if "seconds" in r else r["error"]))
 
     cpu_res = {m.NAME: run_workload(m, "cpu", cfg, impls) for m in mods}
-    script_res = {m.NAME: run_script(m, cfg_name) for m in scripts}
+    script_res = {script_key(m): run_script(m, cfg_name) for m in scripts}
     gpu_res = {}
     ok, gpu_note = (False, "--no-gpu was given") if args.no_gpu else gpu_available()
     if ok:

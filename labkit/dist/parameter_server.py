@@ -59,19 +59,28 @@ from .errors import DistError
 
 MODES = ("sync", "async")
 TAG_PULL, TAG_PARAMS, TAG_GATHER, TAG_ROWS, TAG_PUSH, TAG_DONE = 301, 302, 303, 304, 305, 306
-_POLL_MIN, _POLL_MAX = 2e-5, 1e-3       # seconds: back-off of a waiting rank's polling
+# Seconds a waiting rank polls while yielding its core (a reply in a short step comes within
+# this), then the shortest and longest sleep between polls as the wait grows.
+_SPIN = 5e-4
+_POLL_MIN, _POLL_MAX = 2e-5, 2e-4
 
 
 # ---- messages ----------------------------------------------------------------------------------
 def _wait(comm, source, tag, status=None):
-    """Block until a message from ``source`` with ``tag`` is there, polling with a growing sleep
-    (a blocking MPI receive would spin on a core the workers need), and receive it."""
+    """Block until a message from ``source`` with ``tag`` is there, and receive it.
+
+    A blocking MPI receive would spin on a core the workers need for as long as it waits.
+    This polls: for ``_SPIN`` seconds giving the core away between polls (``sleep(0)``), so
+    the quick reply of a short step is seen at once, then with a sleep growing up to
+    ``_POLL_MAX``, so a long wait costs little CPU and adds at most that much latency."""
     from mpi4py import MPI
     status = status if status is not None else MPI.Status()
-    pause = _POLL_MIN
+    deadline = time.perf_counter() + _SPIN
+    pause = 0.0
     while not comm.Iprobe(source=source, tag=tag, status=status):
         time.sleep(pause)
-        pause = min(pause * 2, _POLL_MAX)
+        if pause or time.perf_counter() > deadline:
+            pause = min(max(pause * 2, _POLL_MIN), _POLL_MAX)
     return comm.recv(source=status.Get_source(), tag=status.Get_tag())
 
 
