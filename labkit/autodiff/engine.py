@@ -137,17 +137,28 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
                 if gi is None or not isinstance(inp, Tensor) or not (
                         inp._requires_grad or follow_all):
                     continue
-                gi = _fit(gi, inp)
                 parent = inp._node
                 if parent is not None:
+                    gi = _fit(gi, inp)
                     prev = grads.get(parent)
                     grads[parent] = gi if prev is None else add(prev, gi)
-                else:
-                    key = id(inp)
-                    prev = leaf_grads.get(key)
-                    leaf_grads[key] = (inp, gi) if prev is None else (inp, add(prev[1], gi))
+                    continue
+                # A leaf's cotangents are summed back to its shape once, after the walk: the
+                # fan-in of a bias broadcast at every step of a loop is added up first, then
+                # reduced once instead of once per use.
+                key = id(inp)
+                prev = leaf_grads.get(key)
+                if prev is None:
+                    leaf_grads[key] = (inp, gi)
+                    continue
+                pg = prev[1]
+                if pg.shape != gi.shape or gi.shape is None or None in gi.shape:
+                    pg, gi = _fit(pg, inp), _fit(gi, inp)
+                leaf_grads[key] = (inp, add(pg, gi))
             if not retain_graph:
                 node.free()
+        for key, (leaf, g) in leaf_grads.items():
+            leaf_grads[key] = (leaf, _fit(g, leaf))
 
 
 def _vjp_checking_writes(node, g, create_graph):

@@ -397,3 +397,37 @@ def test_gradient_conventions_at_kinks(device):
     ga, gb = lk.grad(lambda a, b: lk.maximum(a, b).sum(), argnums=(0, 1))(a, b)
     np.testing.assert_allclose(ga.numpy(), [1.0, 1.0])    # a tie goes to the first operand
     np.testing.assert_allclose(gb.numpy(), [0.0, 0.0])
+
+
+def test_a_leaf_broadcast_at_every_step_is_reduced_once(monkeypatch):
+    from labkit.autodiff import engine
+    calls = []
+    real = engine.sum_to_shape
+
+    def counting(g, shape):
+        calls.append(tuple(shape))
+        return real(g, shape)
+    monkeypatch.setattr(engine, "sum_to_shape", counting)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((3, 4)) for _ in range(10)]
+    b0 = rng.standard_normal(4)
+    b = lk.tensor(b0, requires_grad=True)
+    loss = lk.tensor(0.0)
+    for x in xs:
+        loss = loss + (lk.tensor(x) + b).tanh().sum()
+    loss.backward()
+    want = sum((1 - np.tanh(x + b0) ** 2).sum(axis=0) for x in xs)
+    np.testing.assert_allclose(b.grad.numpy(), want, rtol=1e-12)
+    assert calls.count((4,)) == 1        # ten broadcast cotangents, added, then reduced once
+
+
+def test_a_leaf_used_broadcast_and_whole_gets_both_cotangents():
+    b = lk.tensor([1.0, 2.0], requires_grad=True)
+    x = lk.ones((3, 2))
+    ((x + b) * 2.0).sum().backward(retain_graph=True)
+    np.testing.assert_allclose(b.grad.numpy(), [6.0, 6.0])
+    b.grad = None
+    ((x + b).sum() + (b * b).sum() + (x * b).sum()).backward()
+    np.testing.assert_allclose(b.grad.numpy(), [3.0 + 2.0 + 3.0, 3.0 + 4.0 + 3.0])
+    g = lk.grad(lambda b: ((x + b) ** 2).sum() + b.sum())(lk.tensor([1.0, 2.0]))
+    np.testing.assert_allclose(g.numpy(), [2 * 3 * 2.0 + 1, 2 * 3 * 3.0 + 1])
