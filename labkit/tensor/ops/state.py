@@ -102,11 +102,11 @@ def assign_add_matmul(xp, target, a, b, alpha=1.0):
     with _lock(target):
         if xp is not np or target.size < _BLAS_MIN_SIZE or \
                 not host_blas.gemm(target, a, b, alpha, 1.0):
-            product = xp.matmul(a, b)
-            if alpha == -1.0:
-                xp.subtract(target, product, out=target, casting="same_kind")
-            else:
-                if alpha != 1.0:
-                    xp.multiply(product, alpha, out=product, casting="same_kind")
-                xp.add(target, product, out=target, casting="same_kind")
+            if alpha not in (1.0, -1.0):     # scale the smaller operand, not the product
+                if a.size <= b.size:
+                    a = xp.multiply(a, alpha)
+                else:
+                    b = xp.multiply(b, alpha)
+            update = xp.subtract if alpha == -1.0 else xp.add
+            update(target, xp.matmul(a, b), out=target, casting="same_kind")
     return target
