@@ -26,8 +26,9 @@ from ..tensor.tensor import Tensor
 from .capture import current_graph
 from .ir import GraphError
 from .subgraph import (Like, Subgraph, align_lifted, bind_multi, check_scalar,
-                       collect_cotangents, flatten, next_name, node_text, spec_text, trace,
-                       type_text, unflatten, wants_grad)
+                       collect_cotangents, flatten_values, next_name, node_text, trace,
+                       type_text, wants_grad)
+from .structures import text as spec_text, unflatten
 from .symbolic import SymbolicTensor
 
 __all__ = ["cond", "while_loop", "scan"]
@@ -176,7 +177,7 @@ def cond(pred, true_fn, false_fn, *operands):
     lifted, extra = align_lifted([t, f])
     tb = Subgraph(t.graph, t.inputs + extra[0], t.outputs, f"{name}/true")
     fb = Subgraph(f.graph, f.inputs + extra[1], f.outputs, f"{name}/false")
-    operand_tensors = [v for a in operands for v in flatten(a, "lk.cond operands")[0]
+    operand_tensors = [v for a in operands for v in flatten_values(a, "lk.cond operands")[0]
                        if isinstance(v, Tensor)]
     node, outs = bind_multi(cond_op, (pred, *operand_tensors, *lifted),
                             {"branches": (tb, fb)}, [(o.shape, o.dtype) for o in t.outputs])
@@ -282,7 +283,7 @@ def while_loop(cond_fn, body_fn, loop_vars, max_iterations=None):
     """
     single = not isinstance(loop_vars, (list, tuple))
     structure = (loop_vars,) if single else loop_vars
-    leaves, spec = flatten(structure, "lk.while_loop: loop_vars")
+    leaves, spec = flatten_values(structure, "lk.while_loop: loop_vars")
     leaves = _tensors(leaves)
     if not leaves:
         raise GraphError("lk.while_loop needs at least one loop variable")
@@ -305,7 +306,7 @@ def while_loop(cond_fn, body_fn, loop_vars, max_iterations=None):
             if not _eager_truth(cond_fn(*unflatten(spec, values)), "lk.while_loop: cond_fn's "
                                 "result"):
                 break
-            new, new_spec = flatten(body(*unflatten(spec, values)), "lk.while_loop: body_fn")
+            new, new_spec = flatten_values(body(*unflatten(spec, values)), "lk.while_loop: body_fn")
             _check_structure("lk.while_loop", "body_fn", spec, new_spec)
             new = _tensors(new, values)
             for k, (a, b) in enumerate(zip(values, new)):
@@ -435,9 +436,9 @@ def scan(fn, init, xs, length=None):
     >>> total.item(), partial.tolist()
     (6.0, [1.0, 3.0, 6.0])
     """
-    c_leaves, c_spec = flatten(init, "lk.scan: init")
+    c_leaves, c_spec = flatten_values(init, "lk.scan: init")
     c_leaves = _tensors(c_leaves)
-    x_leaves, x_spec = flatten(xs, "lk.scan: xs")
+    x_leaves, x_spec = flatten_values(xs, "lk.scan: xs")
     for x in x_leaves:
         if not isinstance(x, Tensor) or x.ndim == 0:
             raise ShapeError(f"lk.scan: every leaf of xs must be a tensor with a leading axis to "
@@ -464,13 +465,13 @@ def scan(fn, init, xs, length=None):
         for t in range(n):
             x_t = unflatten(x_spec, [x[t] for x in x_leaves])
             new_c, y = split(fn(unflatten(c_spec, carry), x_t))
-            new, new_spec = flatten(new_c, "lk.scan: fn's new carry")
+            new, new_spec = flatten_values(new_c, "lk.scan: fn's new carry")
             _check_structure("lk.scan", "fn (as its new carry)", c_spec, new_spec)
             new = _tensors(new, carry)
             for k, (a, b) in enumerate(zip(carry, new)):
                 _check_carried("lk.scan", k, a, b)
             carry = new
-            y_leaves, y_spec = flatten(y, "lk.scan: fn's y")
+            y_leaves, y_spec = flatten_values(y, "lk.scan: fn's y")
             steps.append(_tensors(y_leaves))
         if n == 0:
             raise ShapeError("lk.scan over zero steps cannot know the shapes of its outputs "

@@ -39,50 +39,18 @@ from ..tensor.tensor import Tensor
 from .capture import enter_graph
 from .executor import Plan, feed_array
 from .ir import PLACEHOLDER, Graph
+from . import structures
 from .passes import needs_placement, placement, run_passes
 from .symbolic import SymbolicTensor
 
-_TENSOR = "T"
+def _is_tensor(obj):
+    return isinstance(obj, Tensor)
 
 
-def _flatten(obj, leaves, path, paths):
-    """Structure spec of ``obj`` (hashable); tensors go to ``leaves`` (their paths to ``paths``)."""
-    if isinstance(obj, Tensor):
-        leaves.append(obj)
-        if paths is not None:
-            paths.append(path)
-        return _TENSOR
-    if isinstance(obj, (list, tuple)):
-        return (type(obj).__name__,) + tuple(
-            _flatten(v, leaves, f"{path}[{i}]", paths) for i, v in enumerate(obj))
-    if isinstance(obj, dict):
-        return ("dict",) + tuple((k, _flatten(v, leaves, f"{path}[{k!r}]", paths))
-                                 for k, v in obj.items())
-    try:
-        hash(obj)
-    except TypeError:
-        return ("object", id(obj))
-    return ("value", type(obj).__name__, obj)
-
-
-def _unflatten(spec, leaves):
-    # a module-level recursion: a nested recursive function would be a reference cycle (it
-    # holds itself through its closure) keeping every result alive until the cyclic GC runs
-    return _build(spec, iter(leaves))
-
-
-def _build(s, it):
-    if s == _TENSOR:
-        return next(it)
-    kind = s[0]
-    if kind in ("list", "tuple"):
-        items = [_build(x, it) for x in s[1:]]
-        return items if kind == "list" else tuple(items)
-    if kind == "dict":
-        return {k: _build(v, it) for k, v in s[1:]}
-    if kind == "value":
-        return s[2]
-    raise LabkitError(f"lk.function cannot rebuild a {kind} output")
+def _flatten(obj, leaves, path="", paths=None):
+    """Structure spec of ``obj`` (hashable: Python values in it are part of a trace's
+    signature); tensors go to ``leaves`` (their paths to ``paths``)."""
+    return structures.flatten(obj, leaves, _is_tensor, structures.value, path, paths)
 
 
 def _tensor_spec(t):
@@ -158,7 +126,7 @@ class Function:
         if config._state["functions_eagerly"]:
             return self.fn(*args, **kwargs)
         leaves = []
-        structure = _flatten((args, kwargs), leaves, "", None)
+        structure = _flatten((args, kwargs), leaves)
         key = (structure, tuple(_tensor_spec(t) for t in leaves))
         trace = self._cache.get(key)
         if trace is None:
@@ -188,7 +156,7 @@ class Function:
             tensor._grad = None
         outs = [Tensor._make(a, n.device) for a, n in
                 zip(results[:n_out], trace.plan.fetch_nodes)]
-        return _unflatten(trace.out_spec, outs)
+        return structures.unflatten(trace.out_spec, outs)
 
     # ---- tracing -----------------------------------------------------------------------------
     def _paths(self, args, kwargs):
@@ -264,7 +232,8 @@ class Function:
             sym_kwargs = _substitute(kwargs, symbolic)
             result = self.fn(*sym_args, **sym_kwargs)
         out_leaves = []
-        out_spec = _flatten(result, out_leaves, "", None)
+        out_spec = _flatten(result, out_leaves)
+        structures.check_rebuildable(out_spec, f"lk.function {self.name}")
         fetches = []
         for t in out_leaves:
             if isinstance(t, SymbolicTensor):
@@ -325,7 +294,7 @@ class Function:
         (5, 4)
         """
         leaves = []
-        structure = _flatten((args, kwargs), leaves, "", None)
+        structure = _flatten((args, kwargs), leaves)
         key = (structure, tuple(_tensor_spec(t) for t in leaves))
         trace = self._cache.get(key) or self._trace(key, args, kwargs)
         if passes is None:
@@ -354,31 +323,31 @@ def _substitute(obj, symbolic):
 def _python_changes(old, new, names):
     """Which Python-valued arguments changed between two structures, as readable lines."""
     changes = []
-    (_, old_args, old_kwargs), (_, new_args, new_kwargs) = old, new
+    (old_args, old_kwargs), (new_args, new_kwargs) = structures.items(old), structures.items(new)
+    old_args, new_args = structures.items(old_args), structures.items(new_args)
     if len(old_args) != len(new_args):
-        return [f"number of positional arguments {len(old_args) - 1} -> {len(new_args) - 1}"]
-    for i, (a, b) in enumerate(zip(old_args[1:], new_args[1:])):
+        return [f"number of positional arguments {len(old_args)} -> {len(new_args)}"]
+    for i, (a, b) in enumerate(zip(old_args, new_args)):
         if a != b:
             name = names[i] if i < len(names) else f"args[{i}]"
             changes.append(f"{name}: {_value_text(a)} -> {_value_text(b)}")
-    if old_kwargs != new_kwargs:
-        old_d, new_d = dict(old_kwargs[1:]), dict(new_kwargs[1:])
-        for k in sorted(set(old_d) | set(new_d), key=str):
-            if old_d.get(k) != new_d.get(k):
-                changes.append(f"{k}: {_value_text(old_d.get(k))} -> {_value_text(new_d.get(k))}")
+    old_d, new_d = structures.items(old_kwargs), structures.items(new_kwargs)
+    for k in sorted(set(old_d) | set(new_d), key=str):
+        if old_d.get(k) != new_d.get(k):
+            changes.append(f"{k}: {_value_text(old_d.get(k))} -> {_value_text(new_d.get(k))}")
     return changes
 
 
 def _value_text(spec):
     if spec is None:
         return "(absent)"
-    if spec == _TENSOR:
+    if spec == structures.LEAF:
         return "a tensor"
     if spec[0] == "value":
         return f"Python value {spec[2]!r}"
     if spec[0] == "object":
         return "an object"
-    return f"a {spec[0]}"
+    return f"a {spec[0].__name__}"
 
 
 def function(fn=None, *, name=None):

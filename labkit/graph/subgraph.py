@@ -17,6 +17,7 @@ graph. Three pieces live here:
   beside a marker, and the control-flow node's vjp (which the engine calls after every consumer
   of its value) collects them all and builds one backward node for all outputs at once.
 """
+import functools
 import numbers
 import threading
 
@@ -29,66 +30,27 @@ from ..tensor.ops.index import zeros_like
 from ..tensor.tensor import Tensor
 from .capture import CaptureMode, _graphs, enter_graph
 from .ir import CAPTURE, CONSTANT, PLACEHOLDER, Graph, GraphError, Node
+from . import structures
 from .symbolic import SymbolicTensor
 
 
 # ---- structures of tensors (tuples, lists, dicts, namedtuples) -----------------------------------
-_LEAF = "*"
+def _is_value(o):
+    return isinstance(o, (Tensor, Like, numbers.Number))
 
 
-# Both recursions are module-level functions: a nested recursive function is a reference cycle
-# (it holds itself through its closure) that would keep every tensor it saw alive until the
-# cyclic garbage collector runs.
-def flatten(obj, what):
-    """(leaves, spec) of a nested structure whose leaves are tensors or Python numbers."""
-    leaves = []
-    return leaves, _walk(obj, leaves, what)
-
-
-def _walk(o, leaves, what):
-    if isinstance(o, (Tensor, Like, numbers.Number)):
-        leaves.append(o)
-        return _LEAF
+def _refuse(what, o, path):
     if o is None:
         return None
-    if isinstance(o, (list, tuple)):
-        return (type(o), tuple(_walk(v, leaves, what) for v in o))
-    if isinstance(o, dict):
-        return (dict, tuple(o), tuple(_walk(o[k], leaves, what) for k in o))
     raise DTypeError(f"{what}: got a {type(o).__name__} ({o!r}); values here must be tensors, "
                      f"numbers, or tuples/lists/dicts of them")
 
 
-def unflatten(spec, leaves):
-    """The structure ``spec`` (from ``flatten``) rebuilt around ``leaves``."""
-    return _build(spec, iter(leaves))
-
-
-def _build(s, it):
-    if s == _LEAF:
-        return next(it)
-    if s is None:
-        return None
-    kind = s[0]
-    if kind is dict:
-        return {k: _build(v, it) for k, v in zip(s[1], s[2])}
-    items = [_build(v, it) for v in s[1]]
-    if kind is list:
-        return items
-    return kind(*items) if hasattr(kind, "_fields") else kind(items)
-
-
-def spec_text(spec):
-    """A readable rendering of a structure spec, e.g. ``(tensor, [tensor, tensor])``."""
-    if spec == _LEAF:
-        return "tensor"
-    if spec is None:
-        return "None"
-    kind = spec[0]
-    if kind is dict:
-        return "{" + ", ".join(f"{k!r}: {spec_text(v)}" for k, v in zip(spec[1], spec[2])) + "}"
-    inner = ", ".join(spec_text(v) for v in spec[1])
-    return f"[{inner}]" if kind is list else f"({inner}{',' if len(spec[1]) == 1 else ''})"
+def flatten_values(obj, what):
+    """(leaves, spec) of a nested structure whose leaves are tensors or Python numbers (None
+    is kept; anything else is an error naming ``what``)."""
+    leaves = []
+    return leaves, structures.flatten(obj, leaves, _is_value, functools.partial(_refuse, what))
 
 
 def type_text(t):
@@ -215,7 +177,7 @@ def trace(fn, args, scope, what, like=None):
     inputs = []
     sym_args = []
     for a in args:
-        leaves, spec = flatten(a, what)
+        leaves, spec = flatten_values(a, what)
         sym = []
         for leaf in leaves:
             if isinstance(leaf, (Tensor, Like)):
@@ -226,10 +188,10 @@ def trace(fn, args, scope, what, like=None):
                 leaf = SymbolicTensor._of(node, leaf._requires_grad)
                 inputs.append(leaf)
             sym.append(leaf)
-        sym_args.append(unflatten(spec, sym))
+        sym_args.append(structures.unflatten(spec, sym))
     with _entered(mode):
         result = fn(*sym_args)
-        leaves, spec = flatten(result, f"{what} (its result)")
+        leaves, spec = flatten_values(result, f"{what} (its result)")
         like = list(like or ())
         outputs = [mode.local(v) if isinstance(v, Tensor) else
                    constant(graph, v, like[i] if i < len(like) else None)
