@@ -37,15 +37,20 @@ def test_max_of_short_rows_propagates_nan():
     assert np.isnan(got[5]) and not np.isnan(np.delete(got, 5)).any()
 
 
-def test_softmax_and_log_softmax_of_a_batch_match_numpy():
+@pytest.mark.parametrize("shape", [(128, 10), (40, 3, 10), (64, 2), (16, 10), (64, 100)])
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_softmax_and_log_softmax_of_a_batch_match_numpy(shape, dim):
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((128, 10)) * 30
-    shifted = x - x.max(axis=1, keepdims=True)
-    log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    np.testing.assert_allclose(lk.log_softmax(lk.tensor(x), dim=1).numpy(), log_p, rtol=1e-12,
-                               atol=1e-13)
-    np.testing.assert_allclose(lk.softmax(lk.tensor(x), dim=1).numpy(), np.exp(log_p),
+    x = rng.standard_normal(shape) * 30
+    shifted = x - x.max(axis=dim, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+    np.testing.assert_allclose(lk.log_softmax(lk.tensor(x), dim=dim).numpy(), log_p,
+                               rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(lk.softmax(lk.tensor(x), dim=dim).numpy(), np.exp(log_p),
                                rtol=1e-12, atol=1e-300)
+    got = lk.log_softmax(lk.tensor(x.astype(np.float32)), dim=dim)
+    assert got.dtype is lk.float32 and got.numpy().flags.c_contiguous
+    np.testing.assert_allclose(got.numpy(), log_p, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("bad", [-1, 10, -(2 ** 40)])

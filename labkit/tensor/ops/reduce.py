@@ -61,18 +61,22 @@ def _reduce(xp, x, dim, keepdim, method, combine):
     return out
 
 
-def _short_rows(xp, x, axes, keepdim, method):
-    """``method`` over the last axis of a C-contiguous NumPy array of many short rows, or None.
-    NumPy reduces each row with an inner-loop call of its own ((128, 10) rows: 6.7 us); a
-    transposed copy reduced across its rows is elementwise work along long rows (2.2 us)."""
-    if xp is not np or method == "sum" or axes is None or len(axes) != 1 or \
-            axes[0] % x.ndim != x.ndim - 1 or not x.flags.c_contiguous:
-        return None
+def many_short_rows(xp, x, axis):
+    """Whether ``x`` is a C-contiguous NumPy array reduced over its last axis (``axis``), in
+    many short rows. NumPy reduces each row with an inner-loop call of its own ((128, 10):
+    6.7 us for a max), while a transposed copy reduced across its rows is elementwise work
+    along long rows (2.2 us); softmax works on such a copy too."""
+    if xp is not np or not x.ndim or axis % x.ndim != x.ndim - 1 or not x.flags.c_contiguous:
+        return False
     k = x.shape[-1]
-    rows = x.size // k if k else 0
-    if not (2 <= k <= 32 and rows >= 32):
+    return 2 <= k <= 32 and x.size // k >= 32
+
+
+def _short_rows(xp, x, axes, keepdim, method):
+    """``method`` over the last axis through a transposed copy (``many_short_rows``), or None."""
+    if method == "sum" or axes is None or len(axes) != 1 or not many_short_rows(xp, x, axes[0]):
         return None
-    out = getattr(np.ascontiguousarray(x.reshape(rows, k).T), method)(axis=0)
+    out = getattr(np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T), method)(axis=0)
     return out.reshape(x.shape[:-1] + ((1,) if keepdim else ()))
 
 

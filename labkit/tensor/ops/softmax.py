@@ -15,8 +15,7 @@ from ...errors import ShapeError, describe
 from ..op import op
 from ..shape_rules import normalize_dim, shape_of, ufunc_dtype
 from .elementwise import exp, mul, sub
-from .reduce import max as max_
-from .reduce import sum
+from .reduce import many_short_rows, sum
 
 
 def _rule(name):
@@ -37,7 +36,7 @@ def _shifted(xp, x, dim):
         return x.copy(), axis
     if not x.ndim:
         return xp.asarray(x - x), axis                # 0-d: an array, not a NumPy scalar
-    return x - max_.kernel(xp, x, dim=axis, keepdim=True), axis
+    return x - x.max(axis=axis, keepdims=True), axis
 
 
 def _sum(xp, x, axis):
@@ -49,6 +48,16 @@ def _log_softmax_vjp(g, out, x, dim=-1):
     return (sub(g, mul(exp(out), sum(g, dim=dim, keepdim=True))),)
 
 
+def _short_rows(x, dim):
+    """For many short rows of a float NumPy array (``reduce.many_short_rows``): a (row length,
+    rows) C-contiguous copy to normalise along axis 0, and how to put the result back; else
+    None."""
+    if x.dtype.kind != "f" or not many_short_rows(np, x, dim):
+        return None
+    columns = np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T)
+    return columns, lambda c: np.ascontiguousarray(c.T).reshape(x.shape)
+
+
 @op("log_softmax", shape=_rule("log_softmax"), vjp=_log_softmax_vjp)
 def log_softmax(xp, x, dim=-1):
     """log(softmax(x)) over ``dim``, computed without forming softmax (stable for large inputs).
@@ -57,6 +66,12 @@ def log_softmax(xp, x, dim=-1):
     >>> [round(v, 4) for v in lk.log_softmax(lk.tensor([1.0, 1.0]), dim=0).tolist()]
     [-0.6931, -0.6931]
     """
+    short = _short_rows(x, dim) if xp is np else None
+    if short is not None:
+        c, back = short
+        c -= c.max(axis=0)
+        c -= np.log(np.exp(c).sum(axis=0))
+        return back(c)
     s, axis = _shifted(xp, x, dim)
     if s.size:
         s -= xp.log(_sum(xp, xp.exp(s), axis))
@@ -75,6 +90,13 @@ def softmax(xp, x, dim=-1):
     >>> [round(v, 4) for v in lk.softmax(lk.tensor([0.0, 1.0]), dim=0).tolist()]
     [0.2689, 0.7311]
     """
+    short = _short_rows(x, dim) if xp is np else None
+    if short is not None:
+        c, back = short
+        c -= c.max(axis=0)
+        np.exp(c, out=c)
+        c /= c.sum(axis=0)
+        return back(c)
     e, axis = _shifted(xp, x, dim)
     if e.size:
         xp.exp(e, out=e)
