@@ -117,17 +117,27 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
           follow_all):
     """Apply the vjp rule of every node reachable from ``root_nodes``, in reverse order."""
     pop = grads.pop
+    owned = set()     # ids of gradient arrays made here and held nowhere else: safe to add into
     with dispatch.grad_enabled(create_graph), dispatch.current_mode().phase("backward"):
         for node in _topological(root_nodes):
             g = pop(node, None)
             if g is None:
                 continue
+            owned.discard(id(g._data))   # handed to a vjp now, which may pass it on as it is
             if target_keys:
                 for i in target_keys.get(node, ()):
                     results[i] = g
             inputs = node.inputs
             if inputs is None:
                 raise _freed_error(node)
+            if node.op.vjp_into is not None and not create_graph and g._data is not None and \
+                    node.epoch == _epoch[0]:
+                x = inputs[0]
+                if isinstance(x, Tensor) and (x._requires_grad or follow_all):
+                    _add_into(node, g, x, grads, leaf_grads, owned)
+                if not retain_graph:
+                    node.free()
+                continue
             if node.epoch != _epoch[0]:        # something was written in place since
                 input_grads = _vjp_checking_writes(node, g, create_graph)
             else:
@@ -141,7 +151,12 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
                 if parent is not None:
                     gi = _fit(gi, inp)
                     prev = grads.get(parent)
-                    grads[parent] = gi if prev is None else add(prev, gi)
+                    if prev is None:
+                        grads[parent] = gi
+                    elif id(prev._data) in owned:
+                        _add_in_place(prev, gi)
+                    else:
+                        grads[parent] = add(prev, gi)
                     continue
                 # A leaf's cotangents are summed back to its shape once, after the walk: the
                 # fan-in of a bias broadcast at every step of a loop is added up first, then
@@ -152,6 +167,9 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
                     leaf_grads[key] = (inp, gi)
                     continue
                 pg = prev[1]
+                if id(pg._data) in owned:
+                    _add_in_place(pg, _fit(gi, inp))
+                    continue
                 if pg.shape != gi.shape or gi.shape is None or None in gi.shape:
                     pg, gi = _fit(pg, inp), _fit(gi, inp)
                 leaf_grads[key] = (inp, add(pg, gi))
@@ -159,6 +177,34 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
                 node.free()
         for key, (leaf, g) in leaf_grads.items():
             leaf_grads[key] = (leaf, _fit(g, leaf))
+
+
+def _add_in_place(acc, g):
+    """``acc += g`` into an accumulator of ``_add_into`` (already of the input's shape)."""
+    acc._device.xp.add(acc._data, g._data, out=acc._data, casting="same_kind")
+
+
+def _add_into(node, g, x, grads, leaf_grads, owned):
+    """Add ``node``'s cotangent for its input ``x`` into x's gradient in place (``vjp_into``),
+    in an array of x's shape and dtype that only this walk holds (made on first use)."""
+    parent = x._node
+    prev = grads.get(parent) if parent is not None else leaf_grads.get(id(x), (None, None))[1]
+    if prev is not None and id(prev._data) in owned:
+        acc = prev
+    else:
+        xp = x._device.xp
+        if prev is None:
+            data = xp.zeros(x.shape, dtype=x._data.dtype)
+        else:
+            data = xp.array(_fit(prev, x)._data, dtype=x._data.dtype, copy=True)
+        acc = Tensor._make(data, x._device)
+        owned.add(id(data))
+        if parent is not None:
+            grads[parent] = acc
+        else:
+            leaf_grads[id(x)] = (x, acc)
+    args = [a._data if isinstance(a, Tensor) else a for a in node.inputs]
+    node.op.vjp_into(x._device.xp, acc._data, g._data, node.out, *args, **node.attrs)
 
 
 def _vjp_checking_writes(node, g, create_graph):

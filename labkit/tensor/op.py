@@ -37,10 +37,10 @@ class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
     __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "into",
-                 "writes", "__weakref__")
+                 "writes", "vjp_into", "__weakref__")
 
     def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False, into=None,
-                 writes=None):
+                 writes=None, vjp_into=None):
         if not callable(kernel) or not callable(shape):
             raise TypeError(f"op {name!r}: kernel and shape rule must be callable")
         self.name = name
@@ -59,6 +59,11 @@ class Op:
         self.into = into
         # the index of the input the kernel writes into in place (assign ops), or None
         self.writes = writes
+        # ``vjp_into(xp, acc, g, out, *inputs, **attrs)``: adds the vjp's cotangent of input 0
+        # into the array ``acc`` in place (for an op whose only differentiable input is the
+        # first and whose cotangent is mostly zeros, such as indexing); None: the engine uses
+        # ``vjp``. Only a backward that is not itself recorded uses it.
+        self.vjp_into = vjp_into
 
     def __call__(self, *inputs, **attrs):
         return dispatch.bind(self, inputs, attrs)
@@ -85,7 +90,8 @@ def _missing_vjp(name):
     return vjp
 
 
-def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, writes=None):
+def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, writes=None,
+       vjp_into=None):
     """Decorator declaring a primitive op from its kernel.
 
     ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule. ``vjp=None`` says the op has
@@ -94,15 +100,18 @@ def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, wri
     ``into`` (optional): ``into(xp)`` gives a function computing the kernel into a given array,
     ``f(*inputs, out=array)``, for graph plans that reuse buffers. ``writes`` (optional): the
     index of the input the kernel changes in place (autodiff then checks that no value it saved
-    was changed before the backward pass). Registered ops are walked by the test suite, so each
-    one needs a test entry. Redeclaring a name replaces the earlier op (handy while iterating in
-    a notebook).
+    was changed before the backward pass). ``vjp_into`` (optional): the same cotangent of input
+    0 as ``vjp`` gives, added in place into a gradient array the engine owns, so that many
+    slices of one tensor (an RNN's time steps) each cost their slice, not a tensor-sized array.
+    Registered ops are walked by the test suite, so each one needs a test entry. Redeclaring a
+    name replaces the earlier op (handy while iterating in a notebook).
     """
     if vjp is _UNSET:
         vjp = _missing_vjp(name)
 
     def declare(kernel):
-        o = Op(name, kernel, shape, vjp, stateful=stateful, into=into, writes=writes)
+        o = Op(name, kernel, shape, vjp, stateful=stateful, into=into, writes=writes,
+               vjp_into=vjp_into)
         if register:
             REGISTRY[name] = o
         return o

@@ -122,7 +122,11 @@ def _getitem_vjp(g, out, x, *idx, spec):
     return (index_add(zeros_like(x), g, *idx, spec=spec),) + (None,) * len(idx)
 
 
-@op("getitem", shape=_getitem_rule, vjp=_getitem_vjp)
+def _getitem_vjp_into(xp, acc, g, out, x, *idx, spec):
+    _add_at_index(xp, acc, g, idx, spec)
+
+
+@op("getitem", shape=_getitem_rule, vjp=_getitem_vjp, vjp_into=_getitem_vjp_into)
 def _getitem(xp, x, *idx, spec):
     return x[build_index(spec, idx)]
 
@@ -160,12 +164,17 @@ def _index_add_vjp(g, out, base, values, *idx, spec):
 def index_add(xp, base, values, *idx, spec):
     """A copy of ``base`` with ``values`` added at ``index`` (repeated indices accumulate)."""
     out = base.copy()
+    _add_at_index(xp, out, values, idx, spec)
+    return out
+
+
+def _add_at_index(xp, out, values, idx, spec):
+    """``out[index] += values`` in place, repeated indices accumulated."""
     index = build_index(spec, idx)
     if _has_arrays(spec):
         add_at(xp, out, index, values)
     else:
         out[index] += values
-    return out
 
 
 @op("zeros_like", shape=lambda x: (shape_of(x), x.dtype), vjp=None)
