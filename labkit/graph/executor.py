@@ -71,9 +71,10 @@ def _fused():
 def direct_call(node):
     """The function computing ``node`` into a given array (``f(*inputs, out=array)``), from its
     op's declaration (``Op.into``), or None."""
-    if node.kind != "op" or node.op.into is None or node.attrs:
+    if node.kind != "op" or node.op.into is None:
         return None
-    return node.op.into(node.device.xp)
+    return node.op.into(node.device.xp, **node.attrs) if node.attrs else \
+        node.op.into(node.device.xp)
 
 
 def writes_into(node):

@@ -16,10 +16,9 @@ from ..tensor.ops.softmax import log_softmax, softmax
 from ..tensor.ops.conv import conv2d, max_pool2d, avg_pool2d
 from ..tensor.ops.elementwise import add, cast, mul, ne, relu, sigmoid, sub, tanh
 from ..tensor.ops.index import take
-from ..tensor.ops.linalg import matmul
+from ..tensor.ops.linalg import matmul_t
 from ..tensor.ops.nll import nll_loss as _nll_loss
 from ..tensor.ops.reduce import sum as _sum
-from ..tensor.ops.shape import permute
 from ..tensor import random as _random
 
 __all__ = ["relu", "sigmoid", "tanh", "softmax", "log_softmax", "linear", "conv2d",
@@ -44,7 +43,7 @@ def linear(x, weight, bias=None):
             f"linear: input {describe(x)} does not fit weight {describe(weight)}: the input's "
             f"last dimension must be in_features={weight.shape[1]}. Did you forget to flatten "
             f"(x.flatten(1) or nn.Flatten()), or is the layer's in_features wrong?")
-    out = matmul(x, permute(weight, dims=(1, 0)))
+    out = matmul_t(x, weight, transpose_b=True)
     if bias is not None:
         out = add(out, bias)
     return out

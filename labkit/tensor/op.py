@@ -54,8 +54,9 @@ class Op:
         # Stateful ops (assign, queue ops...) have side effects: a captured function runs every
         # one of them, in program order, whether or not its result is fetched.
         self.stateful = stateful
-        # ``into(xp) -> f`` where ``f(*inputs, out=array)`` computes the kernel into a given
-        # array (graph plans write into reused buffers through it); None: the op cannot.
+        # ``into(xp, **attrs) -> f`` where ``f(*inputs, out=array)`` computes the kernel into a
+        # given array (graph plans write into reused buffers through it); None (as the field,
+        # or as what it returns for some attributes): the op cannot.
         self.into = into
         # the index of the input the kernel writes into in place (assign ops), or None
         self.writes = writes
@@ -97,8 +98,8 @@ def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, wri
     ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule. ``vjp=None`` says the op has
     no gradient (comparisons, argmax: its result never requires grad); leaving ``vjp`` out
     makes a backward pass through the op an error naming it, rather than a silent zero.
-    ``into`` (optional): ``into(xp)`` gives a function computing the kernel into a given array,
-    ``f(*inputs, out=array)``, for graph plans that reuse buffers. ``writes`` (optional): the
+    ``into`` (optional): ``into(xp, **attrs)`` gives a function computing the kernel into a
+    given array, ``f(*inputs, out=array)``, for graph plans that reuse buffers. ``writes`` (optional): the
     index of the input the kernel changes in place (autodiff then checks that no value it saved
     was changed before the backward pass). ``vjp_into`` (optional): the same cotangent of input
     0 as ``vjp`` gives, added in place into a gradient array the engine owns, so that many

@@ -21,6 +21,7 @@ import labkit as lk
 from labkit.tensor.ops import conv as _conv
 from labkit.tensor.ops import elementwise as _elementwise
 from labkit.tensor.ops import index as _index
+from labkit.tensor.ops import linalg as _linalg
 from labkit.tensor.ops import nll as _nll
 from labkit.tensor.ops import reduce as _reduce
 from labkit.tensor.ops import shape as _shape
@@ -437,6 +438,33 @@ MATMUL = Case("matmul", lk.matmul, np.matmul,
               [dict(sa=(3,), sb=(3,)), dict(sa=(2, 3), sb=(3,)), dict(sa=(3,), sb=(2, 3, 2)),
                dict(sa=(2, 1, 2, 3), sb=(4, 3, 2)), dict(sa=(0, 3), sb=(3, 2)),
                dict(sa=(2, 0), sb=(0, 3)), dict(sa=(1, 1), sb=(1, 1))], op="matmul")
+
+
+def _swap(shape):
+    return shape[:-2] + (shape[-1], shape[-2]) if len(shape) > 1 else shape
+
+
+@st.composite
+def _matmul_t_params(draw):
+    """matmul's operands with 2+ dimensions, stored transposed where a flag says so."""
+    p = draw(_matmul_params().filter(lambda p: len(p["sa"]) > 1 and len(p["sb"]) > 1))
+    ta, tb = draw(st.booleans()), draw(st.booleans())
+    return {"sa": _swap(p["sa"]) if ta else p["sa"], "sb": _swap(p["sb"]) if tb else p["sb"],
+            "transpose_a": ta, "transpose_b": tb}
+
+
+def _ref_matmul_t(a, b, transpose_a, transpose_b):
+    return np.matmul(np.swapaxes(a, -1, -2) if transpose_a else a,
+                     np.swapaxes(b, -1, -2) if transpose_b else b)
+
+
+MATMUL_T = Case("matmul_transposed", lambda a, b, **kw: _linalg.matmul(a, b, **kw), _ref_matmul_t,
+                lambda rng, sa, sb, **kw: Sample((normal(rng, sa), normal(rng, sb)), kw),
+                _matmul_t_params(),
+                [dict(sa=(3, 2), sb=(3, 4), transpose_a=True, transpose_b=False),
+                 dict(sa=(2, 3), sb=(4, 3), transpose_a=False, transpose_b=True),
+                 dict(sa=(2, 3, 2), sb=(4, 3), transpose_a=True, transpose_b=True),
+                 dict(sa=(0, 2), sb=(3, 0), transpose_a=True, transpose_b=True)], op="matmul")
 
 
 # ---- indexing ------------------------------------------------------------------------------
@@ -869,7 +897,7 @@ NLL = [
 
 
 PRIMITIVE_CASES = (ELEMENTWISE + [WHERE] + CASTS + [TO_DEVICE] + REDUCTIONS + SHAPE_OPS +
-                   [MATMUL] + INDEXING + GATHER + WINDOWS + STATE + SOFTMAX + NLL)
+                   [MATMUL, MATMUL_T] + INDEXING + GATHER + WINDOWS + STATE + SOFTMAX + NLL)
 
 
 # ---- composites ----------------------------------------------------------------------------

@@ -35,7 +35,7 @@ def _scaled_matmuls(graph):
         if not isinstance(m, Node) or isinstance(s, Node) or isinstance(s, bool) or \
                 not isinstance(s, numbers.Real):
             continue
-        if m.kind != "op" or m.op is not linalg.matmul or m.attrs or m.index in outputs or \
+        if m.kind != "op" or m.op is not linalg.matmul or m.index in outputs or \
                 use[m.index] != [n.index] or not _known(m) or not m.dtype.is_floating or \
                 n.dtype != m.dtype or n.shape != m.shape:
             continue
@@ -43,7 +43,8 @@ def _scaled_matmuls(graph):
         if not (_known(x) and _known(y)) or x.dtype != m.dtype or y.dtype != m.dtype:
             continue
         # the smaller operand; of two the same size, not a transposed view (scaling one would
-        # write a transposed copy, several times slower than a straight pass)
+        # write a transposed copy, several times slower than a straight pass); an operand the
+        # matmul transposes itself (its flag) is a plain array and scales as one
         pos = min((0, 1), key=lambda i: (math.prod(m.inputs[i].shape),
                                          m.inputs[i].op is shape.permute))
         if math.prod(m.inputs[pos].shape) < math.prod(m.shape):
@@ -80,7 +81,7 @@ def arithmetic(graph, record):
             operand = ins[pos]
             ins[pos] = rw.add("op", ew.mul, (operand, s), {}, operand.shape, operand.dtype,
                               operand.device, mul_node.name, like=mul_node, exact_name=True)
-            new = rw.add("op", linalg.matmul, tuple(ins), {}, n.shape, n.dtype, n.device,
+            new = rw.add("op", linalg.matmul, tuple(ins), n.attrs, n.shape, n.dtype, n.device,
                          n.name, like=n, exact_name=True)
             done[mul_node.index] = new
             record.fused.append((n.name, [n.name, mul_node.name]))

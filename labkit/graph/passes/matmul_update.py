@@ -52,7 +52,8 @@ def _split_factor(node):
 
 
 def _match(update, facts):
-    """(a, b, alpha, [nodes folded in]) when ``update`` can become assign_add_matmul, else None."""
+    """(a, b, alpha, [nodes folded in], the matmul's transpose flags) when ``update`` can become
+    assign_add_matmul, else None."""
     if update.kind != "op" or update.op not in _SIGN or update.attrs:
         return None
     target, value = update.inputs
@@ -64,7 +65,7 @@ def _match(update, facts):
         folded.append(value)
         value, factor = scaled
         alpha *= factor
-    if value.op is not linalg.matmul or value.attrs:
+    if value.op is not linalg.matmul:
         return None
     folded.append(value)
     operands = []
@@ -87,7 +88,7 @@ def _match(update, facts):
     if any(facts.epoch[n.index] != facts.epoch[update.index] for n in folded) and \
             (a.index in facts.mutable or b.index in facts.mutable):
         return None
-    return a, b, float(alpha), folded
+    return a, b, float(alpha), folded, dict(value.attrs)
 
 
 @graph_pass("matmul_update")
@@ -122,11 +123,11 @@ def matmul_update(graph, record):
         if n.index not in found:
             rw.copy(n)
             continue
-        a, b, alpha, folded = found[n.index]
+        a, b, alpha, folded, flags = found[n.index]
         target = rw.arg(n.inputs[0])
         rw.map[n.index] = rw.add("op", state.assign_add_matmul, (target, rw.arg(a), rw.arg(b)),
-                                 {"alpha": alpha}, n.shape, n.dtype, n.device, n.name, like=n,
-                                 exact_name=True)
+                                 dict(flags, alpha=alpha), n.shape, n.dtype, n.device, n.name,
+                                 like=n, exact_name=True)
         record.fused.append((n.name, [n.name] + [f.name for f in folded]))
     return rw.finish()
 

@@ -208,7 +208,9 @@ def _compute_seconds(node, dtype_):
     out = _nbytes(node) // max(node.dtype.np.itemsize, 1) if node.dtype is not None else 0
     if node.op is linalg.matmul:
         a = node.inputs[0]
-        k = a.shape[-1] if isinstance(a, Node) and a.shape and a.shape[-1] else 1
+        axis = -2 if node.attrs.get("transpose_a") else -1
+        k = a.shape[axis] if isinstance(a, Node) and a.shape and len(a.shape) >= -axis \
+            and a.shape[axis] else 1
         return _LAUNCH_S[dtype_] + 2.0 * out * k / _FLOPS[dtype_]
     ins = sum(_nbytes(a) for a in node.inputs if isinstance(a, Node))
     elements = max(out, ins // 4)

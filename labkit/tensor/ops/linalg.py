@@ -4,11 +4,22 @@ import numpy as np
 from ...errors import ShapeError, describe
 from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, shape_of, ufunc_dtype
-from .shape import permute, reshape
+from .shape import reshape
 
 
-def _matmul_rule(a, b):
+def _swapped(shape):
+    return shape[:-2] + (shape[-1], shape[-2])
+
+
+def _matmul_rule(a, b, transpose_a=False, transpose_b=False):
     sa, sb = shape_of(a), shape_of(b)
+    for flag, name, s, x in ((transpose_a, "transpose_a", sa, a),
+                             (transpose_b, "transpose_b", sb, b)):
+        if flag and len(s) < 2:
+            raise ShapeError(f"matmul: {name}=True swaps the last two dimensions, so it needs a "
+                             f"tensor with at least 2; got {describe(x)}")
+    sa = _swapped(sa) if transpose_a else sa
+    sb = _swapped(sb) if transpose_b else sb
     if not sa or not sb:
         raise ShapeError(f"matmul needs tensors with at least 1 dimension; got {describe(a)} @ "
                          f"{describe(b)}. For a scalar product use '*'.")
@@ -30,12 +41,18 @@ def _matmul_rule(a, b):
     return out, ufunc_dtype("matmul", np.matmul, a, b)
 
 
-def _swap_last(x):
-    nd = x.ndim
-    return permute(x, dims=tuple(range(nd - 2)) + (nd - 1, nd - 2))
+def matmul_t(a, b, transpose_a=False, transpose_b=False):
+    """``matmul`` of ``a`` and ``b``, either with its last two dimensions swapped first (a view,
+    no copy); only the flags that are set become attributes of the op."""
+    attrs = {}
+    if transpose_a:
+        attrs["transpose_a"] = True
+    if transpose_b:
+        attrs["transpose_b"] = True
+    return matmul(a, b, **attrs)
 
 
-def _matmul_vjp(g, out, a, b):
+def _matmul_vjp(g, out, a, b, transpose_a=False, transpose_b=False):
     a2 = a if a.ndim > 1 else reshape(a, shape=(1,) + a.shape)
     b2 = b if b.ndim > 1 else reshape(b, shape=b.shape + (1,))
     if a.ndim == 1 and b.ndim == 1:
@@ -46,19 +63,42 @@ def _matmul_vjp(g, out, a, b):
         g2 = reshape(g, shape=g.shape + (1,))
     else:
         g2 = g
+    # out = op(a) @ op(b), op a transpose where its flag is set (the flags need 2-d operands)
     ga = gb = None
     if needs_grad(a):
-        ga = matmul(g2, _swap_last(b2))           # (..., m, k)
+        if transpose_a:                          # (g @ op(b)^T)^T = op(b) @ g^T
+            ga = matmul_t(b2, g2, transpose_a=transpose_b, transpose_b=True)
+        else:                                    # g @ op(b)^T: (..., m, k)
+            ga = matmul_t(g2, b2, transpose_b=not transpose_b)
         if a.ndim == 1:
             ga = reshape(ga, shape=ga.shape[:-2] + ga.shape[-1:])
     if needs_grad(b):
-        gb = matmul(_swap_last(a2), g2)           # (..., k, n)
+        if transpose_b:                          # (op(a)^T @ g)^T = g^T @ op(a)
+            gb = matmul_t(g2, a2, transpose_a=True, transpose_b=transpose_a)
+        else:                                    # op(a)^T @ g: (..., k, n)
+            gb = matmul_t(a2, g2, transpose_a=not transpose_a)
         if b.ndim == 1:
             gb = reshape(gb, shape=gb.shape[:-1])
     return ga, gb
 
 
-@op("matmul", shape=_matmul_rule, vjp=_matmul_vjp, into=lambda xp: xp.matmul)
-def matmul(xp, a, b):
-    """Matrix product with NumPy's ``@`` semantics: batched over leading dims, 1-D promoted."""
-    return xp.matmul(a, b)
+def _operands(xp, a, b, transpose_a, transpose_b):
+    return (xp.swapaxes(a, -1, -2) if transpose_a else a,
+            xp.swapaxes(b, -1, -2) if transpose_b else b)
+
+
+def _matmul_into(xp, transpose_a=False, transpose_b=False):
+    if not (transpose_a or transpose_b):
+        return xp.matmul
+
+    def into(a, b, out=None):
+        return xp.matmul(*_operands(xp, a, b, transpose_a, transpose_b), out=out)
+    return into
+
+
+@op("matmul", shape=_matmul_rule, vjp=_matmul_vjp, into=_matmul_into)
+def matmul(xp, a, b, transpose_a=False, transpose_b=False):
+    """Matrix product with NumPy's ``@`` semantics: batched over leading dims, 1-D promoted.
+    ``transpose_a`` / ``transpose_b`` swap an operand's last two dimensions first (as BLAS's
+    transpose flags: no copy, and no separate ``permute`` op in a gradient)."""
+    return xp.matmul(*_operands(xp, a, b, transpose_a, transpose_b))

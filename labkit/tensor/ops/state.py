@@ -70,12 +70,12 @@ def assign_sub(xp, target, value):
     return target
 
 
-def _assign_matmul_rule(target, a, b, alpha=1.0):
+def _assign_matmul_rule(target, a, b, alpha=1.0, transpose_a=False, transpose_b=False):
     name = "assign_add_matmul"
     if not all(dtype_of(x).is_floating for x in (target, a, b)):
         raise DTypeError(f"{name}: needs floating-point tensors; got target {describe(target)}, "
                          f"{describe(a)} @ {describe(b)}")
-    shape, dtype = matmul.shape(a, b)
+    shape, dtype = matmul.shape(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
     return _assign_rule(name)(target, types.SimpleNamespace(shape=shape, dtype=dtype))
 
 
@@ -85,8 +85,9 @@ _BLAS_MIN_SIZE = 16384
 
 
 @op("assign_add_matmul", shape=_assign_matmul_rule, vjp=None, stateful=True, writes=0)
-def assign_add_matmul(xp, target, a, b, alpha=1.0):
-    """``target += alpha * (a @ b)`` in place, atomically; returns ``target``.
+def assign_add_matmul(xp, target, a, b, alpha=1.0, transpose_a=False, transpose_b=False):
+    """``target += alpha * (a @ b)`` in place, atomically; returns ``target``. ``transpose_a``
+    / ``transpose_b`` as for ``matmul``.
 
     On the CPU, for a large float32/float64 target, this is one BLAS GEMM that accumulates into
     ``target`` (``beta=1``, ``labkit.devices.host_blas``) instead of a product and a second pass
@@ -99,6 +100,8 @@ def assign_add_matmul(xp, target, a, b, alpha=1.0):
     >>> w.tolist()
     [[-1.0, -1.0], [-1.0, -1.0]]
     """
+    a = xp.swapaxes(a, -1, -2) if transpose_a else a
+    b = xp.swapaxes(b, -1, -2) if transpose_b else b
     with _lock(target):
         if xp is not np or target.size < _BLAS_MIN_SIZE or \
                 not host_blas.gemm(target, a, b, alpha, 1.0):
