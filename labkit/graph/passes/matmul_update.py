@@ -3,7 +3,8 @@
 ``w -= (a @ b) * s`` (and ``w += ...``; the factor on the product, on either operand, or
 none) becomes ``assign_add_matmul(w, a, b, alpha=-s)``: on the CPU one BLAS GEMM that adds
 into ``w`` (``beta=1``) instead of a product, a pass scaling it and a pass over ``w``. It is
-what SGD's weight update in a captured training step turns into.
+what SGD's weight update in a captured training step turns into. The matmul's transpose flags
+(a weight gradient is ``matmul(h, dz, transpose_a=True)``) carry over to the new op.
 
 It applies when the product is a 2-D matmul of floating-point values of the target's dtype and
 shape, whose only user is the update (and a factor's multiply's only user is the product); the
