@@ -10,12 +10,11 @@ is scaled. The new nodes take the matmul's place in the order, so no read moves
 across a side effect. The result differs from the original only by rounding.
 """
 import math
-import numbers
 
 from ..ir import Node
 from ...tensor.ops import elementwise as ew
 from ...tensor.ops import linalg, shape
-from .base import Rewriter, graph_pass, output_indices, users
+from .base import Rewriter, graph_pass, output_indices, scalar_factor, users
 
 
 def _known(node):
@@ -28,13 +27,10 @@ def _scaled_matmuls(graph):
     outputs = output_indices(graph)
     found = {}
     for n in graph.nodes:
-        if n.kind != "op" or n.op is not ew.mul or n.attrs or len(n.inputs) != 2:
+        factor = scalar_factor(n)
+        if factor is None:
             continue
-        a, b = n.inputs
-        m, s = (a, b) if isinstance(a, Node) else (b, a)
-        if not isinstance(m, Node) or isinstance(s, Node) or isinstance(s, bool) or \
-                not isinstance(s, numbers.Real):
-            continue
+        m, s = factor
         if m.kind != "op" or m.op is not linalg.matmul or m.index in outputs or \
                 use[m.index] != [n.index] or not _known(m) or not m.dtype.is_floating or \
                 n.dtype != m.dtype or n.shape != m.shape:

@@ -15,6 +15,7 @@ The facts, computed here once so that every pass reads them the same way:
   stood) only do so when no side effect lies in between: the *epoch* of a node counts the side
   effects before it.
 """
+import numbers
 import time
 
 from ...tensor.ops import elementwise as ew
@@ -397,6 +398,19 @@ def mutable_values(graph, find=None):
 
 def reads_mutable(node, mutable):
     return any(isinstance(a, Node) and a.index in mutable for a in node.inputs)
+
+
+def scalar_factor(node):
+    """(tensor node, number) when ``node`` is ``mul(tensor, number)`` or ``mul(number, tensor)``
+    with a Python number (not a bool), else None."""
+    if node.kind != "op" or node.op is not ew.mul or node.attrs or len(node.inputs) != 2:
+        return None
+    x, y = node.inputs
+    for t, s in ((x, y), (y, x)):
+        if isinstance(t, Node) and not isinstance(s, (Node, bool)) and \
+                isinstance(s, numbers.Real):
+            return t, s
+    return None
 
 
 def literal_key(value):

@@ -13,18 +13,12 @@ later than the matmul did: when a side effect lies in between, it applies only i
 operand may share memory with state (``base.mutable_values``). The result differs from the
 original only by rounding.
 """
-import numbers
-
 from ..ir import Node
-from ...tensor.ops import elementwise as ew
 from ...tensor.ops import linalg, state
-from .base import (Rewriter, epochs, graph_pass, mutable_values, output_indices, users)
+from .base import (Rewriter, epochs, graph_pass, mutable_values, output_indices, scalar_factor,
+                   users)
 
 _SIGN = {state.assign_add: 1.0, state.assign_sub: -1.0}
-
-
-def _scalar(x):
-    return not isinstance(x, (Node, bool)) and isinstance(x, numbers.Real)
 
 
 class _Facts:
@@ -40,18 +34,6 @@ class _Facts:
             self.use[node.index] == [user.index] and node.index not in self.outputs
 
 
-def _split_factor(node):
-    """(tensor, factor) for ``mul(tensor, number)`` / ``mul(number, tensor)``, else None."""
-    if node.op is not ew.mul or node.attrs or len(node.inputs) != 2:
-        return None
-    x, y = node.inputs
-    if isinstance(x, Node) and _scalar(y):
-        return x, y
-    if isinstance(y, Node) and _scalar(x):
-        return y, x
-    return None
-
-
 def _match(update, facts):
     """(a, b, alpha, [nodes folded in], the matmul's transpose flags) when ``update`` can become
     assign_add_matmul, else None."""
@@ -61,7 +43,7 @@ def _match(update, facts):
     if not isinstance(target, Node) or not facts.only_feeds(value, update):
         return None
     alpha, folded = _SIGN[update.op], []
-    scaled = _split_factor(value)
+    scaled = scalar_factor(value)
     if scaled is not None and facts.only_feeds(scaled[0], value):
         folded.append(value)
         value, factor = scaled
@@ -71,7 +53,7 @@ def _match(update, facts):
     folded.append(value)
     operands = []
     for operand in value.inputs:
-        scaled = _split_factor(operand) if isinstance(operand, Node) else None
+        scaled = scalar_factor(operand) if isinstance(operand, Node) else None
         if scaled is not None and facts.only_feeds(operand, value):
             folded.append(operand)
             operand, factor = scaled

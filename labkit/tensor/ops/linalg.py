@@ -82,7 +82,9 @@ def _matmul_vjp(g, out, a, b, transpose_a=False, transpose_b=False):
     return ga, gb
 
 
-def _operands(xp, a, b, transpose_a, transpose_b):
+def transposed(xp, a, b, transpose_a=False, transpose_b=False):
+    """The arrays ``a`` and ``b`` with the last two dimensions swapped (a view) where the
+    flag says so: the operands a kernel taking matmul's flags multiplies."""
     return (xp.swapaxes(a, -1, -2) if transpose_a else a,
             xp.swapaxes(b, -1, -2) if transpose_b else b)
 
@@ -92,7 +94,7 @@ def _matmul_into(xp, transpose_a=False, transpose_b=False):
         return xp.matmul
 
     def into(a, b, out=None):
-        return xp.matmul(*_operands(xp, a, b, transpose_a, transpose_b), out=out)
+        return xp.matmul(*transposed(xp, a, b, transpose_a, transpose_b), out=out)
     return into
 
 
@@ -101,4 +103,4 @@ def matmul(xp, a, b, transpose_a=False, transpose_b=False):
     """Matrix product with NumPy's ``@`` semantics: batched over leading dims, 1-D promoted.
     ``transpose_a`` / ``transpose_b`` swap an operand's last two dimensions first (as BLAS's
     transpose flags: no copy, and no separate ``permute`` op in a gradient)."""
-    return xp.matmul(*_operands(xp, a, b, transpose_a, transpose_b))
+    return xp.matmul(*transposed(xp, a, b, transpose_a, transpose_b))

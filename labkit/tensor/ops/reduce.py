@@ -61,23 +61,27 @@ def _reduce(xp, x, dim, keepdim, method, combine):
     return out
 
 
-def many_short_rows(xp, x, axis):
-    """Whether ``x`` is a C-contiguous NumPy array reduced over its last axis (``axis``), in
-    many short rows. NumPy reduces each row with an inner-loop call of its own ((128, 10):
-    6.7 us for a max), while a transposed copy reduced across its rows is elementwise work
-    along long rows (2.2 us); softmax works on such a copy too."""
+def short_row_columns(xp, x, axis):
+    """For a C-contiguous NumPy array reduced over its last axis (``axis``) in many short rows:
+    a (row length, rows) C-contiguous copy to reduce along axis 0; else None. NumPy reduces each
+    short row with an inner-loop call of its own ((128, 10): 6.7 us for a max), while the copy
+    is reduced by elementwise work along long rows (2.2 us); softmax normalises it too."""
     if xp is not np or not x.ndim or axis % x.ndim != x.ndim - 1 or not x.flags.c_contiguous:
-        return False
+        return None
     k = x.shape[-1]
-    return 2 <= k <= 32 and x.size // k >= 32
+    if not (2 <= k <= 32 and x.size // k >= 32):
+        return None
+    return np.ascontiguousarray(x.reshape(-1, k).T)
 
 
 def _short_rows(xp, x, axes, keepdim, method):
-    """``method`` over the last axis through a transposed copy (``many_short_rows``), or None."""
-    if method == "sum" or axes is None or len(axes) != 1 or not many_short_rows(xp, x, axes[0]):
+    """``method`` over the last axis through ``short_row_columns``, or None."""
+    if method == "sum" or axes is None or len(axes) != 1:
         return None
-    out = getattr(np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T), method)(axis=0)
-    return out.reshape(x.shape[:-1] + ((1,) if keepdim else ()))
+    columns = short_row_columns(xp, x, axes[0])
+    if columns is None:
+        return None
+    return getattr(columns, method)(axis=0).reshape(x.shape[:-1] + ((1,) if keepdim else ()))
 
 
 _BLAS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))

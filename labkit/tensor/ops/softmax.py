@@ -15,7 +15,7 @@ from ...errors import ShapeError, describe
 from ..op import op
 from ..shape_rules import normalize_dim, shape_of, ufunc_dtype
 from .elementwise import exp, mul, sub
-from .reduce import many_short_rows, sum
+from .reduce import short_row_columns, sum
 
 
 def _rule(name):
@@ -48,14 +48,15 @@ def _log_softmax_vjp(g, out, x, dim=-1):
     return (sub(g, mul(exp(out), sum(g, dim=dim, keepdim=True))),)
 
 
-def _short_rows(x, dim):
-    """For many short rows of a float NumPy array (``reduce.many_short_rows``): a (row length,
-    rows) C-contiguous copy to normalise along axis 0, and how to put the result back; else
+def _columns(xp, x, dim):
+    """x's many short rows as columns (``reduce.short_row_columns``), for a float array; else
     None."""
-    if x.dtype.kind != "f" or not many_short_rows(np, x, dim):
-        return None
-    columns = np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T)
-    return columns, lambda c: np.ascontiguousarray(c.T).reshape(x.shape)
+    return short_row_columns(xp, x, dim) if x.dtype.kind == "f" else None
+
+
+def _rows(columns, x):
+    """``columns`` put back in ``x``'s layout and shape."""
+    return np.ascontiguousarray(columns.T).reshape(x.shape)
 
 
 @op("log_softmax", shape=_rule("log_softmax"), vjp=_log_softmax_vjp)
@@ -66,12 +67,11 @@ def log_softmax(xp, x, dim=-1):
     >>> [round(v, 4) for v in lk.log_softmax(lk.tensor([1.0, 1.0]), dim=0).tolist()]
     [-0.6931, -0.6931]
     """
-    short = _short_rows(x, dim) if xp is np else None
-    if short is not None:
-        c, back = short
+    c = _columns(xp, x, dim)
+    if c is not None:
         c -= c.max(axis=0)
         c -= np.log(np.exp(c).sum(axis=0))
-        return back(c)
+        return _rows(c, x)
     s, axis = _shifted(xp, x, dim)
     if s.size:
         s -= xp.log(_sum(xp, xp.exp(s), axis))
@@ -90,13 +90,12 @@ def softmax(xp, x, dim=-1):
     >>> [round(v, 4) for v in lk.softmax(lk.tensor([0.0, 1.0]), dim=0).tolist()]
     [0.2689, 0.7311]
     """
-    short = _short_rows(x, dim) if xp is np else None
-    if short is not None:
-        c, back = short
+    c = _columns(xp, x, dim)
+    if c is not None:
         c -= c.max(axis=0)
         np.exp(c, out=c)
         c /= c.sum(axis=0)
-        return back(c)
+        return _rows(c, x)
     e, axis = _shifted(xp, x, dim)
     if e.size:
         xp.exp(e, out=e)

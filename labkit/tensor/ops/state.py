@@ -21,7 +21,7 @@ from ...devices import host_blas
 from ...errors import DTypeError, ShapeError, describe
 from ..op import op
 from ..shape_rules import broadcast_shapes, dtype_of, shape_of
-from .linalg import matmul
+from .linalg import matmul, transposed
 
 _LOCKS = [threading.Lock() for _ in range(64)]
 
@@ -100,8 +100,7 @@ def assign_add_matmul(xp, target, a, b, alpha=1.0, transpose_a=False, transpose_
     >>> w.tolist()
     [[-1.0, -1.0], [-1.0, -1.0]]
     """
-    a = xp.swapaxes(a, -1, -2) if transpose_a else a
-    b = xp.swapaxes(b, -1, -2) if transpose_b else b
+    a, b = transposed(xp, a, b, transpose_a, transpose_b)
     with _lock(target):
         if xp is not np or target.size < _BLAS_MIN_SIZE or \
                 not host_blas.gemm(target, a, b, alpha, 1.0):
