@@ -204,6 +204,16 @@ def labkit_trainer(params, inputs, loss_fn, device, capture=False):
     return Bench(step=step, check=check, sync=labkit_sync(device))
 
 
+def register_labkit_trainers(registry, params, input_keys, loss_fn):
+    """Register ``labkit_eager`` and ``labkit_captured`` in ``registry``: ``labkit_trainer`` on
+    ``params(d)`` and the inputs ``d[k]`` for each of ``input_keys``, with ``loss_fn``."""
+    for name, capture in (("labkit_eager", False), ("labkit_captured", True)):
+        def factory(d, device, capture=capture):
+            return labkit_trainer(params(d), [d[k] for k in input_keys], loss_fn, device,
+                                  capture=capture)
+        registry.register(name)(factory)
+
+
 def torch_trainer(params, inputs, loss_fn, device):
     """A Bench for SGD on ``loss_fn(*params, *inputs)`` in PyTorch eager (manual in-place SGD)."""
     import torch

@@ -1,7 +1,7 @@
 """W3 MLP: 784-256-256-10 with ReLU, softmax cross-entropy, batch 128, backward, SGD."""
 import numpy as np
 
-from ..common import (Registry, glorot, labels, labkit_trainer,
+from ..common import (Registry, glorot, labels, register_labkit_trainers,
                       numpy_cross_entropy, numpy_trainer, torch_trainer)
 
 NAME = "W3"
@@ -37,15 +37,7 @@ def _labkit_loss(w1, b1, w2, b2, w3, b3, x, y):
     return lk.nn.functional.cross_entropy(h @ w3 + b3, y)
 
 
-@IMPLS.register("labkit_eager")
-def labkit_eager(d, device):
-    return labkit_trainer(params(d), [d["x"], d["y"]], _labkit_loss, device)
-
-
-@IMPLS.register("labkit_captured")
-def labkit_captured(d, device):
-    return labkit_trainer(params(d), [d["x"], d["y"]], _labkit_loss, device,
-                          capture=True)
+register_labkit_trainers(IMPLS, params, ("x", "y"), _labkit_loss)
 
 
 def _numpy_loss_and_grads(p, x, y):

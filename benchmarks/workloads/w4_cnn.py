@@ -2,7 +2,7 @@
 linear 784->10, cross-entropy; batch 64 of 28x28; backward; SGD."""
 import numpy as np
 
-from ..common import (Registry, glorot, labels, labkit_trainer,
+from ..common import (Registry, glorot, labels, register_labkit_trainers,
                       numpy_cross_entropy, numpy_trainer, torch_trainer)
 
 NAME = "W4"
@@ -37,15 +37,7 @@ def _labkit_loss(c1w, c1b, c2w, c2b, fw, fb, x, y):
     return lk.nn.functional.cross_entropy(h.reshape(x.shape[0], 784) @ fw + fb, y)
 
 
-@IMPLS.register("labkit_eager")
-def labkit_eager(d, device):
-    return labkit_trainer(params(d), [d["x"], d["y"]], _labkit_loss, device)
-
-
-@IMPLS.register("labkit_captured")
-def labkit_captured(d, device):
-    return labkit_trainer(params(d), [d["x"], d["y"]], _labkit_loss, device,
-                          capture=True)
+register_labkit_trainers(IMPLS, params, ("x", "y"), _labkit_loss)
 
 
 # ---- hand-written NumPy: im2col by nine slice copies, batched GEMM, strided-slice max-pool ----

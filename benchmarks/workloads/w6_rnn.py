@@ -7,7 +7,7 @@ comparison is of eager frameworks running one Python loop).
 """
 import numpy as np
 
-from ..common import (Registry, glorot, labels, labkit_trainer,
+from ..common import (Registry, glorot, labels, register_labkit_trainers,
                       numpy_cross_entropy, numpy_trainer, torch_trainer)
 
 NAME = "W6"
@@ -43,15 +43,7 @@ def _labkit_loss(w_ih, w_hh, b, w_out, b_out, x, h, y):
     return lk.nn.functional.cross_entropy(h @ w_out + b_out, y)
 
 
-@IMPLS.register("labkit_eager")
-def labkit_eager(d, device):
-    return labkit_trainer(params(d), [d["x"], d["h0"], d["y"]], _labkit_loss, device)
-
-
-@IMPLS.register("labkit_captured")
-def labkit_captured(d, device):
-    return labkit_trainer(params(d), [d["x"], d["h0"], d["y"]], _labkit_loss, device,
-                          capture=True)
+register_labkit_trainers(IMPLS, params, ("x", "h0", "y"), _labkit_loss)
 
 
 def _numpy_loss_and_grads(p, x, h0, y):
