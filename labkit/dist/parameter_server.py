@@ -504,20 +504,12 @@ class ParameterServer:
     def __getstate__(self):
         import sys
 
-        import cloudpickle
-
+        from .pickling import dumps
         from .worker import _by_value
         state = dict(self.__dict__)
         fns = (state.pop("model_fn"), state.pop("optimizer_fn"), state.pop("loss_fn"))
         modules = {getattr(f, "__module__", None) for f in fns}
-        modules = [sys.modules[m] for m in modules if _by_value(m)]
-        for m in modules:
-            cloudpickle.register_pickle_by_value(m)
-        try:
-            state["_fns"] = cloudpickle.dumps(fns)
-        finally:
-            for m in modules:
-                cloudpickle.unregister_pickle_by_value(m)
+        state["_fns"] = dumps(fns, by_value=[sys.modules[m] for m in modules if _by_value(m)])
         return state
 
     def __setstate__(self, state):

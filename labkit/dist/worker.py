@@ -56,13 +56,10 @@ def _user_modules(fn, args):
 def dumps_call(fn, args):
     """Pickle ``(fn, args)`` for the workers (user modules by value). Raises a DistError naming
     what could not be pickled."""
-    import cloudpickle
     from .errors import DistError
-    modules = _user_modules(fn, args)
-    for m in modules:
-        cloudpickle.register_pickle_by_value(m)
+    from .pickling import dumps
     try:
-        return cloudpickle.dumps((fn, args))
+        return dumps((fn, args), by_value=_user_modules(fn, args))
     except Exception as exc:
         raise DistError(
             f"lk.dist could not send {getattr(fn, '__qualname__', fn)!r} and its arguments to "
@@ -70,9 +67,6 @@ def dumps_call(fn, args):
             f"(its arguments, the globals it reads) must be picklable: open files, locks, "
             f"sockets and live widgets are not. Create those inside the function instead."
         ) from None
-    finally:
-        for m in modules:
-            cloudpickle.unregister_pickle_by_value(m)
 
 
 def _portable(value):

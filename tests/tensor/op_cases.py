@@ -8,14 +8,14 @@ gradients against finite differences in float64, and second derivatives.
 
 A case is a ``build`` function ``build(rng, **params) -> Sample``, a hypothesis strategy drawing
 ``params`` (random shapes, with broadcasting, size-0 and size-1 dimensions and 0-d tensors), and
-``edges``: parameter sets that are always checked, whatever hypothesis draws.
+``edges``: parameter sets that are always checked, whatever hypothesis draws. The pieces
+cases are built from are in ``case_kit.py``; families of ops added later keep their cases in
+modules of ``cases/``, gathered here.
 """
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 import labkit as lk
 from labkit.tensor.ops import conv as _conv
@@ -27,129 +27,11 @@ from labkit.tensor.ops import reduce as _reduce
 from labkit.tensor.ops import shape as _shape
 from labkit.tensor.ops import state as _state
 
-MAX_SIDE = 3
-
-
-# ---- the case table ---------------------------------------------------------------------------
-@dataclass
-class Sample:
-    """Inputs for one call: ``args`` (NumPy arrays become tensors; Python scalars stay scalars),
-    ``kwargs`` (attributes, passed to both the op and the oracle)."""
-    args: tuple
-    kwargs: dict = field(default_factory=dict)
-    grad: tuple = None   # positions to differentiate; None: every floating-point array
-
-
-@dataclass
-class Case:
-    name: str
-    fn: object                   # labkit: fn(*tensors_or_scalars, **kwargs) -> Tensor (or tuple)
-    ref: object                  # NumPy oracle: ref(*arrays_or_scalars, **kwargs) -> array(s)
-    build: object                # build(rng, **params) -> Sample
-    params: object               # hypothesis strategy of params dicts
-    edges: list                  # params dicts always checked
-    op: str = None               # the registered primitive this case tests (None: a composite)
-    differentiable: bool = True
-    rtol: float = 1e-7
-    atol: float = 1e-9
-    grad_kw: dict = field(default_factory=dict)   # extra gradcheck arguments
-    second_order: bool = True    # also check the gradient of the vjp
-
-    def sample(self, rng, params):
-        return self.build(rng, **params)
-
-    def __repr__(self):
-        return self.name
-
-
-# ---- value generators (float64; kept away from kinks so finite differences are exact) --------
-def _arr(x, dtype=np.float64):
-    return np.asarray(x, dtype=dtype)
-
-
-def normal(rng, shape):
-    return _arr(rng.standard_normal(shape))
-
-
-def positive(rng, shape):
-    return _arr(rng.uniform(0.5, 2.0, shape))
-
-
-def nonzero(rng, shape):
-    return _arr(rng.choice([-1.0, 1.0], shape) * rng.uniform(0.25, 2.0, shape))
-
-
-def grid_plus(rng, shape):
-    """Integers + 0.25: never within 0.5 of ``grid_minus`` values, nor within 0.25 of an int."""
-    return _arr(rng.integers(-2, 3, shape) + 0.25)
-
-
-def grid_minus(rng, shape):
-    return _arr(rng.integers(-2, 3, shape) - 0.25)
-
-
-def small_ints(rng, shape):
-    """Floats holding small integers: comparisons see ties."""
-    return _arr(rng.integers(-2, 3, shape))
-
-
-def distinct(rng, shape):
-    """All values distinct and at least 0.3 apart: max/min have a unique winner."""
-    n = math.prod(shape)
-    return _arr((rng.permutation(n) - n / 2) * 0.37 + rng.uniform(-0.03, 0.03, n)).reshape(shape)
-
-
-def ints_below(rng, shape, high):
-    return _arr(rng.integers(0, max(high, 1), shape), np.int64)
-
-
-# ---- shape strategies ---------------------------------------------------------------------
-def shapes(min_dims=0, max_dims=3, min_side=0, max_side=MAX_SIDE):
-    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side,
-                            max_side=max_side)
-
-
-def broadcast_shapes(n, min_dims=0, max_dims=3):
-    return hnp.mutually_broadcastable_shapes(num_shapes=n, min_dims=min_dims, max_dims=max_dims,
-                                             min_side=0, max_side=MAX_SIDE).map(
-        lambda r: tuple(r.input_shapes))
-
-
-UNARY_EDGES = [dict(shape=()), dict(shape=(0,)), dict(shape=(1,)), dict(shape=(2, 0, 3)),
-               dict(shape=(1, 1)), dict(shape=(2, 3))]
-BINARY_EDGES = [dict(shapes=((), ())), dict(shapes=((3,), ())), dict(shapes=((), (2, 1))),
-                dict(shapes=((0,), (1,))), dict(shapes=((2, 1, 3), (4, 1))),
-                dict(shapes=((1,), (1, 1))), dict(shapes=((2, 0), (2, 1))),
-                dict(shapes=((2, 3), None)), dict(shapes=(None, (3,))),
-                dict(shapes=((0, 2), None))]
-
-
-# ---- elementwise ---------------------------------------------------------------------------
-def unary(name, fn, ref, gen=normal, differentiable=True, op=None, edges=(), **kw):
-    def build(rng, shape):
-        return Sample((gen(rng, shape),))
-    return Case(name, fn, ref, build, st.fixed_dictionaries({"shape": shapes()}),
-                UNARY_EDGES + list(edges), op=op or name, differentiable=differentiable, **kw)
-
-
-def _binary_params():
-    """Two broadcastable shapes; sometimes one operand is a Python scalar (shape None)."""
-    @st.composite
-    def draw(draw_):
-        a, b = draw_(broadcast_shapes(2))
-        which = draw_(st.sampled_from([None, None, None, 0, 1]))
-        return {"shapes": (None if which == 0 else a, None if which == 1 else b)}
-    return draw()
-
-
-def binary(name, fn, ref, gen_a=normal, gen_b=normal, differentiable=True, op=None, **kw):
-    def build(rng, shapes):
-        args = []
-        for shape, gen in zip(shapes, (gen_a, gen_b)):
-            args.append(float(gen(rng, ())) if shape is None else gen(rng, shape))
-        return Sample(tuple(args))
-    return Case(name, fn, ref, build, _binary_params(), list(BINARY_EDGES), op=op or name,
-                differentiable=differentiable, **kw)
+from .case_kit import (BINARY_EDGES, MAX_SIDE, REDUCE_EDGES, UNARY_EDGES, Case, Sample, _arr,
+                       binary, broadcast_shapes, distinct, grid_minus, grid_plus, ints_below,
+                       nonzero, normal, positive, reduce_build as _reduce_build,
+                       reduce_params as _reduce_params, shapes, small_ints, unary)
+from .cases import collected as _collected
 
 
 def _stable_sigmoid(x):
@@ -247,26 +129,6 @@ TO_DEVICE = Case("to_device", _to_device_fn, lambda x: x * 2.0,
 
 
 # ---- reductions ----------------------------------------------------------------------------
-@st.composite
-def _reduce_params(draw, nonempty=False, tuple_dims=True, min_dims=0):
-    shape = draw(shapes(min_dims=min_dims, min_side=1 if nonempty else 0))
-    nd = len(shape)
-    choices = [st.none()]
-    if nd:
-        choices.append(st.integers(-nd, nd - 1))
-        if tuple_dims:
-            choices.append(st.lists(st.integers(0, nd - 1), min_size=1, max_size=nd,
-                                    unique=True).map(tuple))
-    dim = draw(st.one_of(*choices))
-    return {"shape": shape, "dim": dim, "keepdim": draw(st.booleans())}
-
-
-def _reduce_build(gen):
-    def build(rng, shape, dim, keepdim):
-        return Sample((gen(rng, shape),), {"dim": dim, "keepdim": keepdim})
-    return build
-
-
 def _np_reduce(fn):
     def ref(x, dim, keepdim):
         return np.asarray(fn(x, axis=dim, keepdims=keepdim))
@@ -282,12 +144,6 @@ def _argref(fn):
     return ref
 
 
-REDUCE_EDGES = [dict(shape=(), dim=None, keepdim=False), dict(shape=(), dim=0, keepdim=True),
-                dict(shape=(), dim=-1, keepdim=False),
-                dict(shape=(2, 3), dim=1, keepdim=True), dict(shape=(2, 3, 2), dim=(0, 2),
-                                                               keepdim=False),
-                dict(shape=(1, 3), dim=-2, keepdim=False), dict(shape=(3,), dim=None,
-                                                                 keepdim=True)]
 def _reduction_size_ref(x, dim, keepdim):
     axes = range(x.ndim) if dim is None else ((dim,) if isinstance(dim, int) else dim)
     return np.asarray(math.prod(x.shape[a] for a in axes) if x.ndim else 1, x.dtype)
@@ -1216,6 +1072,9 @@ COMPOSITE_NAMES = ("mean", "var", "logsumexp", "transpose", "squeeze",
                    "max_pool2d", "avg_pool2d", "composite_gather", "composite_scatter_add",
                    "tensor_indexing")
 
+_MORE_PRIMITIVES, _MORE_COMPOSITES = _collected()
+PRIMITIVE_CASES = PRIMITIVE_CASES + _MORE_PRIMITIVES
+COMPOSITE_CASES = COMPOSITE_CASES + _MORE_COMPOSITES
 ALL_CASES = PRIMITIVE_CASES + COMPOSITE_CASES
 
 

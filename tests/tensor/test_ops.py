@@ -30,6 +30,7 @@ from labkit.tensor.eager import EagerMode
 from labkit.tensor.op import REGISTRY
 from labkit.tensor.shape_rules import same_as_first
 
+from .case_kit import torch_gradients
 from .op_cases import ALL_CASES, COMPOSITE_CASES, COMPOSITE_NAMES, PRIMITIVE_CASES, \
     sample_strategy
 
@@ -40,6 +41,8 @@ HYPOTHESIS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, da
                                              HealthCheck.too_slow, HealthCheck.data_too_large])
 DIFFERENTIABLE = [c for c in ALL_CASES if c.differentiable]
 SECOND_ORDER = [c for c in DIFFERENTIABLE if c.second_order]
+# cases whose oracle is PyTorch: their gradients are compared with torch.autograd's too
+AGAINST_TORCH = [c for c in DIFFERENTIABLE if getattr(c.ref, "torch_fn", None)]
 
 
 def ids(case):
@@ -197,6 +200,26 @@ def check_float32_gradients(case, sample, device):
             f"{case.name}: gradient {lk.errors.describe(g)} for input {lk.errors.describe(x)}")
 
 
+def check_torch_gradients(case, sample, device):
+    """The vjp of a random cotangent, against PyTorch's autograd on the same float64 inputs."""
+    args = [_to_lk(a, device) for a in sample.args]
+    pos = _grad_positions(sample)
+    f = _bind(case, sample, args, pos)
+    if not _finite(f, args, pos):
+        return
+    xs = [args[p].detach().requires_grad_() for p in pos]
+    with np.errstate(all="ignore"):
+        out = f(*xs)
+        cot = np.random.default_rng(2).standard_normal(out.shape)
+        got = gradients(out, xs, grad_outputs=lk.tensor(cot, dtype=out.dtype, device=device))
+    ref_args = [_as_float(a, np.float64) for a in sample.args]
+    expected = torch_gradients(case.ref.torch_fn, ref_args, pos, cot, sample.kwargs)
+    for p, g, e in zip(pos, got, expected):
+        np.testing.assert_allclose(g.numpy(), e, rtol=1e-6, atol=1e-9,
+                                   err_msg=f"{case.name}: gradient of input {p} vs PyTorch, "
+                                           f"{sample}")
+
+
 def _edge_samples(case):
     rng = np.random.default_rng(0)
     return [case.sample(rng, p) for p in case.edges]
@@ -274,6 +297,19 @@ def test_gradients_edges(case, device):
 @given(data=st.data())
 def test_gradients_random(case, device, data):
     check_gradients(case, _drawn(case, data), device)
+
+
+@pytest.mark.parametrize("case", AGAINST_TORCH, ids=ids)
+def test_gradients_against_torch_edges(case, device):
+    for sample in _edge_samples(case):
+        check_torch_gradients(case, sample, device)
+
+
+@pytest.mark.parametrize("case", AGAINST_TORCH, ids=ids)
+@settings(HYPOTHESIS, max_examples=max(EXAMPLES // 2, 1))
+@given(data=st.data())
+def test_gradients_against_torch_random(case, device, data):
+    check_torch_gradients(case, _drawn(case, data), device)
 
 
 @pytest.mark.parametrize("case", SECOND_ORDER, ids=ids)
