@@ -21,3 +21,6 @@ from .ops.softmax import log_softmax, softmax
 from .ops.state import assign, assign_add, assign_sub
 from .random import manual_seed, rand, randint, randn, randperm
 from .tensor import Tensor
+from .public import PUBLIC as _PUBLIC
+
+globals().update(_PUBLIC)   # lk.<name> in PyTorch's signature (labkit/tensor/public)

@@ -68,9 +68,6 @@ def _reduction(op):
     return method
 
 
-for _op in (R.sum, R.max, R.min, R.argmax, R.argmin):
-    setattr(Tensor, _op.name, _reduction(_op))
-Tensor.mean = lambda self, dim=None, keepdim=False: C.mean(self, dim=dim, keepdim=keepdim)
 Tensor.var = lambda self, dim=None, keepdim=False, correction=1: C.var(
     self, dim=dim, keepdim=keepdim, correction=correction)
 Tensor.softmax = lambda self, dim=-1: X.softmax(self, dim=dim)
@@ -127,3 +124,8 @@ from .ops import state as _state  # noqa: E402
 Tensor.assign = lambda self, value: _state.assign(self, value)
 Tensor.assign_add = lambda self, value: _state.assign_add(self, value)
 Tensor.assign_sub = lambda self, value: _state.assign_sub(self, value)
+
+from . import public as _public  # noqa: E402  (PyTorch-signature functions; registers them)
+
+for _name, _fn in _public.METHODS.items():
+    setattr(Tensor, _name, _fn)

@@ -391,8 +391,9 @@ def test_gradient_conventions_at_kinks(device):
     np.testing.assert_allclose(lk.grad(lambda x: abs(x).sum())(x).numpy(), [-1.0, 0.0, 1.0])
     ties = t([1.0, 3.0, 3.0], device)
     np.testing.assert_allclose(lk.grad(lambda x: lk.max(x))(ties).numpy(), [0.0, 0.5, 0.5])
-    np.testing.assert_allclose(lk.grad(lambda x: lk.min(x, dim=0))(t([2.0, 2.0], device)).numpy(),
-                               [0.5, 0.5])
+    # along a dim, as in PyTorch, the gradient goes to the index min/max returns
+    np.testing.assert_allclose(
+        lk.grad(lambda x: lk.min(x, dim=0).values)(t([2.0, 2.0], device)).numpy(), [1.0, 0.0])
     a, b = t([1.0, 2.0], device), t([1.0, 1.0], device)
     ga, gb = lk.grad(lambda a, b: lk.maximum(a, b).sum(), argnums=(0, 1))(a, b)
     np.testing.assert_allclose(ga.numpy(), [1.0, 1.0])    # a tie goes to the first operand

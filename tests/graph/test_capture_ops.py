@@ -8,9 +8,7 @@ gradient computed *inside* the captured function equals the eager gradient, two 
 ``lk.grad`` of the inputs (fed as placeholders), and ``loss.backward()`` on tensors captured
 from outside (their ``.grad`` is set after each run, as in a training step).
 """
-import importlib.util
-import pathlib
-import sys
+import importlib
 
 import numpy as np
 import pytest
@@ -21,15 +19,10 @@ from labkit.tensor.op import REGISTRY
 
 
 def _op_cases():
-    """tests/tensor/op_cases.py (shared with the op harness), loaded by path."""
-    path = pathlib.Path(__file__).resolve().parent.parent / "tensor" / "op_cases.py"
-    name = "_labkit_graph_tests_op_cases"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    """tests/tensor/op_cases.py (shared with the op harness). pytest puts tests/ on sys.path
+    (tests/ holds packages, not a package), so it imports as ``tensor.op_cases``, the module the
+    op harness uses."""
+    return importlib.import_module("tensor.op_cases")
 
 
 cases = _op_cases()
