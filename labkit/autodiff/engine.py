@@ -277,9 +277,9 @@ def _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumula
 
 def _root_cotangent(t, gradient):
     if gradient is None:
-        if t.size != 1:
+        if t.numel() != 1:
             raise GradError(
-                f"backward() on a tensor with {t.size} elements (shape {t.shape}) needs a "
+                f"backward() on a tensor with {t.numel()} elements (shape {t.shape}) needs a "
                 f"gradient argument: the implicit gradient is only defined for a single value. "
                 f"Reduce it first (y.sum().backward()) or pass y.backward(gradient=...) with the "
                 f"shape {t.shape}.")

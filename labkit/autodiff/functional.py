@@ -116,7 +116,7 @@ def _scalar_output(out, where):
     if not isinstance(out, Tensor):
         raise GradError(f"{where}: the function must return a labkit Tensor with one element; "
                         f"it returned {type(out).__name__}")
-    if out.size != 1:
+    if out.numel() != 1:
         raise GradError(f"{where}: the function must return a single value to differentiate, "
                         f"but returned shape {out.shape}. Reduce it (e.g. .sum()), or use lk.vjp "
                         f"for non-scalar outputs.")

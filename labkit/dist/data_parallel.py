@@ -44,7 +44,7 @@ class _Bucket:
         self.device = first.device
         self.dtype = first._data.dtype
         self.tensors = tensors
-        self.offsets = np.cumsum([0] + [t.size for t in tensors]).tolist()
+        self.offsets = np.cumsum([0] + [t.numel() for t in tensors]).tolist()
         with self.device.activate():
             self.flat = self.device.xp.empty(self.offsets[-1], dtype=self.dtype)
 

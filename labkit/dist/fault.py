@@ -146,7 +146,7 @@ def _checkpoint_step(path):
 def _history_value(value, step):
     from ..tensor.tensor import Tensor
     if isinstance(value, Tensor):
-        if value.size != 1:
+        if value.numel() != 1:
             raise DistError(f"train_with_checkpoints: step_fn returned a tensor of shape "
                             f"{value.shape} at step {step}; return a scalar (e.g. the loss) "
                             f"or None")

@@ -64,7 +64,7 @@ def _norm(spec):
 
 def _eager_truth(value, what):
     if isinstance(value, Tensor):
-        if value.size != 1:
+        if value.numel() != 1:
             raise ShapeError(f"{what} must be a single value, but it is a tensor of shape "
                              f"{value.shape}; reduce it first (e.g. (x > 0).all() or x.sum() > 0)")
         return bool(value)

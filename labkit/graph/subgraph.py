@@ -429,6 +429,6 @@ def wants_grad(x):
 
 
 def check_scalar(t, what, remedy):
-    if t.shape != () and t.size != 1:
+    if t.shape != () and t.numel() != 1:
         raise ShapeError(f"{what} must be a single value (shape ()), but it is {node_text(t)}. "
                          f"{remedy}")

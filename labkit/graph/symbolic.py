@@ -49,15 +49,11 @@ class SymbolicTensor(Tensor):
     def dtype(self):
         return self._gnode.dtype
 
-    @property
-    def size(self):
+    def numel(self):
         n = 1
         for s in self._gnode.shape:
             n *= s
         return n
-
-    def numel(self):
-        return self.size
 
     def __len__(self):
         if not self._gnode.shape:

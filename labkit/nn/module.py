@@ -259,7 +259,7 @@ class Module:
         >>> lk.nn.Linear(3, 2).num_parameters()
         8
         """
-        return sum(p.size for p in self.parameters())
+        return sum(p.numel() for p in self.parameters())
 
     def apply(self, fn):
         """Call ``fn(module)`` on every descendant and then on this module; returns self."""

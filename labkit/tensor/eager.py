@@ -156,7 +156,7 @@ class DebugEagerMode(EagerMode):
                     parts = ", ".join(describe(a) for a in inputs)
                     raise NumericsError(
                         f"LABKIT_DEBUG: op {op.name} produced {made} ({count} of "
-                        f"{result.size} values of its output {describe(result)}) from {source} "
+                        f"{result.numel()} values of its output {describe(result)}) from {source} "
                         f"({parts}){f' with {attrs}' if attrs else ''}. Look for its usual "
                         f"causes (log or sqrt of a negative number, log(0), division by zero, "
                         f"overflow) in the values fed to {op.name}; lk.config.set_debug(False) "

@@ -79,34 +79,6 @@ Tensor.any = lambda self, dim=None, keepdim=False: R.sum(E.ne(self, 0), dim=dim,
 Tensor.all = lambda self, dim=None, keepdim=False: R.sum(E.eq(self, 0), dim=dim, keepdim=keepdim) == 0
 
 
-def _reshape(self, *shape):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = shape[0]
-    return S.reshape(self, shape=tuple(shape))
-
-
-def _permute(self, *dims):
-    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
-        dims = dims[0]
-    return S.permute(self, dims=tuple(dims))
-
-
-def _expand(self, *shape):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = shape[0]
-    return S.broadcast_to(self, shape=tuple(shape))
-
-
-Tensor.reshape = _reshape
-Tensor.view = _reshape
-Tensor.permute = _permute
-Tensor.broadcast_to = _expand
-Tensor.expand = _expand
-Tensor.transpose = lambda self, dim0=-2, dim1=-1: C.transpose(self, dim0, dim1)
-Tensor.T = property(lambda self: S.permute(self, dims=tuple(reversed(range(self.ndim)))))
-Tensor.squeeze = lambda self, dim=None: C.squeeze(self, dim)
-Tensor.unsqueeze = lambda self, dim: C.unsqueeze(self, dim)
-Tensor.flatten = lambda self, start_dim=0, end_dim=-1: C.flatten(self, start_dim, end_dim)
 Tensor.astype = lambda self, dtype: E.cast(self, dtype=as_dtype(dtype).name)
 Tensor.float = lambda self: E.cast(self, dtype="float32")
 Tensor.double = lambda self: E.cast(self, dtype="float64")

@@ -22,7 +22,8 @@ from .dtypes import from_numpy_dtype
 class Tensor:
     """An n-dimensional array on a device. Create one with ``lk.tensor(...)`` or ``lk.zeros(...)``.
 
-    Attributes: ``shape``, ``ndim``, ``dtype``, ``device``, ``requires_grad``, ``grad``.
+    Attributes: ``shape``, ``ndim``, ``dtype``, ``device``, ``requires_grad``, ``grad``; the methods
+    ``size()`` / ``size(d)`` and ``numel()`` as in PyTorch.
     """
 
     __slots__ = ("_data", "_device", "_requires_grad", "_grad", "_node", "_version",
@@ -67,11 +68,8 @@ class Tensor:
     def device(self):
         return self._device
 
-    @property
-    def size(self):
-        return self._data.size
-
     def numel(self):
+        """The number of elements (``x.size()`` is the shape, as in PyTorch)."""
         return self._data.size
 
     def __len__(self):

@@ -578,11 +578,11 @@ class _Drawing:
 def _size(value):
     if value is None:
         return 0
-    size = getattr(value, "size", None)
-    if size is None:
-        import numpy as np
-        size = np.size(value)
-    return int(size)
+    numel = getattr(value, "numel", None)
+    if numel is not None:
+        return int(numel())
+    import numpy as np
+    return int(np.size(value))
 
 
 def _scalar(value):

@@ -63,7 +63,7 @@ def tensor_html(t):
 
 
 def _count(module):
-    return sum(p.size for p in module._parameters.values() if p is not None)
+    return sum(p.numel() for p in module._parameters.values() if p is not None)
 
 
 def module_html(module):
