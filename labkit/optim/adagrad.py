@@ -1,6 +1,6 @@
 """Adagrad: per-coordinate learning rates from the running sum of squared gradients."""
 from ..tensor.ops.elementwise import sqrt
-from .optimizer import Optimizer, in_dtype
+from .optimizer import Optimizer, as_count, in_dtype
 
 
 class Adagrad(Optimizer):
@@ -30,7 +30,7 @@ class Adagrad(Optimizer):
                 raise ValueError(f"Adagrad: {name} must be >= 0, got {group[name]}")
 
     def _update(self, p, g, state, group):
-        step = self._counter(state, "step", p).assign_add(1)
+        step = as_count(self._counter(state, "step", p).assign_add(1))
         acc = self._slot(state, "sum", p, group["initial_accumulator_value"])
         if group["weight_decay"]:
             g = g + p * group["weight_decay"]

@@ -1,6 +1,6 @@
 """Adam: bias-corrected running averages of the gradient and of its square."""
 from ..tensor.ops.elementwise import maximum, sqrt
-from .optimizer import Optimizer, in_dtype
+from .optimizer import Optimizer, as_count, in_dtype
 
 
 class Adam(Optimizer):
@@ -36,7 +36,7 @@ class Adam(Optimizer):
 
     def _update(self, p, g, state, group):
         b1, b2 = group["betas"]
-        step = self._counter(state, "step", p).assign_add(1)
+        step = as_count(self._counter(state, "step", p).assign_add(1))
         m, v = self._slot(state, "exp_avg", p), self._slot(state, "exp_avg_sq", p)
         if group["weight_decay"]:
             g = g + p * group["weight_decay"]

@@ -294,6 +294,13 @@ class Optimizer:
         return "\n".join(lines)
 
 
+def as_count(step):
+    """A step count (0-d int64) as float64, so that factors computed from it with Python floats
+    (``beta ** t``) keep float64's precision, as PyTorch's Python-number arithmetic does, before
+    ``in_dtype`` casts them to the parameter's dtype."""
+    return cast(step, dtype="float64")
+
+
 def in_dtype(x, like):
     """``x`` (a 0-d factor computed from a step count) cast to ``like``'s dtype, so that it
     scales ``like`` without promoting it (NumPy promotes float32 * float64 0-d to float64)."""

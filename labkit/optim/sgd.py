@@ -1,6 +1,6 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
-from ..tensor.ops.elementwise import where
-from .optimizer import Optimizer, in_dtype
+from ..tensor.ops.elementwise import cast
+from .optimizer import Optimizer
 
 
 class SGD(Optimizer):
@@ -45,7 +45,7 @@ class SGD(Optimizer):
                 step = self._counter(state, "step", p, start).assign_add(1)
             buf = self._slot(state, "momentum_buffer", p)
             if dampening:
-                scale = in_dtype(where(step == 1, 1.0, 1.0 - dampening), p)
+                scale = 1.0 - cast(step != 1, dtype=p.dtype.name) * dampening
                 buf = buf.assign(buf * momentum + g * scale)
             else:
                 buf = buf.assign(buf * momentum + g)

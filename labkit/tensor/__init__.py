@@ -4,8 +4,8 @@ from . import methods  # noqa: F401  (attaches operators and methods to Tensor)
 from . import profiling  # noqa: F401  (lets lk.profile() time eager ops)
 from .creation import (arange, eye, from_dlpack, from_numpy, full, full_like, linspace, ones,
                        ones_like, tensor, zeros, zeros_like)
-from .dtypes import (DType, as_dtype, bool_, float16, float32, float64, int32, int64,
-                     result_type)
+from .dtypes import (DType, as_dtype, bool_, float16, float32, float64, get_default_dtype, int8,
+                     int16, int32, int64, promote_types, result_type, set_default_dtype, uint8)
 from .op import REGISTRY, Op, op
 from .ops.conv import avg_pool2d, conv2d, max_pool2d
 from .ops.composite import (clip, flatten, logsumexp, mean, split, squeeze, stack, transpose,

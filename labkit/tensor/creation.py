@@ -12,7 +12,7 @@ import numpy as np
 
 from ..devices import device_of_array, get_device, transfer
 from ..errors import DTypeError
-from .dtypes import as_dtype, float32, storage_dtype
+from .dtypes import as_dtype, get_default_dtype, storage_dtype
 from .tensor import Tensor
 
 
@@ -28,7 +28,8 @@ def _place(array, device, requires_grad):
 
 
 def _host_array(data, dtype):
-    """``data`` as a host NumPy array with labkit's default dtypes (Python floats -> float32)."""
+    """``data`` as a host NumPy array with labkit's default dtypes (Python floats -> the default
+    float dtype)."""
     if isinstance(data, Tensor):
         data = data.numpy()
     if dtype is not None:
@@ -38,7 +39,7 @@ def _host_array(data, dtype):
         return arr.astype(storage_dtype(arr.dtype), copy=False)
     arr = np.array(data)
     if arr.dtype == np.float64:
-        arr = arr.astype(np.float32)        # like PyTorch: Python floats become float32
+        arr = arr.astype(get_default_dtype().np)   # like PyTorch: Python floats -> float32
     elif arr.dtype.kind not in "fb" and arr.dtype != np.int64:
         try:
             arr = arr.astype(storage_dtype(arr.dtype), copy=False)
@@ -51,7 +52,8 @@ def _host_array(data, dtype):
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (numbers, nested lists, NumPy arrays, tensors).
 
-    Python floats become float32 and ints int64, as in PyTorch; NumPy arrays keep their dtype.
+    Python floats become float32 (``lk.get_default_dtype()``) and ints int64, as in PyTorch;
+    NumPy arrays keep their dtype.
 
     >>> import labkit as lk
     >>> lk.tensor([[1.0, 2.0]], requires_grad=True).shape
@@ -79,7 +81,7 @@ def _shape(shape):
 
 
 def _filled(fill, shape, dtype, device, requires_grad):
-    dtype = as_dtype(dtype) or float32
+    dtype = as_dtype(dtype) or get_default_dtype()
     dev = get_device(device)
     with dev.activate():
         arr = dev.xp.full(_shape(shape), fill, dtype=dtype.np)
@@ -126,19 +128,19 @@ def arange(start, end=None, step=1, dtype=None, device=None):
         start, end = 0, start
     if dtype is None:
         ints = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
-        dtype = "int64" if ints else "float32"
+        dtype = "int64" if ints else get_default_dtype()
     return _place(np.arange(start, end, step, dtype=as_dtype(dtype).np), device, False)
 
 
 def linspace(start, end, steps, dtype=None, device=None):
     """``steps`` values from ``start`` to ``end`` inclusive (float32 by default)."""
-    return _place(np.linspace(start, end, steps, dtype=(as_dtype(dtype) or float32).np),
+    return _place(np.linspace(start, end, steps, dtype=(as_dtype(dtype) or get_default_dtype()).np),
                   device, False)
 
 
 def eye(n, m=None, dtype=None, device=None):
     """The ``n`` x ``m`` identity matrix (float32 by default)."""
-    return _place(np.eye(n, m, dtype=(as_dtype(dtype) or float32).np), device, False)
+    return _place(np.eye(n, m, dtype=(as_dtype(dtype) or get_default_dtype()).np), device, False)
 
 
 def from_numpy(array):
@@ -152,7 +154,7 @@ def from_numpy(array):
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
     if array.dtype != storage_dtype(array.dtype):
         raise DTypeError(f"from_numpy cannot share memory with a {array.dtype} array (labkit "
-                         f"holds float16/32/64, int32/64 and bool); use lk.tensor(array) to copy")
+                         f"holds float16/32/64, int8/16/32/64, uint8 and bool); use lk.tensor(array) to copy")
     return Tensor._make(array, get_device("cpu:0"))
 
 
@@ -181,7 +183,7 @@ def from_dlpack(obj):
                          f"GPU first")
     if array.dtype.kind not in "fiub" or array.dtype != storage_dtype(array.dtype):
         raise DTypeError(f"from_dlpack: labkit has no dtype for {array.dtype} (it holds float16/"
-                         f"32/64, int32/64 and bool), so it cannot share this memory; convert "
+                         f"32/64, int8/16/32/64, uint8 and bool), so it cannot share this memory; convert "
                          f"the producer first (e.g. x.to(torch.float32)) or copy it with "
                          f"lk.tensor(np.asarray(x))")
     return Tensor._make(array, device_of_array(array))

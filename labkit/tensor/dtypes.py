@@ -1,10 +1,22 @@
-"""labkit dtypes: float16/32/64, int32/64, bool. Promotion follows NumPy's rules.
+"""labkit dtypes: float16/32/64, int8/16/32/64, uint8, bool. Promotion follows PyTorch's rules.
+
+PyTorch's promotion differs from NumPy's in three ways, and labkit follows PyTorch:
+
+- an integer (or bool) combined with a float gives that float type (``int64`` with ``float32`` is
+  ``float32``; NumPy says ``float64``);
+- operands rank by kind: tensors with dimensions, then 0-d tensors, then Python numbers; a
+  lower-ranked operand changes the result only if it is of a higher category (bool < integer <
+  float), so ``float32`` tensor ``*`` a ``float64`` 0-d tensor stays ``float32``;
+- a Python float, and an integer op whose result is fractional (``int / int``, ``sin(int)``),
+  gives the default float dtype (``lk.get_default_dtype()``, float32 unless set).
 
 >>> import labkit as lk
 >>> lk.float32
 lk.float32
->>> lk.result_type(lk.int32, lk.float32)
-lk.float64
+>>> lk.result_type(lk.int32, lk.float32), lk.promote_types(lk.int64, lk.float16)
+(lk.float32, lk.float16)
+>>> (lk.tensor([1, 2]) / 2).dtype, (lk.tensor([1, 2]) * 1.5).dtype
+(lk.float32, lk.float32)
 """
 import numpy as np
 
@@ -34,16 +46,20 @@ class DType:
 float16 = DType("float16", np.float16)
 float32 = DType("float32", np.float32)
 float64 = DType("float64", np.float64)
+int8 = DType("int8", np.int8)
+int16 = DType("int16", np.int16)
 int32 = DType("int32", np.int32)
 int64 = DType("int64", np.int64)
+uint8 = DType("uint8", np.uint8)
 bool_ = DType("bool_", np.bool_)
 
-ALL = (float16, float32, float64, int32, int64, bool_)
+ALL = (float16, float32, float64, int8, int16, int32, int64, uint8, bool_)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NAME["bool"] = bool_
+_BY_NAME.update({"bool": bool_, "float": float32, "double": float64, "half": float16,
+                 "long": int64, "int": int32, "short": int16})
 
-# Narrower NumPy types map onto the nearest labkit dtype (e.g. uint8 images, int16 labels).
+# NumPy types labkit does not hold map onto the nearest it does (uint16/32/64 -> int64...).
 _WIDEN = {"i": int64, "u": int64, "f": float32, "b": bool_}
 
 
@@ -63,7 +79,7 @@ def as_dtype(spec):
     if isinstance(spec, str) and spec in _BY_NAME:
         return _BY_NAME[spec]
     if spec is float:
-        return float32
+        return _default[0]
     if spec is int:
         return int64
     if spec is bool:
@@ -88,6 +104,108 @@ def storage_dtype(np_dtype):
     return wide.np
 
 
+# ---- the default float dtype ------------------------------------------------------------------
+_default = [float32]
+
+
+def get_default_dtype():
+    """The dtype Python floats become (``lk.tensor(1.5)``, ``lk.zeros(2)``, ``int / int``...)."""
+    return _default[0]
+
+
+def set_default_dtype(dtype):
+    """Set the default float dtype (float32 unless set; float64 for exact numerics).
+
+    >>> import labkit as lk
+    >>> lk.set_default_dtype(lk.float64); lk.tensor([1.5]).dtype
+    lk.float64
+    >>> lk.set_default_dtype(lk.float32)
+    """
+    d = as_dtype(dtype)
+    if not d.is_floating:
+        raise DTypeError(f"set_default_dtype: the default dtype must be a float type (float16, "
+                         f"float32 or float64), got {d}")
+    _default[0] = d
+
+
+# ---- PyTorch's promotion, on NumPy dtypes (kernels use it too) ----------------------------------
+_PROMOTED = {}
+
+
+def promote_np(a, b):
+    """PyTorch's ``promote_types`` on NumPy dtypes: bool < integers < floats; an integer with a
+    float gives the float; within a kind, NumPy's lattice (uint8 with int8 is int16)."""
+    if a is b:
+        return a
+    r = _PROMOTED.get((a, b))
+    if r is None:
+        ka, kb = a.kind, b.kind
+        if ka == "b" or (kb == "f" and ka != "f"):
+            r = b
+        elif kb == "b" or (ka == "f" and kb != "f"):
+            r = a
+        else:
+            r = np.promote_types(a, b)
+        _PROMOTED[(a, b)] = r
+    return r
+
+
+_INT64, _BOOL = np.dtype(np.int64), np.dtype(np.bool_)
+
+
+def _combine(higher, lower):
+    """PyTorch's combination of a higher-ranked operands' dtype with a lower-ranked one's (None
+    where there is no operand of that rank): the lower one counts only from a higher category."""
+    if higher is None:
+        return lower
+    if lower is None or higher.kind == "f":
+        return higher
+    if higher.kind == "b" or lower.kind == "f":
+        return promote_np(higher, lower)
+    return higher
+
+
+def common_np_dtype(values):
+    """The NumPy dtype PyTorch computes in for these operands: arrays or tensor-likes (anything
+    with ``.dtype`` and ``.shape``) and Python numbers."""
+    dims = zeros = scalars = None
+    for v in values:
+        d = getattr(v, "dtype", None)
+        if d is None:
+            if isinstance(v, bool):
+                d = _BOOL
+            elif isinstance(v, int):
+                d = _INT64
+            elif isinstance(v, float):
+                d = _default[0].np
+            else:
+                d = np.asarray(v).dtype
+            scalars = d if scalars is None else promote_np(scalars, d)
+            continue
+        d = getattr(d, "np", d)
+        if len(v.shape):
+            dims = d if dims is None else promote_np(dims, d)
+        else:
+            zeros = d if zeros is None else promote_np(zeros, d)
+    return _combine(dims, _combine(zeros, scalars))
+
+
+def promote_types(a, b):
+    """PyTorch's promotion of two dtypes (labkit dtypes, names or NumPy dtypes)."""
+    return from_numpy_dtype(promote_np(as_dtype(a).np, as_dtype(b).np))
+
+
 def result_type(*args):
-    """NumPy's promotion over labkit dtypes and Python scalars (which are 'weak', as in NumPy 2)."""
-    return _BY_NP[np.result_type(*[a.np if type(a) is DType else a for a in args])]
+    """The dtype PyTorch gives an elementwise op of ``args``: tensors, dtypes (taken as tensors
+    with dimensions) and Python numbers."""
+    values = [_AsTensor(a) if type(a) is DType or isinstance(a, (str, np.dtype)) else a
+              for a in args]
+    return from_numpy_dtype(common_np_dtype(values))
+
+
+class _AsTensor:
+    __slots__ = ("dtype",)
+    shape = (1,)
+
+    def __init__(self, spec):
+        self.dtype = as_dtype(spec).np

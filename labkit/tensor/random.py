@@ -6,7 +6,7 @@ same seed gives the same numbers on CPU and GPU.
 import numpy as np
 
 from .creation import _place, _shape
-from .dtypes import as_dtype, float32
+from .dtypes import as_dtype, get_default_dtype
 
 _generator = np.random.default_rng()
 
@@ -24,13 +24,13 @@ def generator():
 
 def rand(*shape, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) (float32 by default)."""
-    d = as_dtype(dtype) or float32
+    d = as_dtype(dtype) or get_default_dtype()
     return _place(_generator.random(_shape(shape)).astype(d.np), device, requires_grad)
 
 
 def randn(*shape, dtype=None, device=None, requires_grad=False):
     """Standard normal samples (float32 by default)."""
-    d = as_dtype(dtype) or float32
+    d = as_dtype(dtype) or get_default_dtype()
     return _place(_generator.standard_normal(_shape(shape)).astype(d.np), device, requires_grad)
 
 

@@ -7,7 +7,7 @@ symbolic tensors of graph capture; or plain Python scalars) and its attributes, 
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, describe
-from .dtypes import from_numpy_dtype
+from .dtypes import common_np_dtype, from_numpy_dtype, get_default_dtype
 
 
 def shape_of(x):
@@ -63,23 +63,72 @@ def broadcast_shapes(opname, *inputs):
     return tuple(out)
 
 
+_LOOPS = {}
+
+
+def torch_loop(ufunc, common):
+    """``(in_dtypes, out_dtype)``: the NumPy loop of ``ufunc`` that computes as PyTorch does on
+    operands whose common dtype (``common_np_dtype``) is ``common``: the loop for ``common``,
+    except that an integer or bool computation with a fractional result (``int / int``,
+    ``sin(int)``) runs in the default float dtype. Raises TypeError where NumPy has no loop."""
+    default = get_default_dtype().np
+    key = (ufunc, common, default)
+    hit = _LOOPS.get(key)
+    if hit is None:
+        n = ufunc.nin
+        resolved = ufunc.resolve_dtypes((common,) * n + (None,) * ufunc.nout)
+        if resolved[-1].kind == "f" and common.kind != "f":
+            resolved = ufunc.resolve_dtypes((default,) * n + (None,) * ufunc.nout)
+        hit = _LOOPS[key] = (tuple(resolved[:n]), resolved[-1])
+    return hit
+
+
+def call_ufunc(fn, ufunc, inputs, no_bool=False):
+    """``fn(*inputs)`` (``fn``: the array module's version of the NumPy ufunc ``ufunc``) with the
+    result dtype PyTorch gives (see ``labkit.tensor.dtypes``): array operands of another dtype
+    than the loop's are cast to it first; Python numbers stay as they are. Same-dtype float
+    operands (the usual case) go straight to ``fn``. ``no_bool``: raise TypeError for bool
+    operands (the op's shape rule then explains why)."""
+    d = None
+    for x in inputs:
+        xd = getattr(x, "dtype", None)
+        if xd is None:
+            if type(x) is float or type(x) is int:
+                continue
+            break
+        if d is None:
+            if xd.kind != "f":
+                break
+            d = xd
+        elif xd is not d:
+            break
+    else:
+        if d is not None:
+            return fn(*inputs)
+    if no_bool and any(isinstance(x, bool) or getattr(x, "dtype", None) == np.bool_
+                       for x in inputs):
+        raise TypeError("bool operand")
+    loop, want = torch_loop(ufunc, common_np_dtype(inputs))
+    out = fn(*[x.astype(t) if getattr(x, "dtype", t) != t else x for x, t in zip(inputs, loop)])
+    return out if out.dtype == want else out.astype(want)      # Python numbers alone
+
+
 def ufunc_dtype(opname, ufunc, *inputs):
-    """The output dtype NumPy's ``ufunc`` gives for these inputs (Python scalars are weak)."""
+    """The output dtype of the NumPy ufunc ``ufunc`` on these inputs under PyTorch's promotion
+    (``call_ufunc`` computes it so)."""
     try:
-        resolved = ufunc.resolve_dtypes(tuple(np_dtype_of(a) for a in inputs) + (None,))
+        _, out = torch_loop(ufunc, common_np_dtype(inputs))
     except Exception:
         raise DTypeError(
             f"{opname} is not defined for dtypes ({inputs_text(inputs)}) (NumPy's "
             f"{ufunc.__name__} has no loop for them). Cast an input first, e.g. x.float() or "
             f"x.to(dtype=lk.int64).") from None
-    out = np.dtype(resolved[-1])
     try:
         return from_numpy_dtype(out)
     except DTypeError:
         raise DTypeError(
             f"{opname} of ({inputs_text(inputs)}) would give NumPy's {out}, which labkit does not "
-            f"hold (float16/32/64, int32/64, bool_). Cast an input first, e.g. x.to(dtype="
-            f"lk.int64).") from None
+            f"hold. Cast an input first, e.g. x.to(dtype=lk.int64).") from None
 
 
 def elementwise(ufunc, name=None):

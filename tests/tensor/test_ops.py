@@ -325,35 +325,37 @@ def test_second_order_random(case, device, data):
     check_second_order(case, _drawn(case, data), device)
 
 
-# ---- dtype promotion of elementwise ops (NumPy's rules over labkit dtypes) --------------------
-DTYPES = ["float16", "float32", "float64", "int32", "int64", "bool_"]
-UNARY = {"neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.absolute,
-         "sign": np.sign, "tanh": np.tanh, "sigmoid": np.exp,
-         "relu": lambda x: np.maximum(x, 0), "logical_not": np.logical_not}
-BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-          "pow": np.power, "maximum": np.maximum, "minimum": np.minimum, "eq": np.equal,
-          "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-          "ge": np.greater_equal}
-LABKIT_NP = {lk.as_dtype(d).np for d in DTYPES}
+# ---- dtype promotion of elementwise ops: PyTorch's rules, PyTorch as the oracle ----------------
+DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_"]
+UNARY = {"neg": "neg", "exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "abs", "sign": "sign",
+         "tanh": "tanh", "sigmoid": "sigmoid", "relu": "relu", "logical_not": "logical_not"}
+BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "truediv", "pow": "pow",
+          "maximum": "maximum", "minimum": "minimum", "eq": "eq", "ne": "ne", "lt": "lt",
+          "le": "le", "gt": "gt", "ge": "ge"}
+OPERATORS = {"add", "sub", "mul", "div", "pow", "eq", "ne", "lt", "le", "gt", "ge"}
 
 
 def _values(dtype, shape=(2,)):
     return np.full(shape, 2 if dtype != "bool_" else True, dtype=lk.as_dtype(dtype).np)
 
 
-def _expected_dtype(fn, *args):
-    """NumPy's result dtype, or None where NumPy has no loop or labkit no dtype for it."""
+def _torch_result(name, args):
+    """PyTorch's result of ``torch.<name>(*args)`` (or of the operator ``name``, such as
+    ``truediv``) with NumPy arrays as tensors, as a NumPy array; None where PyTorch refuses."""
+    import operator
+
+    import torch
+    targs = [torch.from_numpy(a.copy()) if isinstance(a, np.ndarray) else a for a in args]
+    fn = getattr(operator, name, None) or getattr(torch, name)
     try:
-        with np.errstate(all="ignore"):
-            d = np.asarray(fn(*args)).dtype
-    except TypeError:
+        return fn(*targs).numpy()
+    except (RuntimeError, TypeError):
         return None
-    return d if d in LABKIT_NP else None
 
 
-def _check_dtype(name, fn, np_fn, np_args, lk_args):
-    expected = _expected_dtype(np_fn, *np_args)
-    what = f"{name}({', '.join(str(getattr(a, 'dtype', type(a).__name__)) for a in np_args)})"
+def _check_dtype(name, fn, torch_name, np_args, lk_args):
+    expected = _torch_result(torch_name, np_args)
+    what = f"{name}({', '.join(_kind(a) for a in np_args)})"
     if expected is None:
         with pytest.raises(lk.DTypeError, match=name):
             fn(*lk_args)
@@ -361,12 +363,16 @@ def _check_dtype(name, fn, np_fn, np_args, lk_args):
     mode = RuleCheckingMode()
     with np.errstate(all="ignore"), dispatch.push_mode(mode):
         out = fn(*lk_args)
-    assert out.dtype.np == expected, f"{what}: labkit gives {out.dtype}, NumPy {expected}"
-    with np.errstate(all="ignore"):
-        ref = np.asarray(np_fn(*np_args))
-    if name != "sigmoid":
-        np.testing.assert_allclose(out.numpy().astype(np.float64), ref.astype(np.float64),
-                                   err_msg=what)
+    assert out.dtype.np == expected.dtype, \
+        f"{what}: labkit gives {out.dtype}, PyTorch {expected.dtype}"
+    np.testing.assert_allclose(out.numpy().astype(np.float64), expected.astype(np.float64),
+                               rtol=1e-3, err_msg=what)
+
+
+def _kind(a):
+    if isinstance(a, np.ndarray):
+        return f"{a.dtype}{'' if a.ndim else ' 0-d'}"
+    return type(a).__name__
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
@@ -378,28 +384,54 @@ def test_unary_result_dtypes(name, device):
 
 @pytest.mark.parametrize("name", sorted(BINARY))
 def test_binary_result_dtypes(name, device):
+    """Every pair of dtypes, as tensors with dimensions and as 0-d tensors, and with Python
+    numbers on either side."""
     for da, db in itertools.product(DTYPES, repeat=2):
-        a, b = _values(da), _values(db, (3, 1))
-        _check_dtype(name, getattr(lk, name), BINARY[name], [a, b],
-                     [lk.tensor(a, device=device), lk.tensor(b, device=device)])
+        for shape_b in ((3, 1), ()):
+            a, b = _values(da), _values(db, shape_b)
+            _check_dtype(name, getattr(lk, name), BINARY[name], [a, b],
+                         [lk.tensor(a, device=device), lk.tensor(b, device=device)])
+    if name not in OPERATORS:
+        return                           # PyTorch's maximum/minimum take tensors only
     for d, scalar in itertools.product(DTYPES, (2, 2.0, True)):
         a = _values(d)
+        if name == "pow" and d == "bool_" and scalar is True:
+            continue     # PyTorch takes bool_tensor ** True alone of bool powers; labkit none
         _check_dtype(name, getattr(lk, name), BINARY[name], [a, scalar],
                      [lk.tensor(a, device=device), scalar])
         _check_dtype(name, getattr(lk, name), BINARY[name], [scalar, a],
                      [scalar, lk.tensor(a, device=device)])
 
 
+def test_default_dtype_sets_what_python_floats_and_int_division_give(device):
+    import torch
+    lk.set_default_dtype(lk.float64)
+    torch.set_default_dtype(torch.float64)
+    try:
+        i = lk.tensor([1, 2], device=device)
+        assert lk.tensor(1.5).dtype is lk.float64 and lk.zeros(2).dtype is lk.float64
+        assert (i / 2).dtype is lk.float64 and (i * 0.5).dtype is lk.float64
+        assert (lk.ones(2, dtype=lk.float32) * 0.5).dtype is lk.float32
+    finally:
+        lk.set_default_dtype(lk.float32)
+        torch.set_default_dtype(torch.float32)
+    assert lk.get_default_dtype() is lk.float32 and (lk.tensor([1]) / 2).dtype is lk.float32
+    with pytest.raises(lk.DTypeError, match="float"):
+        lk.set_default_dtype(lk.int64)
+
+
 def test_where_and_concat_result_dtypes(device):
+    import torch
     cond = np.array([True, False])
     for da, db in itertools.product(DTYPES, repeat=2):
         a, b = _values(da), _values(db)
         ta, tb = lk.tensor(a, device=device), lk.tensor(b, device=device)
         tc = lk.tensor(cond, device=device)
+        t = [torch.from_numpy(v.copy()) for v in (cond, a, b)]
         with dispatch.push_mode(RuleCheckingMode()):
-            assert lk.where(tc, ta, tb).dtype.np == np.where(cond, a, b).dtype
-            assert lk.concat(ta, tb).dtype.np == np.concatenate([a, b]).dtype
-            assert lk.where(tc, ta, 1.5).dtype.np == np.where(cond, a, 1.5).dtype
+            assert lk.where(tc, ta, tb).dtype.np == torch.where(*t).numpy().dtype
+            assert lk.concat(ta, tb).dtype.np == torch.cat(t[1:]).numpy().dtype
+            assert lk.where(tc, ta, 1.5).dtype.np == torch.where(t[0], t[1], 1.5).numpy().dtype
 
 
 def test_operators_match_ops(device):

@@ -9,9 +9,10 @@ import numpy as np
 
 from ...devices import device_of_array, get_device, transfer
 from ...errors import DTypeError, describe
-from ..dtypes import as_dtype, result_type
+from ..dtypes import as_dtype, common_np_dtype, from_numpy_dtype
 from ..op import needs_grad, op
-from ..shape_rules import broadcast_shapes, elementwise, same_as_first, shape_of, ufunc_dtype
+from ..shape_rules import (broadcast_shapes, call_ufunc, elementwise, same_as_first, shape_of,
+                           torch_loop, ufunc_dtype)
 from ..tensor import Tensor
 
 
@@ -24,23 +25,74 @@ def _is_tensor(x):
     return isinstance(x, Tensor)
 
 
-def ufunc_op(name, ufunc, vjp=None):
+def ufunc_op(name, ufunc, vjp=None, no_bool=None):
     """An op that is one array-module ufunc (``ufunc``: NumPy's): its kernel is
-    ``xp.<ufunc>(*inputs)``, its shape rule the ufunc's broadcasting and dtype resolution, and
-    graph plans call ``xp.<ufunc>(*inputs, out=buffer)`` directly."""
+    ``xp.<ufunc>(*inputs)`` with PyTorch's result dtype, its shape rule the ufunc's broadcasting
+    and dtype resolution, and graph plans call ``xp.<ufunc>(*inputs, out=buffer)`` directly.
+    ``no_bool``: the remedy to print when PyTorch refuses bool operands (where NumPy has a loop)."""
     fname = ufunc.__name__
 
-    def kernel(xp, *inputs):
-        return getattr(xp, fname)(*inputs)
+    refuse = bool(no_bool)
+
+    # The usual cases go straight to the ufunc, in as few steps as possible (a tiny op's whole
+    # budget is a couple of microseconds): one array of a dtype the loop keeps, two arrays of
+    # one dtype, or a float array with a Python number. Everything else: ``call_ufunc``.
+    keeps_ints = _keeps_ints(ufunc)
+    if ufunc.nin == 1:
+        def kernel(xp, x):
+            d = getattr(x, "dtype", None)
+            if d is not None and (d.kind == "f" or keeps_ints and d.kind != "b"):
+                return getattr(xp, fname)(x)
+            return call_ufunc(getattr(xp, fname), ufunc, (x,), refuse)
+    else:
+        def kernel(xp, a, b):
+            try:
+                d = a.dtype
+                t = type(b)
+                if t is float or t is int:
+                    if d.kind == "f":
+                        return getattr(xp, fname)(a, b)
+                elif b.dtype is d and (keeps_ints and not refuse or d.kind == "f"):
+                    return getattr(xp, fname)(a, b)
+            except AttributeError:            # a Python number on the left (2.0 * x)
+                t = type(a)
+                if (t is float or t is int) and getattr(b, "dtype", None) is not None and \
+                        b.dtype.kind == "f":
+                    return getattr(xp, fname)(a, b)
+            return call_ufunc(getattr(xp, fname), ufunc, (a, b), refuse)
     kernel.__name__ = name
-    return op(name, shape=elementwise(ufunc, name), vjp=vjp,
-              into=lambda xp: getattr(xp, fname))(kernel)
+    rule = elementwise(ufunc, name)
+    if no_bool:
+        rule = _refusing_bool(rule, name, no_bool)
+    return op(name, shape=rule, vjp=vjp, into=lambda xp: getattr(xp, fname))(kernel)
+
+
+def _keeps_ints(ufunc):
+    """Whether NumPy's loops of ``ufunc`` map integers to integers (or bool), as PyTorch does,
+    so that one integer dtype in needs no casting."""
+    try:
+        return all(ufunc.resolve_dtypes((d,) * ufunc.nin + (None,))[-1].kind in "iub"
+                   for d in map(np.dtype, ("int8", "int64", "uint8")))
+    except TypeError:
+        return False
+
+
+def _refusing_bool(rule, name, remedy):
+    def checked(*inputs):
+        if any(isinstance(x, bool) or getattr(getattr(x, "dtype", None), "name", "") == "bool_"
+               for x in inputs):
+            raise DTypeError(f"{name} does not take bool operands, as in PyTorch; got "
+                             f"({', '.join(describe(x) for x in inputs)}). {remedy}")
+        return rule(*inputs)
+    return checked
 
 
 # ---- binary arithmetic ---------------------------------------------------------------------
 add = ufunc_op("add", np.add, vjp=lambda g, out, a, b: (_if(a, g), _if(b, g)))
 sub = ufunc_op("sub", np.subtract,
-               vjp=lambda g, out, a, b: (_if(a, g), neg(g) if needs_grad(b) else None))
+               vjp=lambda g, out, a, b: (_if(a, g), neg(g) if needs_grad(b) else None),
+               no_bool="To invert a mask use ~mask or lk.logical_not; otherwise convert with "
+                       "x.long() or x.float() first.")
 mul = ufunc_op("mul", np.multiply,
                vjp=lambda g, out, a, b: (mul(g, b) if needs_grad(a) else None,
                                          mul(g, a) if needs_grad(b) else None))
@@ -65,13 +117,19 @@ def _pow_vjp(g, out, a, b):
     return ga, gb
 
 
+def _pow_rule(a, b):
+    if common_np_dtype((a, b)).kind == "b":
+        raise DTypeError(f"pow is not defined for two bool operands, as in PyTorch; got "
+                         f"({describe(a)}, {describe(b)}). Convert one first, e.g. x.long().")
+    return elementwise(np.power, "pow")(a, b)
+
+
 # into: xp.power itself (a captured graph's shape rule has already refused bool ** bool)
-@op("pow", shape=elementwise(np.power, "pow"), vjp=_pow_vjp, into=lambda xp: xp.power)
+@op("pow", shape=_pow_rule, vjp=_pow_vjp, into=lambda xp: xp.power)
 def pow(xp, a, b):
-    out = xp.power(a, b)
-    if getattr(out, "dtype", None) == xp.int8:   # bool ** bool: NumPy's int8, not a labkit dtype
-        raise TypeError("bool ** bool gives int8")  # the rule explains it
-    return out
+    if common_np_dtype((a, b)).kind == "b":
+        raise TypeError("bool ** bool")      # the rule explains it
+    return call_ufunc(xp.power, np.power, (a, b))
 
 
 def _maximum_vjp(g, out, a, b):
@@ -95,8 +153,18 @@ neg = ufunc_op("neg", np.negative, vjp=lambda g, out, x: (neg(g),))
 exp = ufunc_op("exp", np.exp, vjp=lambda g, out, x: (mul(g, out),))
 log = ufunc_op("log", np.log, vjp=lambda g, out, x: (div(g, x),))
 sqrt = ufunc_op("sqrt", np.sqrt, vjp=lambda g, out, x: (div(mul(g, 0.5), out),))
-abs = ufunc_op("abs", np.absolute, vjp=lambda g, out, x: (mul(g, sign(x)),))
-sign = ufunc_op("sign", np.sign)
+abs = ufunc_op("abs", np.absolute, vjp=lambda g, out, x: (mul(g, sign(x)),),
+               no_bool="A bool is its own absolute value: use it as it is, or x.long().")
+
+
+def _sign_rule(x):
+    return (shape_of(x), x.dtype) if x.dtype.name == "bool_" else elementwise(np.sign, "sign")(x)
+
+
+@op("sign", shape=_sign_rule, vjp=lambda g, out, x: (mul(g, 0),), into=lambda xp: xp.sign)
+def sign(xp, x):
+    """-1, 0 or 1 by the sign of each element (a bool is its own sign); gradient zero."""
+    return x.copy() if x.dtype == bool else call_ufunc(xp.sign, np.sign, (x,))
 tanh = ufunc_op("tanh", np.tanh, vjp=lambda g, out, x: (tanh_backward(g, out),))
 
 
@@ -115,8 +183,7 @@ def tanh_backward(xp, g, y):
 def _sigmoid_kernel(xp, x):
     # 1/(1+exp(-x)) overflows exp for very negative x; this form never does.
     if getattr(x, "dtype", None) is not None and x.dtype.kind != "f":
-        # bool and int inputs: computed in the float type that exp gives them
-        x = x.astype(xp.exp(xp.zeros((), x.dtype)).dtype)
+        x = x.astype(torch_loop(np.exp, x.dtype)[1])   # bool and int: as exp would compute them
     e = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(e.dtype, copy=False)
 
@@ -126,6 +193,9 @@ sigmoid = op("sigmoid", shape=elementwise(np.exp, "sigmoid"),
 
 
 def _relu_rule(x):
+    if x.dtype.name == "bool_":
+        raise DTypeError(f"relu does not take bool tensors, as in PyTorch; got {describe(x)}. "
+                         f"Convert first, e.g. x.float().")
     return shape_of(x), ufunc_dtype("relu", np.maximum, x, 0)   # the kernel's maximum(x, 0)
 
 
@@ -142,6 +212,8 @@ def relu_into(xp, x, out=None):
 @op("relu", shape=_relu_rule, vjp=lambda g, out, x: (mul(g, gt(out, 0)),),
     into=lambda xp: functools.partial(relu_into, xp))
 def relu(xp, x):
+    if x.dtype == bool:
+        raise TypeError("bool input")        # the rule explains it
     return relu_into(xp, x)
 
 
@@ -157,19 +229,21 @@ logical_not = ufunc_op("logical_not", np.logical_not)
 
 # ---- selection ----------------------------------------------------------------------------
 def _where_rule(cond, a, b):
-    return broadcast_shapes("where", cond, a, b), result_type(_weak(a), _weak(b))
-
-
-def _weak(x):
-    """A Python scalar stays a value (a 'weak' type in NumPy's promotion); tensors give a dtype."""
-    return x if isinstance(x, (bool, int, float)) else x.dtype
+    return broadcast_shapes("where", cond, a, b), from_numpy_dtype(common_np_dtype((a, b)))
 
 
 @op("where", shape=_where_rule,
     vjp=lambda g, out, cond, a, b: (None, where(cond, g, 0), where(cond, 0, g)))
 def where(xp, cond, a, b):
-    """Elementwise ``a`` where ``cond`` is true, else ``b`` (NumPy broadcasting)."""
-    return xp.where(cond, a, b)
+    """Elementwise ``a`` where ``cond`` is true, else ``b`` (broadcasting; the result's dtype
+    promoted as PyTorch does)."""
+    out = xp.where(cond, a, b)
+    d = getattr(a, "dtype", None)
+    if d is None or getattr(b, "dtype", None) is not d:
+        common = common_np_dtype((a, b))
+        if out.dtype != common:
+            out = out.astype(common)
+    return out
 
 
 # ---- casts and device moves ----------------------------------------------------------------

@@ -3,7 +3,7 @@ import math
 
 from ...errors import ShapeError, describe
 from ..op import op
-from ..dtypes import result_type
+from ..dtypes import common_np_dtype, result_type
 from ..shape_rules import dtype_of, normalize_dim, shape_of
 
 
@@ -167,5 +167,8 @@ def _concat_vjp(g, out, *xs, dim=0):
 
 @op("concat", shape=_concat_rule, vjp=_concat_vjp)
 def concat(xp, *xs, dim=0):
-    """Join tensors along an existing dimension ``dim``."""
+    """Join tensors along an existing dimension ``dim`` (dtypes promoted as PyTorch does)."""
+    first = xs[0].dtype
+    if any(x.dtype is not first for x in xs):
+        return xp.concatenate(xs, axis=dim, dtype=common_np_dtype(xs))
     return xp.concatenate(xs, axis=dim)
