@@ -11,7 +11,7 @@ node drops what it saved as soon as its vjp has run, so memory falls during back
 from contextlib import nullcontext
 
 from ..errors import GradError, describe
-from ..tensor import dispatch
+from ..tensor import dispatch, versions
 from ..tensor.ops.elementwise import add, cast
 from ..tensor.ops.reduce import sum_to_shape
 from ..tensor.tensor import Tensor
@@ -214,12 +214,12 @@ def _vjp_checking_writes(node, g, create_graph):
     for i, t in enumerate(node.inputs):
         c = getattr(t, "_version", None)
         if isinstance(t, Tensor) and c is not None and c[0] > node.epoch:
-            written[id(t._data)] = f"its input {i} ({describe(t)})"
+            written[id(t._data)] = (f"its input {i}, {describe(t)},", c)
     c = node.out_version
     if c is not None and c[0] > node.epoch:
-        written[id(node.out)] = "its output"
+        written[id(node.out)] = (f"its output ({node.op.name}'s result),", c)
     out = node.output_tensor(create_graph)
-    check = dispatch.push_mode(_WriteCheck(dispatch.current_mode(), written, node.op.name)) \
+    check = dispatch.push_mode(_WriteCheck(dispatch.current_mode(), written, node)) \
         if written else nullcontext()
     with check:
         return node.op.vjp(g, out, *node.inputs, **node.attrs)
@@ -229,18 +229,23 @@ class _WriteCheck(dispatch.Mode):
     """The mode a vjp runs under when values it may read were written in place: every op it
     applies is checked for such a value among its inputs, then passed to the mode below."""
 
-    def __init__(self, below, written, opname):
-        self.below, self.written, self.opname = below, written, opname
+    def __init__(self, below, written, node):
+        self.below, self.written, self.node = below, written, node
 
     def apply(self, op, inputs, attrs):
         for a in inputs:
-            what = self.written.get(id(getattr(a, "_data", None)))
-            if what is not None:
+            hit = self.written.get(id(getattr(a, "_data", None)))
+            if hit is not None:
+                what, counter = hit
+                name = self.node.op.name
                 raise GradError(
-                    f"backward through {self.opname}: {what} was changed in place (assign, "
-                    f"assign_add, assign_sub, or an optimiser step) after {self.opname} used it, "
-                    f"and its gradient needs the old values. Write into a copy instead "
-                    f"(t.clone()), or make the change after backward().")
+                    f"backward through {name}: one of the values it saved for its gradient, "
+                    f"{what} was modified by an in-place operation (add_, mul_, +=, copy_, "
+                    f"assign..., or an optimiser step) after {name} used it: it is at version "
+                    f"{counter[1]}; {name} saved version "
+                    f"{versions.version_at(counter, self.node.epoch)}. Change a copy instead "
+                    f"(t = t.clone() before the in-place op, or the out-of-place form t = t + 1), "
+                    f"or make the change after backward().")
         return self.below.apply(op, inputs, attrs)
 
     def phase(self, name):

@@ -49,6 +49,15 @@ class Device:
     def __reduce__(self):
         return (get_device, (self.name,))
 
+    # ``with lk.device("cpu:1"):`` (as ``with torch.device(...)``): see ``device``
+    def __enter__(self):
+        scope = _Scope(self, False)
+        _scopes.stack.append(scope)
+        return scope.__enter__()
+
+    def __exit__(self, *exc):
+        return _scopes.stack.pop().__exit__(*exc)
+
     @contextlib.contextmanager
     def activate(self):
         """Make this the current CUDA device while the block runs (no-op on CPU)."""
@@ -163,9 +172,38 @@ class _Default(threading.local):
 _default = _Default()
 
 
-@contextlib.contextmanager
+class _Scopes(threading.local):
+    def __init__(self):
+        self.stack = []
+
+
+_scopes = _Scopes()      # the open ``with <Device>:`` blocks of this thread
+
+
+class _Scope:
+    """What ``with lk.device(...)`` does: new tensors go to the device, and ops captured inside
+    the block carry a request to run there. Entries nest (a stack per thread)."""
+
+    __slots__ = ("device", "force", "_saved")
+
+    def __init__(self, dev, force):
+        self.device, self.force, self._saved = dev, bool(force), []
+
+    def __enter__(self):
+        self._saved.append((_default.device, _default.request))
+        _default.device = self.device
+        _default.request = (self.device, self.force)
+        return self.device
+
+    def __exit__(self, *exc):
+        _default.device, _default.request = self._saved.pop()
+        return False
+
+
 def device(spec, force=False):
-    """Context manager: new tensors created inside the block go to ``spec``.
+    """The device named ``spec`` ('cpu', 'cpu:1', 'gpu:0', 'cuda'...), as PyTorch's
+    ``torch.device``: a value to pass as ``device=``, and a context manager: new tensors created
+    inside ``with lk.device(...)`` go there. ``"cpu"`` means ``cpu:0``.
 
     While a graph is being built (``lk.function``, ``with lk.Graph()``), every op made inside
     the block also carries an explicit request to run on ``spec``; the placement pass honours
@@ -174,19 +212,16 @@ def device(spec, force=False):
     which makes the conflict an error.
 
     >>> import labkit as lk
+    >>> lk.device("cpu")
+    Device('cpu:0')
     >>> with lk.device("cpu"):
     ...     lk.ones(2).device
     Device('cpu:0')
+    >>> lk.zeros(2, device=lk.device("cpu")).device is lk.device("cpu:0")
+    True
     """
     dev = get_device(spec)
-    previous, previous_request = _default.device, _default.request
-    _default.device = dev
-    _default.request = (dev, bool(force))
-    try:
-        yield dev
-    finally:
-        _default.device = previous
-        _default.request = previous_request
+    return _Scope(dev, True) if force else dev
 
 
 def requested_device():

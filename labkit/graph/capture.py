@@ -108,6 +108,13 @@ class CaptureMode(Mode):
         else:
             self.grads.set(tensor, value)
 
+    def write_inplace(self, target, result):
+        if not isinstance(target, SymbolicTensor):
+            return False          # a tensor from outside: the assign op, a stateful node
+        target._gnode = result._gnode      # a value inside the graph: it now names the result
+        target._node, target._requires_grad = result._node, result._requires_grad
+        return True
+
     def accumulate_grad(self, leaf, g):
         if isinstance(leaf, SymbolicTensor):
             leaf._grad = g if leaf._grad is None else leaf._grad + g

@@ -22,5 +22,7 @@ from .ops.state import assign, assign_add, assign_sub
 from .random import manual_seed, rand, randint, randn, randperm
 from .tensor import Tensor
 from .public import PUBLIC as _PUBLIC
+from .public.comparisons import PUBLIC_COMPARISONS as _COMPARISONS
 
+globals().update(_COMPARISONS)
 globals().update(_PUBLIC)   # lk.<name> in PyTorch's signature (labkit/tensor/public)

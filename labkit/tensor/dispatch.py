@@ -31,6 +31,12 @@ class Mode:
         """Add a cotangent of this mode (a symbolic one, under capture) to ``leaf.grad``."""
         leaf._grad = g if leaf._grad is None else leaf._grad + g
 
+    def write_inplace(self, target, result):
+        """An in-place op's last step: give ``target`` the value ``result`` holds. Return True
+        if the mode did it itself (capture rebinds a symbolic tensor to ``result``'s node);
+        False lets the caller write ``target``'s memory with the ``assign`` op."""
+        return False
+
 
 class _State(threading.local):
     def __init__(self):

@@ -6,7 +6,8 @@ one of them between the forward and the backward pass would silently give a wron
 As in PyTorch, labkit catches it:
 
 - every in-place write advances a process-wide count of writes (``epoch``) and stamps the
-  written tensor's *counter* with it; a view (``reshape``, ``permute``, basic indexing...)
+  written tensor's *counter* with it, and counts the tensor's version (its number of in-place
+  writes, as PyTorch's ``_version``); a view (``reshape``, ``permute``, basic indexing...)
   shares the counter of the tensor it views, so writing through either stamps both;
 - each tape entry notes the count when it was recorded; a counter made for an entry's output
   tensor (when it is first written, or viewed) is linked to the entry;
@@ -17,23 +18,27 @@ As in PyTorch, labkit catches it:
 >>> import labkit as lk
 >>> x = lk.tensor([1.0, 2.0], requires_grad=True)
 >>> y = x.exp()                  # exp's vjp reads its output
->>> _ = y.assign_add(1.0)
+>>> _ = y.add_(1.0)
+>>> y._version[1]                # written once
+1
 >>> y.sum().backward()           # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-labkit.errors.GradError: backward through exp: ... was changed in place ... after exp used it...
+labkit.errors.GradError: backward through exp: ... modified by an in-place operation ... is at version 1; exp saved version 0...
 """
 epoch = [0]      # in-place writes so far, in this process
+_RECENT = 8      # write epochs kept per counter, to tell which version a tape entry saw
 
 
 def counter_of(tensor):
-    """The tensor's version counter (made on first use): ``[epoch of its last in-place write]``.
+    """The tensor's version counter (made on first use): ``[epoch of its last in-place write,
+    version (writes so far), epochs of the last few writes]``.
 
     Made for the output of a tape entry, it is linked to the entry, which checks it in the
     backward pass (made lazily, so that ops nobody writes into allocate nothing)."""
     c = getattr(tensor, "_version", None)      # unset until first needed
     if c is None:
-        c = tensor._version = [0]
+        c = tensor._version = [0, 0, []]
         node = tensor._node
         if node is not None and node.out is tensor._data and node.out_version is None:
             node.out_version = c
@@ -43,7 +48,18 @@ def counter_of(tensor):
 def bump(tensor):
     """Record an in-place write into ``tensor`` (and so into every view sharing its counter)."""
     epoch[0] += 1
-    counter_of(tensor)[0] = epoch[0]
+    c = counter_of(tensor)
+    c[0] = epoch[0]
+    c[1] += 1
+    recent = c[2]
+    recent.append(epoch[0])
+    if len(recent) > _RECENT:
+        del recent[0]
+
+
+def version_at(counter, when):
+    """The version a counter had at write-epoch ``when`` (when a tape entry was recorded)."""
+    return counter[1] - sum(1 for e in counter[2] if e > when)
 
 
 def share_if_view(out_tensor, inputs):

@@ -10,8 +10,9 @@ def test_writing_into_an_output_the_vjp_reads_is_an_error():
     x = lk.tensor([1.0, 2.0], requires_grad=True)
     y = x.exp()                                     # exp's gradient is g * exp(x) = g * y
     y.assign_add(1.0)
-    with pytest.raises(lk.GradError, match=r"backward through exp: its output was changed in "
-                                           r"place .*\(t\.clone\(\)\)"):
+    with pytest.raises(lk.GradError, match=r"backward through exp: .* its output .* modified by "
+                                           r"an in-place operation .* at version 1; exp saved "
+                                           r"version 0\. .*t\.clone\(\)"):
         y.sum().backward()
 
 
@@ -22,8 +23,8 @@ def test_writing_into_a_saved_input_is_an_error():
     opt = lk.optim.SGD([w], lr=0.1)
     w.grad = lk.ones(2)
     opt.step()                                      # an update before backward: w changed
-    with pytest.raises(lk.GradError, match=r"backward through mul: its input 1 \(Tensor\(shape="
-                                           r"\(2,\)"):
+    with pytest.raises(lk.GradError, match=r"backward through mul: .* its input 1, Tensor\(shape="
+                                           r"\(2,\).* at version 1; mul saved version 0"):
         loss.backward()
 
 
@@ -33,7 +34,7 @@ def test_a_write_through_a_view_is_seen_by_the_viewed_tensor_and_back():
     p = lk.tensor(np.ones((2, 2), np.float32), requires_grad=True)
     loss = (p * view).sum()
     base.assign(lk.zeros(4))                        # changes view's memory too
-    with pytest.raises(lk.GradError, match="backward through mul: its input 1"):
+    with pytest.raises(lk.GradError, match="backward through mul: .* its input 1"):
         loss.backward()
     q = lk.tensor(np.ones(4, np.float32), requires_grad=True)
     loss = (q * base).sum()
@@ -87,5 +88,5 @@ def test_a_write_through_a_detached_alias_is_seen():
     x = lk.tensor([1.0, 2.0], requires_grad=True)
     y = x.exp()
     y.detach().assign_add(1.0)                      # the same memory as y
-    with pytest.raises(lk.GradError, match="backward through exp: its output"):
+    with pytest.raises(lk.GradError, match="backward through exp: .* its output"):
         y.sum().backward()

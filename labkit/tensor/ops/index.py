@@ -128,7 +128,11 @@ def _getitem_vjp_into(xp, acc, g, out, x, *idx, spec):
 
 @op("getitem", shape=_getitem_rule, vjp=_getitem_vjp, vjp_into=_getitem_vjp_into)
 def _getitem(xp, x, *idx, spec):
-    return x[build_index(spec, idx)]
+    index = build_index(spec, idx)
+    out = x[index]
+    if not idx and not isinstance(out, xp.ndarray) and not any(i is Ellipsis for i in index):
+        return x[index + (Ellipsis,)]    # one element as a 0-d view (x[1][0].add_(1) writes x)
+    return out
 
 
 def getitem(x, index):

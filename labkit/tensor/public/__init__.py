@@ -6,3 +6,5 @@ functions. ``labkit/tensor/methods.py`` attaches the methods; ``labkit.tensor`` 
 from .registry import METHODS, PUBLIC, public, tensor_method  # noqa: F401
 from . import reductions  # noqa: F401,E402
 from . import shaping  # noqa: F401,E402
+from . import comparisons, conversions  # noqa: F401,E402
+from . import inplace  # noqa: F401,E402  (last: it makes x.<name>_ from the methods above)

@@ -1,0 +1,195 @@
+"""In-place methods, as PyTorch's: ``x.add_(y)``, ``x.mul_(2)``, ``x.clamp_(min=0)``,
+``x.zero_()``, ``x.copy_(src)``, ``x.uniform_()``, and ``x += y``.
+
+An in-place method computes its result with the same ops as the out-of-place form (so values,
+dtypes, gradients and capture follow the same rules), then writes it into the tensor's memory
+(views of the tensor see the change) and gives the tensor the result's history. As in PyTorch:
+
+- a leaf that requires grad cannot be changed in place while grad mode is on (under
+  ``lk.no_grad()``, as optimisers update parameters, or through ``x.data``, it can);
+- the result must fit the tensor: same shape, and a dtype that casts to the tensor's within its
+  kind (a float result cannot go into an integer tensor);
+- a value that autodiff saved for the backward pass and that is then changed in place makes
+  ``backward()`` raise, naming the op that saved it and the versions (``labkit.tensor.versions``).
+
+Under graph capture an in-place op on a value of the graph makes the tensor name the result's
+node; on a tensor from outside it is an ``assign`` node, run in program order.
+
+>>> import labkit as lk
+>>> x = lk.tensor([1.0, -2.0, 3.0])
+>>> _ = x.mul_(2).clamp_(min=0); x += 1; x.tolist()
+[3.0, 1.0, 7.0]
+"""
+import numpy as np
+
+from ...errors import DTypeError, GradError, ShapeError, describe
+from .. import dispatch, versions
+from ..creation import zeros_like
+from ..ops.elementwise import clone, mul
+from ..ops.shape import broadcast_to
+from ..ops.state import assign
+from ..tensor import Tensor
+from .registry import METHODS
+
+# In-place forms whose out-of-place computation never reads the tensor's old values in its
+# gradient: their values are not copied before the write (see _before).
+_NO_SNAPSHOT = frozenset({"add", "sub", "neg", "zero", "fill", "copy", "masked_fill",
+                          "index_add", "index_fill", "index_copy", "scatter", "scatter_add",
+                          "uniform", "normal"})
+
+
+def _check_leaf(target, name):
+    if target._requires_grad and target._node is None and dispatch._state.grad_enabled:
+        raise GradError(
+            f"{name}_: {describe(target)} is a leaf that requires grad, and changing it in place "
+            f"would lose the values its gradient is taken at (PyTorch refuses it too). Update "
+            f"it under `with lk.no_grad():` (as an optimiser does), through `x.data.{name}_(...)`, "
+            f"or out of place: `x = x.{name}(...)`.")
+
+
+def write(target, result, name):
+    """Write ``result`` into ``target``'s memory and give ``target`` its history; returns
+    ``target``. ``name``: the in-place op, for errors."""
+    if tuple(result.shape) != tuple(target.shape):
+        raise ShapeError(
+            f"{name}_: the result has shape {tuple(result.shape)}, which does not fit in place "
+            f"into {describe(target)}: an in-place op cannot change a tensor's shape (other "
+            f"operands may broadcast to the tensor, not the tensor to them). Use the out-of-place "
+            f"form, x = x.{name}(...).")
+    rd, td = result.dtype.np, target.dtype.np
+    if rd != td and not np.can_cast(rd, td, "same_kind"):
+        raise DTypeError(
+            f"{name}_: the result's dtype {result.dtype} cannot be cast to {describe(target)}'s "
+            f"dtype in place (PyTorch refuses it too). Convert first (x = x.float()) or use the "
+            f"out-of-place form.")
+    mode = dispatch._state.mode
+    if not mode.write_inplace(target, result):
+        assign(target, result)
+        if dispatch._state.grad_enabled and (result._requires_grad or target._requires_grad):
+            target._node, target._requires_grad = result._node, result._requires_grad
+    return target
+
+
+def _before(target, copy):
+    """``target`` as it is before the write, as a tensor of its own for the out-of-place
+    computation to take (its tape entry must not point at ``target``, which is about to get that
+    entry as its history): its values copied when the computation's gradient may read them,
+    else its memory and its version counter shared (so a later read is still checked)."""
+    old = Tensor._make(target._data.copy() if copy else target._data, target._device,
+                       target._requires_grad, target._node)
+    if not copy:
+        old._version = versions.counter_of(target)
+    return old
+
+
+def _recording(target, args):
+    if not dispatch._state.grad_enabled or target._data is None:
+        return False
+    return target._requires_grad or any(isinstance(a, Tensor) and a._requires_grad
+                                        for a in args)
+
+
+def inplace(name, compute):
+    """The in-place method ``<name>_`` of ``compute(self, *args, **kwargs)``."""
+    def method(self, *args, **kwargs):
+        _check_leaf(self, name)
+        source = self
+        if _recording(self, args + tuple(kwargs.values())):
+            source = _before(self, copy=name not in _NO_SNAPSHOT)
+        return write(self, compute(source, *args, **kwargs), name)
+    method.__name__ = f"{name}_"
+    method.__doc__ = f"``x.{name}(...)`` written into ``x`` in place; returns ``x``."
+    return method
+
+
+# ---- the methods ---------------------------------------------------------------------------
+def _add(x, other, *, alpha=1):
+    return x + (other if alpha == 1 else mul(other, alpha))
+
+
+def _sub(x, other, *, alpha=1):
+    return x - (other if alpha == 1 else mul(other, alpha))
+
+
+def _zero(x):
+    return zeros_like(x)
+
+
+def _fill(x, value):
+    from ..creation import full
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise ShapeError(f"fill_: the value must be a number or a 0-d tensor, got "
+                             f"{describe(value)}")
+        return broadcast_to(value, shape=x.shape)
+    return full(x.shape, value, dtype=x.dtype, device=x.device)
+
+
+def _copy(x, src, non_blocking=False):
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_ needs a tensor to copy from, got {type(src).__name__}")
+    if src.device is not x.device:
+        src = src.to(x.device)
+    if src.dtype is not x.dtype:
+        src = src.to(dtype=x.dtype)
+    if src.shape != x.shape:
+        return broadcast_to(src, shape=x.shape)
+    return clone(src) if src._requires_grad else src    # a node of its own: x's history
+
+
+def _uniform(x, a=0.0, b=1.0, *, generator=None):
+    from ..random import rand
+    return rand(x.shape, dtype=x.dtype, device=x.device) * (b - a) + a
+
+
+def _normal(x, mean=0.0, std=1.0, *, generator=None):
+    from ..random import randn
+    return randn(x.shape, dtype=x.dtype, device=x.device) * std + mean
+
+
+_OWN = {"add": _add, "sub": _sub, "zero": _zero, "fill": _fill, "copy": _copy,
+        "uniform": _uniform, "normal": _normal}
+for _name, _fn in _OWN.items():
+    setattr(Tensor, f"{_name}_", inplace(_name, _fn))
+
+# PyTorch's in-place methods whose out-of-place method labkit has (found when this module is
+# imported, after every public module has registered its methods).
+_FROM_METHODS = (
+    "mul", "div", "divide", "true_divide", "multiply", "subtract", "pow", "float_power", "clamp",
+    "clip", "clamp_min", "clamp_max", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
+    "neg", "negative", "abs", "absolute", "sqrt", "rsqrt", "square", "reciprocal", "sign", "sgn",
+    "sigmoid", "tanh", "relu", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "arcsin",
+    "arccos", "arctan", "sinh", "cosh", "asinh", "acosh", "atanh", "floor", "ceil", "round",
+    "trunc", "frac", "erf", "erfc", "erfinv", "lgamma", "digamma", "logit", "xlogy", "hypot",
+    "lerp", "fmod", "remainder", "floor_divide", "copysign", "nan_to_num", "masked_fill",
+    "masked_scatter", "index_add", "index_fill", "index_copy", "index_put", "scatter",
+    "scatter_add", "scatter_reduce", "logical_not", "logical_and", "logical_or", "logical_xor",
+    "bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+    "bitwise_right_shift", "addcmul", "addcdiv", "addmm", "baddbmm", "tril", "triu", "eq", "ne",
+    "lt", "le", "gt", "ge", "maximum", "minimum", "fmax", "fmin", "cumsum", "cumprod",
+    "renorm", "t", "transpose",
+)
+
+
+def _out_of_place(name):
+    fn = METHODS.get(name) or getattr(Tensor, name, None)
+    if fn is None or isinstance(fn, property):
+        return None
+
+    def compute(x, *args, **kwargs):
+        return fn(x, *args, **kwargs)
+    return compute
+
+
+for _name in _FROM_METHODS:
+    _compute = _out_of_place(_name)
+    if _compute is not None and not hasattr(Tensor, f"{_name}_"):
+        setattr(Tensor, f"{_name}_", inplace(_name, _compute))
+
+# ``x += y`` updates x in place, as in PyTorch
+for _op, _name in (("iadd", "add_"), ("isub", "sub_"), ("imul", "mul_"), ("itruediv", "div_"),
+                   ("ipow", "pow_"), ("imod", "remainder_"), ("ifloordiv", "floor_divide_"),
+                   ("iand", "bitwise_and_"), ("ior", "bitwise_or_"), ("ixor", "bitwise_xor_"),
+                   ("ilshift", "bitwise_left_shift_"), ("irshift", "bitwise_right_shift_")):
+    if hasattr(Tensor, _name):
+        setattr(Tensor, f"__{_op}__", getattr(Tensor, _name))

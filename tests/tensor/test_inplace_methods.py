@@ -1,0 +1,178 @@
+"""In-place methods (``x.add_(y)``, ``x += y``...) against PyTorch: values, gradients through
+them, the errors PyTorch gives, views, and graph capture."""
+import numpy as np
+import pytest
+import torch
+
+import labkit as lk
+
+RNG = np.random.default_rng(0)
+A = RNG.standard_normal((2, 3))
+B = RNG.uniform(0.5, 2.0, (2, 3))
+ROW = RNG.standard_normal(3)
+
+# (name, args as NumPy arrays or numbers, kwargs): x.<name>_(*args, **kwargs) on x = B
+CALLS = [
+    ("add", (A,), {}), ("add", (ROW,), {"alpha": 2.0}), ("sub", (1.5,), {}),
+    ("sub", (A,), {"alpha": 0.5}), ("mul", (A,), {}), ("mul", (2.0,), {}), ("div", (B,), {}),
+    ("div", (3.0,), {}), ("pow", (2.0,), {}), ("pow", (B,), {}), ("exp", (), {}),
+    ("neg", (), {}), ("abs", (), {}), ("sqrt", (), {}), ("clamp", (), {"min": 0.8}),
+    ("clamp", (0.7, 1.2), {}), ("zero", (), {}), ("fill", (3.5,), {}), ("copy", (A,), {}),
+    ("copy", (ROW,), {}), ("sigmoid", (), {}), ("tanh", (), {}),
+]
+
+
+def _args(args, lib):
+    return [lib.tensor(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+@pytest.mark.parametrize("name,args,kwargs", CALLS, ids=[f"{c[0]}_{i}" for i, c in
+                                                         enumerate(CALLS)])
+def test_inplace_method_values_match_torch(name, args, kwargs):
+    x, t = lk.tensor(B), torch.tensor(B)
+    alias = x
+    out = getattr(x, f"{name}_")(*_args(args, lk), **kwargs)
+    getattr(t, f"{name}_")(*_args(args, torch), **kwargs)
+    assert out is x and alias is x
+    assert x.dtype.np == t.numpy().dtype
+    np.testing.assert_allclose(x.numpy(), t.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_augmented_assignment_updates_in_place_as_in_torch():
+    x, t = lk.tensor(B), torch.tensor(B)
+    same = x
+    x += lk.tensor(A)
+    x -= 1.0
+    x *= 2
+    x /= lk.tensor(B)
+    x **= 2
+    t += torch.tensor(A)
+    t -= 1.0
+    t *= 2
+    t /= torch.tensor(B)
+    t **= 2
+    assert same is x
+    np.testing.assert_allclose(x.numpy(), t.numpy(), rtol=1e-12)
+    i = lk.tensor([1, 2, 3])
+    i += 2
+    i *= 3
+    assert i.dtype is lk.int64 and i.tolist() == [9, 12, 15]
+
+
+def test_gradients_through_a_chain_of_inplace_ops_match_torch():
+    xs = [lib.tensor(B, requires_grad=True) for lib in (lk, torch)]
+    zs = [lib.tensor(A, requires_grad=True) for lib in (lk, torch)]
+    grads = []
+    for lib, x, z in zip((lk, torch), xs, zs):
+        a = x * 1
+        a.mul_(z)            # needs a's old value for z's gradient
+        a.add_(z, alpha=2.0)
+        a.clamp_(max=3.0)
+        a.exp_()
+        b = a.sum() + (x * x).sum()
+        b.backward()
+        grads.append((x.grad.numpy(), z.grad.numpy()))
+    for g_lk, g_torch in zip(*grads):
+        np.testing.assert_allclose(g_lk, g_torch, rtol=1e-10)
+
+
+def test_copy_into_a_tensor_carries_the_gradient_to_the_source():
+    for lib in (lk, torch):
+        src = lib.tensor(A, requires_grad=True)
+        y = lib.zeros(2, 3, dtype=lib.float64)
+        y.copy_(src * 2)
+        (y * y).sum().backward()
+        np.testing.assert_allclose(src.grad.numpy(), 8 * A)
+
+
+def test_a_leaf_that_requires_grad_cannot_change_in_place_outside_no_grad():
+    w = lk.ones(3, requires_grad=True)
+    with pytest.raises(lk.GradError, match=r"add_: .* leaf that requires grad.*lk\.no_grad"):
+        w.add_(1)
+    with pytest.raises(lk.GradError, match="mul_"):
+        w *= 2
+    assert w.tolist() == [1.0, 1.0, 1.0]          # nothing was written
+    with lk.no_grad():
+        w.sub_(0.5)
+    w.data.mul_(2)                                # through .data: allowed, as in PyTorch
+    assert w.tolist() == [1.0, 1.0, 1.0] and w.is_leaf and w.requires_grad
+
+
+def test_an_inplace_op_after_exp_keeps_exps_gradient_right():
+    """PyTorch refuses this (exp_'s gradient needs its output, which clamp_ changes); labkit's
+    in-place ops keep their result's own memory for the tape, so the gradient is the
+    out-of-place one."""
+    x = lk.tensor(B, requires_grad=True)
+    a = (x * 1).exp_()
+    a.clamp_(max=3.0)
+    a.sum().backward()
+    t = torch.tensor(B, requires_grad=True)
+    t.exp().clamp(max=3.0).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-12)
+
+
+def test_changing_a_saved_value_in_place_names_the_op_and_the_versions():
+    x = lk.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    y.add_(1.0)
+    y.mul_(2.0)
+    with pytest.raises(lk.GradError, match=r"backward through exp: .* its output .* modified by "
+                                           r"an in-place operation .* at version 2; exp saved "
+                                           r"version 0"):
+        y.sum().backward()
+
+
+def test_results_that_do_not_fit_are_refused_and_leave_the_tensor_alone():
+    x = lk.zeros(3)
+    with pytest.raises(lk.ShapeError, match=r"add_: .* shape \(2, 3\).* cannot change a tensor"):
+        x.add_(lk.ones(2, 3))
+    i = lk.tensor([1, 2])
+    with pytest.raises(lk.DTypeError, match=r"mul_: .*float32 cannot be cast"):
+        i.mul_(1.5)
+    assert x.tolist() == [0.0, 0.0, 0.0] and i.tolist() == [1, 2]
+
+
+def test_a_write_through_a_view_changes_the_tensor_viewed():
+    x = lk.zeros(2, 3)
+    x[0].fill_(5.0)
+    x[:, 1].add_(1.0)
+    x.view(6)[5].copy_(lk.tensor(7.0))
+    np.testing.assert_array_equal(x.numpy(), [[5, 6, 5], [0, 1, 7]])
+
+
+def test_random_fills_have_the_distribution_asked_for():
+    lk.manual_seed(0)
+    u = lk.empty(20000).uniform_(-2.0, 4.0) if hasattr(lk, "empty") else \
+        lk.zeros(20000).uniform_(-2.0, 4.0)
+    n = lk.zeros(20000, dtype=lk.float64).normal_(3.0, 0.5)
+    assert -2.0 <= u.min().item() and u.max().item() < 4.0 and abs(u.mean().item() - 1.0) < 0.05
+    assert n.dtype is lk.float64
+    assert abs(n.mean().item() - 3.0) < 0.02 and abs(n.std().item() - 0.5) < 0.02 \
+        if hasattr(n, "std") else abs(n.var().item() - 0.25) < 0.02
+
+
+def test_captured_inplace_ops_equal_eager():
+    def f(x):
+        y = x * 2
+        y.add_(1.0)
+        y.mul_(y)          # reads and writes the same value
+        z = y.clone()
+        z.clamp_(max=10.0)
+        return y + z
+
+    x = lk.tensor(A)
+    np.testing.assert_allclose(lk.function(f)(x).numpy(), f(x).numpy())
+
+
+def test_a_captured_update_of_an_outside_tensor_writes_it_every_call():
+    p = lk.tensor([1.0, 2.0])
+
+    @lk.function
+    def step(g):
+        p.sub_(g * 0.5)
+        return p * 1
+
+    first = step(lk.tensor([1.0, 1.0]))
+    second = step(lk.tensor([2.0, 2.0]))
+    assert first.tolist() == [0.5, 1.5] and second.tolist() == [-0.5, 0.5]
+    assert p.tolist() == [-0.5, 0.5]
