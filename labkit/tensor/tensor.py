@@ -162,15 +162,25 @@ class Tensor:
                 f" is ambiguous: use (t).any() or (t).all(), or compare a single element")
         return bool(self.item())
 
-    def to(self, device=None, dtype=None):
-        """This tensor on ``device`` and/or as ``dtype``; differentiable; no copy if unchanged."""
-        from .ops.elementwise import cast, to_device
+    def to(self, *args, device=None, dtype=None, non_blocking=False, copy=False):
+        """This tensor on ``device`` and/or as ``dtype``; differentiable; no copy if unchanged
+        (unless ``copy=True``). PyTorch's forms: ``x.to("cpu")``, ``x.to(lk.float64)``,
+        ``x.to("cpu", lk.float64)``, ``x.to(other)`` (other's device and dtype)."""
+        from .dtypes import DType
+        from .ops.elementwise import cast, clone, to_device
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, DType):
+                dtype = a
+            else:
+                device = a
         out = self
         if dtype is not None:
             out = cast(out, dtype=dtype)
         if device is not None:
             out = to_device(out, device=get_device(device).name)
-        return out
+        return clone(out) if copy and out is self else out
 
     def cpu(self):
         return self.to("cpu")
