@@ -4,7 +4,7 @@
 >>> import labkit as lk
 >>> x = lk.tensor([1, 2])
 >>> x.type(lk.float64).dtype, x.new_zeros(2, 3).dtype, x.new_tensor([0.5]).dtype
-(lk.float64, lk.int64, lk.float32)
+(lk.float64, lk.int64, lk.int64)
 """
 from ..creation import full, tensor as _tensor
 from ..dtypes import as_dtype
@@ -74,9 +74,9 @@ def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=Fals
 
 @tensor_method()
 def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
-    """A new tensor of ``data`` on this tensor's device (its dtype inferred from the data unless
-    given, as PyTorch's ``new_tensor`` does for Python data)."""
-    return _tensor(data, dtype=dtype, device=device or self.device, requires_grad=requires_grad)
+    """A new tensor of ``data`` with this tensor's dtype and device unless given."""
+    dtype, device = _like(self, dtype, device)
+    return _tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 @tensor_method()
