@@ -155,6 +155,12 @@ class Tensor:
                             f"got {self.dtype} of shape {self.shape}")
         return int(self.item())
 
+    def __format__(self, spec):
+        """``f"{loss:.4f}"`` formats a one-element tensor's value, as PyTorch does."""
+        if spec and self._data is not None and self._data.size == 1:
+            return format(self.item(), spec)
+        return format(repr(self), spec)
+
     def __bool__(self):
         if self._data.size != 1:
             raise ShapeError(
