@@ -8,8 +8,7 @@ from .dtypes import (DType, as_dtype, bool_, float16, float32, float64, get_defa
                      int16, int32, int64, promote_types, result_type, set_default_dtype, uint8)
 from .op import REGISTRY, Op, op
 from .ops.conv import avg_pool2d, conv2d, max_pool2d
-from .ops.composite import (clip, flatten, logsumexp, mean, split, squeeze, stack, transpose,
-                            unsqueeze, var)
+from .ops.composite import clip, flatten, mean, split, squeeze, stack, transpose, unsqueeze
 from .ops.elementwise import (abs, add, cast, clone, div, eq, exp, ge, gt, le, log, logical_not,
                               lt, maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sign, sqrt,
                               sub, tanh, where)

@@ -9,7 +9,6 @@ from .ops import composite as C
 from .ops import elementwise as E
 from .ops import index as I
 from .ops import linalg as L
-from .ops import reduce as R
 from .ops import shape as S
 from .ops import softmax as X
 from .tensor import Tensor
@@ -68,15 +67,11 @@ def _reduction(op):
     return method
 
 
-Tensor.var = lambda self, dim=None, keepdim=False, correction=1: C.var(
-    self, dim=dim, keepdim=keepdim, correction=correction)
 Tensor.softmax = lambda self, dim=-1: X.softmax(self, dim=dim)
 Tensor.clone = lambda self: E.clone(self)
 Tensor.log_softmax = lambda self, dim=-1: X.log_softmax(self, dim=dim)
 Tensor.clip = lambda self, min=None, max=None: C.clip(self, min=min, max=max)
 Tensor.clamp = Tensor.clip
-Tensor.any = lambda self, dim=None, keepdim=False: R.sum(E.ne(self, 0), dim=dim, keepdim=keepdim) > 0
-Tensor.all = lambda self, dim=None, keepdim=False: R.sum(E.eq(self, 0), dim=dim, keepdim=keepdim) == 0
 
 
 Tensor.astype = lambda self, dtype: E.cast(self, dtype=as_dtype(dtype).name)

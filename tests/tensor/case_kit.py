@@ -215,5 +215,5 @@ def torch_gradients(fn, args, positions, cotangent, kwargs):
                                 torch.from_numpy(np.asarray(cotangent, out.detach().numpy().dtype)
                                                  .reshape(out.shape)),
                                 allow_unused=True)
-    return [np.zeros(args[p].shape, args[p].dtype) if g is None else g.numpy()
+    return [np.zeros(args[p].shape, args[p].dtype) if g is None else g.detach().numpy()
             for p, g in zip(positions, grads)]

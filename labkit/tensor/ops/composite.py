@@ -3,7 +3,7 @@ import math
 
 from ...errors import ShapeError, describe
 from ..shape_rules import normalize_dim, normalize_dims
-from .elementwise import div, exp, log, maximum, minimum, sub
+from .elementwise import abs, div, eq, exp, log, maximum, minimum, sub, where
 from .reduce import max, reduction_size, sum
 from .shape import permute, reshape
 
@@ -85,9 +85,14 @@ def clip(x, min=None, max=None):
 
 
 def logsumexp(x, dim=-1, keepdim=False):
-    """log(sum(exp(x))) over ``dim``, computed stably (the max is subtracted first)."""
-    normalize_dims("logsumexp", dim, x.ndim, x)
+    """log(sum(exp(x))) over ``dim``, computed stably (the max is subtracted first; an infinite
+    max is not, so all -inf gives -inf and a +inf gives inf, as in PyTorch; -inf over no
+    elements)."""
+    axes = normalize_dims("logsumexp", dim, x.ndim, x)
+    if x.ndim and any(x.shape[a] == 0 for a in axes):
+        return log(sum(exp(x), dim=dim, keepdim=keepdim))
     m = max(x, dim=dim, keepdim=True).detach()
+    m = where(eq(abs(m), math.inf), 0, m)
     out = log(sum(exp(sub(x, m)), dim=dim, keepdim=True)) + m
     return out if keepdim else squeeze(out, dim)
 

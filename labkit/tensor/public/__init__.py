@@ -4,7 +4,11 @@ One module per family, named as in ``labkit/tensor/ops``; importing a module reg
 functions. ``labkit/tensor/methods.py`` attaches the methods; ``labkit.tensor`` exports the rest.
 """
 from .registry import METHODS, PUBLIC, public, tensor_method  # noqa: F401
+from . import comparisons  # noqa: F401,E402
+from . import conversions  # noqa: F401,E402
 from . import reductions  # noqa: F401,E402
+from . import scan  # noqa: F401,E402
 from . import shaping  # noqa: F401,E402
-from . import comparisons, conversions  # noqa: F401,E402
+from . import sorting  # noqa: F401,E402
+from . import statistics  # noqa: F401,E402
 from . import inplace  # noqa: F401,E402  (last: it makes x.<name>_ from the methods above)
