@@ -63,13 +63,27 @@ def current_mode():
 def push_mode(mode):
     """Run the block with ``mode`` on top of this thread's mode stack."""
     st = _state
+    previous = st.mode    # not always stack[-1]: a vmap rule runs with the mode below its own
     st.stack.append(mode)
     st.mode = mode
     try:
         yield mode
     finally:
         st.stack.pop()
-        st.mode = st.stack[-1]
+        st.mode = previous
+
+
+@contextlib.contextmanager
+def lowered(mode):
+    """Run the block with ``mode`` (one below the top) as the current mode: a mode that handles
+    an op by applying other ops (vmap's batching rules) hands those to the mode beneath it."""
+    st = _state
+    previous = st.mode
+    st.mode = mode
+    try:
+        yield
+    finally:
+        st.mode = previous
 
 
 def is_grad_enabled():

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...devices import device_of_array, get_device, transfer
 from ...errors import DTypeError, describe
+from ..batching import ELEMENTWISE
 from ..dtypes import as_dtype, result_type
 from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, elementwise, same_as_first, shape_of, ufunc_dtype
@@ -34,7 +35,7 @@ def ufunc_op(name, ufunc, vjp=None):
         return getattr(xp, fname)(*inputs)
     kernel.__name__ = name
     return op(name, shape=elementwise(ufunc, name), vjp=vjp,
-              into=lambda xp: getattr(xp, fname))(kernel)
+              into=lambda xp: getattr(xp, fname), batch=ELEMENTWISE)(kernel)
 
 
 # ---- binary arithmetic ---------------------------------------------------------------------
@@ -66,7 +67,8 @@ def _pow_vjp(g, out, a, b):
 
 
 # into: xp.power itself (a captured graph's shape rule has already refused bool ** bool)
-@op("pow", shape=elementwise(np.power, "pow"), vjp=_pow_vjp, into=lambda xp: xp.power)
+@op("pow", shape=elementwise(np.power, "pow"), vjp=_pow_vjp, into=lambda xp: xp.power,
+    batch=ELEMENTWISE)
 def pow(xp, a, b):
     out = xp.power(a, b)
     if getattr(out, "dtype", None) == xp.int8:   # bool ** bool: NumPy's int8, not a labkit dtype
@@ -106,7 +108,8 @@ def _tanh_backward_vjp(c, out, g, y):
 
 
 # tanh's gradient as one op (one dispatch and one tape entry in an RNN step instead of three)
-@op("tanh_backward", shape=elementwise(np.multiply, "tanh_backward"), vjp=_tanh_backward_vjp)
+@op("tanh_backward", shape=elementwise(np.multiply, "tanh_backward"), vjp=_tanh_backward_vjp,
+    batch=ELEMENTWISE)
 def tanh_backward(xp, g, y):
     """``g * (1 - y * y)``: the gradient through ``y = tanh(x)`` of an upstream gradient ``g``."""
     return g * (1 - y * y)
@@ -122,7 +125,8 @@ def _sigmoid_kernel(xp, x):
 
 
 sigmoid = op("sigmoid", shape=elementwise(np.exp, "sigmoid"),
-             vjp=lambda g, out, x: (mul(g, mul(out, sub(1, out))),))(_sigmoid_kernel)
+             vjp=lambda g, out, x: (mul(g, mul(out, sub(1, out))),),
+             batch=ELEMENTWISE)(_sigmoid_kernel)
 
 
 def _relu_rule(x):
@@ -140,7 +144,7 @@ def relu_into(xp, x, out=None):
 
 # the vjp reads the output (out > 0 exactly where x > 0), so x's buffer may be reused in place
 @op("relu", shape=_relu_rule, vjp=lambda g, out, x: (mul(g, gt(out, 0)),),
-    into=lambda xp: functools.partial(relu_into, xp))
+    into=lambda xp: functools.partial(relu_into, xp), batch=ELEMENTWISE)
 def relu(xp, x):
     return relu_into(xp, x)
 
@@ -166,7 +170,8 @@ def _weak(x):
 
 
 @op("where", shape=_where_rule,
-    vjp=lambda g, out, cond, a, b: (None, where(cond, g, 0), where(cond, 0, g)))
+    vjp=lambda g, out, cond, a, b: (None, where(cond, g, 0), where(cond, 0, g)),
+    batch=ELEMENTWISE)
 def where(xp, cond, a, b):
     """Elementwise ``a`` where ``cond`` is true, else ``b`` (NumPy broadcasting)."""
     return xp.where(cond, a, b)
@@ -181,7 +186,7 @@ def _cast_vjp(g, out, x, dtype):
     return (cast(g, dtype=x.dtype.name),) if x.dtype.is_floating else (None,)
 
 
-@op("cast", shape=_cast_rule, vjp=_cast_vjp)
+@op("cast", shape=_cast_rule, vjp=_cast_vjp, batch=ELEMENTWISE)
 def cast(xp, x, dtype):
     """``x`` converted to ``dtype`` (a copy unless the dtype already matches)."""
     return x.astype(as_dtype(dtype).np, copy=False)
@@ -196,7 +201,8 @@ def _to_device_kernel(xp, x, device):
     return transfer(x, device_of_array(x), device)
 
 
-to_device = op("to_device", shape=same_as_first, vjp=_to_device_vjp)(_to_device_kernel)
+to_device = op("to_device", shape=same_as_first, vjp=_to_device_vjp,
+               batch=ELEMENTWISE)(_to_device_kernel)
 to_device.out_device = lambda attrs: get_device(attrs["device"])
 
 
@@ -205,13 +211,13 @@ def check_float(opname, x):
         raise DTypeError(f"{opname} needs a floating-point tensor; got {describe(x)}")
 
 
-@op("clone", shape=same_as_first, vjp=lambda g, out, x: (g,))
+@op("clone", shape=same_as_first, vjp=lambda g, out, x: (g,), batch=ELEMENTWISE)
 def clone(xp, x):
     """A copy of ``x`` in new memory; gradients flow through it (PyTorch's ``clone``)."""
     return x.copy()
 
 
-@op("stop_gradient", shape=same_as_first, vjp=None)
+@op("stop_gradient", shape=same_as_first, vjp=None, batch=ELEMENTWISE)
 def stop_gradient(xp, x):
     """``x`` itself, through which no gradient flows (``t.detach()`` under graph capture)."""
     return x
