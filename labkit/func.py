@@ -21,44 +21,28 @@ import contextlib
 import functools
 
 from .autodiff import functional, jacobians
-from .autodiff.batched import call as _vmap_call
-from .errors import LabkitError
+from .autodiff.batched import call, check_options
 
 __all__ = ["vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
            "functional_call", "stack_module_state"]
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
-    """``torch.func.vmap``: ``func`` of one example made a function of a batch (see
-    ``lk.vmap``, which takes JAX's ``in_axes`` / ``out_axes`` for these ``in_dims`` /
-    ``out_dims``). Keyword arguments are shared by every example.
-
-    ``randomness``: labkit's random functions called inside draw one value for every example,
-    which is PyTorch's ``'same'``; ``'error'`` (the default) and ``'same'`` are accepted,
-    ``'different'`` is refused. ``chunk_size`` is accepted and changes nothing: the whole batch
-    runs at once, with the same values.
+    """``torch.func.vmap``: ``func`` of one example made a function of a batch; ``lk.vmap``,
+    whose ``in_axes`` / ``out_axes`` are these ``in_dims`` / ``out_dims``. Keyword arguments
+    are shared by every example. Random functions inside draw one value for every example
+    (``randomness='same'``; ``'different'`` is refused); ``chunk_size`` changes nothing.
 
     >>> import labkit as lk
     >>> lk.func.vmap(lambda x, w: x @ w, in_dims=(0, None))(lk.ones(4, 3), lk.ones(3, 2)).shape
     (4, 2)
     """
-    if randomness not in ("error", "same", "different"):
-        raise ValueError(f"lk.func.vmap: randomness must be 'error', 'same' or 'different', "
-                         f"got {randomness!r}")
-    if randomness == "different":
-        raise LabkitError("lk.func.vmap: randomness='different' is not supported: random "
-                          "functions inside lk.vmap draw one value shared by every example "
-                          "(randomness='same'). Draw the batch's random numbers outside and "
-                          "pass them in with in_dims=0.")
-    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
-        raise ValueError(f"lk.func.vmap: chunk_size must be a positive int or None, got "
-                         f"{chunk_size!r}")
     where = f"lk.func.vmap({getattr(func, '__name__', 'func')})"
+    check_options(where, randomness, chunk_size)
 
     @functools.wraps(func)
     def batched(*args, **kwargs):
-        return _vmap_call(func, args, kwargs, in_dims, out_dims, None, where, "in_dims",
-                          "out_dims")
+        return call(func, args, kwargs, in_dims, out_dims, None, where, "in_dims", "out_dims")
     return batched
 
 

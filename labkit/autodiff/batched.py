@@ -29,6 +29,8 @@ Autodiff composes both ways:
 import functools
 import inspect
 import math
+import os
+import sys
 import warnings
 
 from ..errors import GradError, LabkitError, ShapeError, describe
@@ -156,15 +158,21 @@ class BatchedTapeNode(TapeNode):
 _warned = set()
 
 
+_LABKIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def _warn_once(name, size):
     if name in _warned:
         return
     _warned.add(name)
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and frame.f_code.co_filename.startswith(_LABKIT):
+        level, frame = level + 1, frame.f_back     # the warning names the user's line
     warnings.warn(
-        f"lk.vmap: op '{name}' has no batching rule, so it runs once per example (a Python "
-        f"loop over the {size} examples) and the results are stacked. Give it a rule to run the "
-        f"batch at once: lk.op({name!r}, ..., batch=rule), see labkit.tensor.batching.",
-        VmapFallbackWarning, stacklevel=5)
+        f"lk.vmap: op '{name}' has no batching rule (for inputs like these), so it runs once "
+        f"per example (a Python loop over the {size} examples) and the results are stacked. "
+        f"Give it a rule to run the batch at once: lk.op({name!r}, ..., batch=rule), see "
+        f"labkit.tensor.batching.", VmapFallbackWarning, stacklevel=level)
 
 
 def one_by_one(fn, name, inputs, bdims):
@@ -274,16 +282,26 @@ def _backward_inside(leaf):
 
 
 # ---- lk.vmap ----------------------------------------------------------------------------------
-def vmap(fun, in_axes=0, out_axes=0, *, axis_size=None):
-    """``fun`` of one example made a function of a batch (JAX's ``vmap``).
+_UNSET = object()
+
+
+def vmap(fun, in_axes=0, out_axes=0, randomness="error", *, chunk_size=None, axis_size=None,
+         in_dims=_UNSET, out_dims=_UNSET):
+    """``fun`` of one example made a function of a batch (JAX's ``vmap``; PyTorch's
+    ``torch.vmap`` spellings ``in_dims=`` / ``out_dims=`` are accepted too).
 
     ``in_axes``: for each positional argument, the dimension holding the examples (an int,
     negative counting from the end), or None for an argument shared by every example; one int
     or None for all of them, or a tuple with one entry per argument, each an int, None, or a
     tuple/list/dict matching that argument's structure (``(None, 0)``, ``({'w': None}, 0)``).
-    Keyword arguments are shared by all examples (as in ``torch.func.vmap``). ``out_axes``: where
+    Keyword arguments are shared by all examples (as in ``torch.vmap``). ``out_axes``: where
     each result gets the example dimension (the same forms, matching the results). ``axis_size``:
     the number of examples, needed only when no argument is mapped.
+
+    ``randomness``: labkit's random functions called inside draw one value shared by every
+    example, PyTorch's ``'same'``; ``'error'`` (PyTorch's default) and ``'same'`` are accepted,
+    ``'different'`` is refused. ``chunk_size`` is accepted and changes nothing: the whole batch
+    runs at once, with the same values.
 
     The vmapped function sees one example's shapes, so it is written as for one example; every
     op runs once on the whole batch (an op without a batching rule runs once per example, with
@@ -300,11 +318,40 @@ def vmap(fun, in_axes=0, out_axes=0, *, axis_size=None):
     (4, 3)
     """
     where = f"lk.vmap({getattr(fun, '__name__', 'fun')})"
+    in_name, in_axes = _spelling(where, "in_axes", in_axes, "in_dims", in_dims)
+    out_name, out_axes = _spelling(where, "out_axes", out_axes, "out_dims", out_dims)
+    check_options(where, randomness, chunk_size)
 
     @functools.wraps(fun)
     def batched(*args, **kwargs):
-        return call(fun, args, kwargs, in_axes, out_axes, axis_size, where)
+        return call(fun, args, kwargs, in_axes, out_axes, axis_size, where, in_name, out_name)
     return batched
+
+
+def _spelling(where, name, value, alias, alias_value):
+    """(the name the caller used, its value): JAX's ``name`` or PyTorch's ``alias``."""
+    if alias_value is _UNSET:
+        return name, value
+    if value != 0:
+        raise TypeError(f"{where}: got both {name}= and {alias}= (PyTorch's name for it); pass "
+                        f"one of them")
+    return alias, alias_value
+
+
+def check_options(where, randomness, chunk_size):
+    """PyTorch's ``randomness`` and ``chunk_size`` arguments, checked (see ``vmap``)."""
+    if randomness not in ("error", "same", "different"):
+        raise ValueError(f"{where}: randomness must be 'error', 'same' or 'different', got "
+                         f"{randomness!r}")
+    if randomness == "different":
+        raise VmapError(f"{where}: randomness='different' is not supported: random functions "
+                        f"inside lk.vmap draw one value shared by every example "
+                        f"(randomness='same'). Draw the batch's random numbers outside and pass "
+                        f"them in, mapped over their first dimension.")
+    if chunk_size is not None and (isinstance(chunk_size, bool) or
+                                   not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ValueError(f"{where}: chunk_size must be a positive int or None, got "
+                         f"{chunk_size!r}")
 
 
 def _arg_names(fun, n):

@@ -18,6 +18,7 @@ from ..tensor.creation import tensor as _tensor, zeros_like
 from ..tensor.ops.elementwise import stop_gradient as _stop_gradient
 from ..tensor.tensor import Tensor
 from . import trees
+from .batched import BatchedTensor
 from .engine import gradients
 
 
@@ -82,12 +83,26 @@ def _as_input(x, where):
         if not x.dtype.is_floating:
             raise DTypeError(f"{where}: cannot differentiate with respect to {describe(x)}: only "
                              f"floating-point tensors have gradients; pass x.float()")
+        if type(x) is BatchedTensor:
+            # a new leaf for this example's gradient; the batch keeps its own history, which
+            # a gradient taken outside the vmap (grad of vmap of grad) differentiates through
+            return BatchedTensor._wrap(x._value, x._bdim, x._level).requires_grad_(True)
         return x.detach().requires_grad_(True)
     t = _tensor(x)
     if not t.dtype.is_floating:
         raise DTypeError(f"{where}: cannot differentiate with respect to the integer value {x!r}; "
                          f"pass a float")
     return t.requires_grad_(True)
+
+
+def _tracked(x):
+    """Whether ``x`` is differentiated by something outside (it requires grad, or the batch a
+    BatchedTensor holds does): the gradient taken now must then be differentiable itself."""
+    while type(x) is BatchedTensor:
+        if x._requires_grad:
+            return True
+        x = x._value
+    return isinstance(x, Tensor) and x._requires_grad
 
 
 def _argnums(argnums, nargs, where):
@@ -111,7 +126,7 @@ def _call_differentiable(fun, args, kwargs, nums, where):
         leaves, spec, _ = trees.flatten(args[i])
         specs.append((spec, len(leaves)))
         inputs.extend(leaves)
-    nested = _depth.value > 0 or any(isinstance(x, Tensor) and x._requires_grad for x in inputs)
+    nested = _depth.value > 0 or any(_tracked(x) for x in inputs)
     inputs = [_as_input(x, where) for x in inputs]
     start = 0
     for i, (spec, n) in zip(nums, specs):

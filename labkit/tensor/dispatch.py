@@ -2,7 +2,8 @@
 
 ``bind(op, inputs, attrs)`` gives the op to the mode on top of the (thread-local) stack. The
 bottom mode is eager execution; graph capture pushes its own mode, so capture is a second branch
-here, not a second library, and no op ever asks which mode it is in.
+here, not a second library, and no op ever asks which mode it is in. Each ``lk.vmap`` call
+pushes one too: it runs ops' batching rules, whose own ops go to the mode beneath it.
 
 Grad mode (whether eager execution records tape entries) lives here too, so that labkit.autodiff
 and graph capture, which sit above this layer, switch it without this layer importing them.

@@ -130,6 +130,21 @@ def test_vmap_of_grad_of_grad_and_grad_of_vmap_of_grad():
     assert out.item() == pytest.approx(float(2 * xs.sum().item()))
 
 
+def test_gradients_through_per_example_gradients_and_jacobians():
+    """grad of vmap of grad (and of jacobians): the per-example transforms keep the batch's own
+    history, so an outer gradient differentiates through them."""
+    ws = _rand(np.random.default_rng(12), 4, 3)
+    inner = lk.grad(lambda w: (lk.tanh(w) ** 2).sum())
+    got = lk.grad(lambda ws: lk.vmap(inner)(ws).sum())(ws)
+    for i in range(4):
+        _close(got[i], lk.grad(lambda w: inner(w).sum())(ws[i]))
+    assert lk.gradcheck(lambda ws: lk.vmap(inner)(ws), [ws])
+    assert lk.gradcheck(lambda ws: lk.vmap(lk.hessian(lambda w: (lk.tanh(w) ** 3).sum()))(ws),
+                        [ws])
+    assert lk.gradcheck(lambda ws: lk.jacrev(lambda w: lk.vmap(lambda v: lk.tanh(v * w).sum())(
+        ws))(ws[0]), [ws])
+
+
 def test_vmap_of_jvp_and_vjp():
     rng = np.random.default_rng(5)
     x, vs = _rand(rng, 3), _rand(rng, 4, 3)
@@ -379,8 +394,16 @@ def test_func_names_and_signatures():
     _close(tangent, 2 * x)
     _close(lk.func.hessian(f)(x), lk.hessian(f)(x))
     _close(lk.func.jacrev(lambda x: x * x)(x), lk.func.jacfwd(lambda x: x * x)(x))
-    with pytest.raises(lk.LabkitError, match="randomness='different'"):
+    with pytest.raises(VmapError, match="randomness='different'"):
         lk.func.vmap(f, randomness="different")
+    # torch.vmap's spellings work on lk.vmap too
+    xs = lk.ones(3, 2)
+    assert lk.vmap(lambda x: x.sum(), in_dims=1, out_dims=0, randomness="same",
+                   chunk_size=2)(xs).shape == (2,)
+    with pytest.raises(ValueError, match="in_dims=2"):
+        lk.vmap(lambda x: x, in_dims=2)(xs)
+    with pytest.raises(TypeError, match="both in_axes= and in_dims="):
+        lk.vmap(f, in_axes=1, in_dims=1)
 
 
 def test_ensemble_with_stack_module_state():
