@@ -22,7 +22,6 @@ from ..tensor.creation import eye
 from ..tensor.ops.elementwise import cast
 from ..tensor.ops.index import getitem_slices
 from ..tensor.ops.shape import reshape
-from ..tensor.tensor import Tensor
 from . import functional, trees
 from .batched import vmap
 
