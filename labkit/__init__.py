@@ -15,7 +15,9 @@ from .tensor import *  # noqa: F401,F403
 from .tensor import Tensor, op
 from .tensor.checkpoint import save, load
 from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, is_grad_enabled, jvp, no_grad,
-                       value_and_grad, vjp)
+                       value_and_grad, vjp, vmap)
+from .autodiff.functional import stop_gradient
+from .autodiff.jacobians import hessian, jacfwd, jacrev
 from . import config
 from .graph import (Function, Graph, GraphError, SymbolicTensor, TracingError, function,
                     gradients, name_scope, placeholder)
@@ -24,6 +26,7 @@ from .graph import FIFOQueue, QueueClosedError, Variable, restore_variables, sav
 from .graph.capture import colocate_with
 from .graph.passes.placement import PlacementError
 from . import nn, optim, data
+from . import func
 from . import viz
 from . import dist
 

@@ -1,10 +1,11 @@
 """Reverse-mode autodiff over the eager tape: backward, grad, value_and_grad, vjp, jvp,
-custom gradients and a numerical gradient checker."""
+custom gradients and a numerical gradient checker; vmap and the Jacobians built on it."""
 from .custom import custom_vjp
 from .engine import backward, gradients
 from .functional import enable_grad, grad, is_grad_enabled, jvp, no_grad, value_and_grad, vjp
 from .gradcheck import GradcheckError, gradcheck, numerical_vjp
+from .batched import BatchedTensor, VmapError, VmapFallbackWarning, vmap
 
 __all__ = ["backward", "gradients", "grad", "value_and_grad", "vjp", "jvp", "no_grad",
            "enable_grad", "is_grad_enabled", "custom_vjp", "gradcheck", "numerical_vjp",
-           "GradcheckError"]
+           "GradcheckError", "vmap", "BatchedTensor", "VmapError", "VmapFallbackWarning"]

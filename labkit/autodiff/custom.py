@@ -18,6 +18,9 @@ from ..tensor.shape_rules import dtype_of, shape_of
 from ..tensor.tensor import Tensor
 
 
+_RECOMPUTE = object()   # residuals of a batched call: made again from the inputs when needed
+
+
 class _Residuals:
     """Per-call holder for what ``fwd`` saved; passed as an attribute of the call's op.
 
@@ -44,7 +47,7 @@ class custom_vjp:
         self.fwd = None
         self.bwd = None
         self._op = Op(f"custom_vjp[{getattr(fun, '__name__', 'fun')}]", self._kernel,
-                      self._shape, self._vjp)
+                      self._shape, self._vjp, batch=self._batch)
 
     def defvjp(self, fwd, bwd):
         self.fwd, self.bwd = fwd, bwd
@@ -88,9 +91,17 @@ class custom_vjp:
             out = self.fun(*probe)
         return out.shape, out.dtype
 
+    def _batch(self, inputs, bdims, res):
+        """Under lk.vmap: each example through this function in turn, so a gradient through the
+        batch uses each example's own residuals; a per-example gradient (vmap of grad) makes
+        them again from the batch in ``_vjp``."""
+        from .batched import one_by_one
+        res.value = _RECOMPUTE
+        return one_by_one(self, self._op.name, inputs, bdims)
+
     def _vjp(self, g, out, *args, res):
         residuals = res.value
-        if dispatch.is_grad_enabled():
+        if dispatch.is_grad_enabled() or residuals is _RECOMPUTE:
             # a recorded backward (grad of grad): residuals must depend on the inputs, so make
             # them again from the inputs with the tape on; the saved ones are plain values
             _, residuals = self.fwd(*args)

@@ -14,6 +14,7 @@ from ..errors import GradError, describe
 from ..tensor import dispatch, versions
 from ..tensor.ops.elementwise import add, cast
 from ..tensor.ops.reduce import sum_to_shape
+from ..tensor.tape import TapeNode
 from ..tensor.tensor import Tensor
 from ..tensor.versions import epoch as _epoch
 from . import hooks
@@ -130,8 +131,9 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
             inputs = node.inputs
             if inputs is None:
                 raise _freed_error(node)
+            # (not for a vmap's per-example entry, whose output is a whole batch)
             if node.op.vjp_into is not None and not create_graph and g._data is not None and \
-                    node.epoch == _epoch[0]:
+                    node.epoch == _epoch[0] and type(node) is TapeNode:
                 x = inputs[0]
                 if isinstance(x, Tensor) and (x._requires_grad or follow_all):
                     _add_into(node, g, x, grads, leaf_grads, owned)

@@ -1,4 +1,5 @@
-"""Functional transforms in JAX's spelling: grad, value_and_grad, vjp, jvp; and no_grad.
+"""Functional transforms in JAX's spelling: grad, value_and_grad, vjp, jvp, stop_gradient; and
+no_grad.
 
 >>> import labkit as lk
 >>> f = lambda x: (x ** 3).sum()
@@ -14,7 +15,10 @@ import threading
 from ..errors import DTypeError, GradError, describe
 from ..tensor import dispatch
 from ..tensor.creation import tensor as _tensor, zeros_like
+from ..tensor.ops.elementwise import stop_gradient as _stop_gradient
 from ..tensor.tensor import Tensor
+from . import trees
+from .batched import BatchedTensor
 from .engine import gradients
 
 
@@ -79,12 +83,26 @@ def _as_input(x, where):
         if not x.dtype.is_floating:
             raise DTypeError(f"{where}: cannot differentiate with respect to {describe(x)}: only "
                              f"floating-point tensors have gradients; pass x.float()")
+        if type(x) is BatchedTensor:
+            # a new leaf for this example's gradient; the batch keeps its own history, which
+            # a gradient taken outside the vmap (grad of vmap of grad) differentiates through
+            return BatchedTensor._wrap(x._value, x._bdim, x._level).requires_grad_(True)
         return x.detach().requires_grad_(True)
     t = _tensor(x)
     if not t.dtype.is_floating:
         raise DTypeError(f"{where}: cannot differentiate with respect to the integer value {x!r}; "
                          f"pass a float")
     return t.requires_grad_(True)
+
+
+def _tracked(x):
+    """Whether ``x`` is differentiated by something outside (it requires grad, or the batch a
+    BatchedTensor holds does): the gradient taken now must then be differentiable itself."""
+    while type(x) is BatchedTensor:
+        if x._requires_grad:
+            return True
+        x = x._value
+    return isinstance(x, Tensor) and x._requires_grad
 
 
 def _argnums(argnums, nargs, where):
@@ -98,18 +116,33 @@ def _argnums(argnums, nargs, where):
 
 
 def _call_differentiable(fun, args, kwargs, nums, where):
+    """``fun`` called with its arguments ``nums`` made differentiable: ``(out, inputs, nested,
+    rebuild)``. An argument may be a tensor or a tuple/list/dict of them (parameters by name):
+    ``inputs`` lists their tensors, and ``rebuild(values)`` puts one value per tensor back in
+    the arguments' structures (one per argument of ``nums``)."""
     args = list(args)
-    nested = _depth.value > 0 or any(isinstance(args[i], Tensor) and args[i]._requires_grad
-                                     for i in nums)
+    specs, inputs = [], []
     for i in nums:
-        args[i] = _as_input(args[i], where)
+        leaves, spec, _ = trees.flatten(args[i])
+        specs.append((spec, len(leaves)))
+        inputs.extend(leaves)
+    nested = _depth.value > 0 or any(_tracked(x) for x in inputs)
+    inputs = [_as_input(x, where) for x in inputs]
+    start = 0
+    for i, (spec, n) in zip(nums, specs):
+        args[i] = trees.unflatten(spec, inputs[start:start + n])
+        start += n
     _depth.value += 1
     try:
         with dispatch.grad_enabled(True):
             out = fun(*args, **kwargs)
     finally:
         _depth.value -= 1
-    return out, [args[i] for i in nums], nested
+
+    def rebuild(values):
+        values = iter(values)
+        return [trees.unflatten(spec, [next(values) for _ in range(n)]) for spec, n in specs]
+    return out, inputs, nested, rebuild
 
 
 def _scalar_output(out, where):
@@ -125,14 +158,7 @@ def _scalar_output(out, where):
 
 def _detached(tree):
     """``tree`` (tensors in nested tuples, lists and dicts) with every tensor detached."""
-    if isinstance(tree, Tensor):
-        return tree.detach()
-    if isinstance(tree, (tuple, list)):
-        items = [_detached(t) for t in tree]
-        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
-    if isinstance(tree, dict):
-        return {k: _detached(v) for k, v in tree.items()}
-    return tree
+    return trees.map_leaves(lambda t: t.detach() if isinstance(t, Tensor) else t, tree)
 
 
 def value_and_grad(fun, argnums=0, has_aux=False, _name="value_and_grad"):
@@ -142,10 +168,10 @@ def value_and_grad(fun, argnums=0, has_aux=False, _name="value_and_grad"):
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         single, nums = _argnums(argnums, len(args), where)
-        out, inputs, nested = _call_differentiable(fun, args, kwargs, nums, where)
+        out, inputs, nested, rebuild = _call_differentiable(fun, args, kwargs, nums, where)
         aux = None
         if has_aux:
-            out, aux = out
+            out, aux = _split_aux(out, where)
         out = _scalar_output(out, where)
         if out._requires_grad:
             grads = gradients(out, inputs, create_graph=nested)
@@ -154,6 +180,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, _name="value_and_grad"):
         value = out if nested else out.detach()
         if has_aux and not nested:
             aux = _detached(aux)   # aux is not differentiated: do not keep its tape alive
+        grads = rebuild(grads)
         g = grads[0] if single else tuple(grads)
         return ((value, aux), g) if has_aux else (value, g)
     return wrapped
@@ -163,7 +190,15 @@ def grad(fun, argnums=0, has_aux=False):
     """The gradient of a scalar function: ``lk.grad(f)(x)`` is df/dx, with x's shape.
 
     ``argnums`` (int or tuple) picks which positional arguments to differentiate; a tuple gives a
-    tuple of gradients. Transforms compose: ``lk.grad(lk.grad(f))`` is the second derivative.
+    tuple of gradients. An argument may be a tuple, list or dict of tensors (a model's
+    parameters); its gradient then has the same structure. Transforms compose:
+    ``lk.grad(lk.grad(f))`` is the second derivative.
+
+    >>> import labkit as lk
+    >>> params = {"w": lk.tensor([2.0]), "b": lk.tensor([1.0])}
+    >>> g = lk.grad(lambda p, x: ((p["w"] * x + p["b"]) ** 2).sum())(params, lk.tensor([3.0]))
+    >>> g["w"].tolist(), g["b"].tolist()
+    ([42.0], [14.0])
     """
     vg = value_and_grad(fun, argnums, has_aux, _name="grad")
 
@@ -176,57 +211,134 @@ def grad(fun, argnums=0, has_aux=False):
     return wrapped
 
 
-def vjp(fun, *primals):
+def _split_aux(out, where):
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise GradError(f"{where}: has_aux=True needs the function to return a pair "
+                        f"(output, aux), got {type(out).__name__}")
+    return out
+
+
+def _outputs(out, where):
+    """The tensors of ``out`` (a tensor, or a tuple/list/dict of them) and its structure."""
+    leaves, spec, paths = trees.flatten(out, "output")
+    for leaf, path in zip(leaves, paths):
+        if not isinstance(leaf, Tensor):
+            raise GradError(f"{where}: the function must return labkit Tensors (or a tuple, list "
+                            f"or dict of them); {path} is a {type(leaf).__name__}")
+    return leaves, spec
+
+
+def pullback(outs, inputs, keep):
+    """``pull(cotangents) -> cotangents of inputs``: one cotangent per tensor of ``outs``; zeros
+    for inputs they do not reach. ``keep``: the backward pass is recorded (nested transforms).
+    May be called any number of times (under lk.vmap too)."""
+    live = [i for i, o in enumerate(outs) if o._requires_grad]
+
+    def pull(cotangents):
+        if not live:
+            return tuple(zeros_like(x) for x in inputs)
+        return tuple(gradients([outs[i] for i in live], inputs,
+                               grad_outputs=[cotangents[i] for i in live], retain_graph=True,
+                               create_graph=keep))
+    return pull
+
+
+def pushforward(outs, inputs, keep):
+    """``push(tangents) -> tangents of outs``: one tangent per input; zeros for outputs they do
+    not reach.
+
+    The transpose of the vjp: the vjp is linear in its cotangent ``u``, so differentiating it
+    with respect to ``u`` in the direction of the tangents gives J @ tangents. It needs no extra
+    rule per op, at about twice the cost of one vjp."""
+    live = [i for i, o in enumerate(outs) if o._requires_grad]
+    with dispatch.grad_enabled(True):
+        us = [zeros_like(outs[i]).requires_grad_(True) for i in live]
+        cots = gradients([outs[i] for i in live], inputs, grad_outputs=us,
+                         create_graph=True) if live else []
+    linked = [j for j, c in enumerate(cots) if c._requires_grad]
+
+    def push(tangents):
+        if linked:
+            got = dict(zip(live, gradients([cots[j] for j in linked], us,
+                                           grad_outputs=[tangents[j] for j in linked],
+                                           retain_graph=True, create_graph=keep)))
+        else:
+            got = {}
+        return tuple(got[i] if i in got else zeros_like(o) for i, o in enumerate(outs))
+    return push
+
+
+def _as_like(values, tensors, where, what):
+    """``values`` (tensors or numbers, one per tensor of ``tensors``) as tensors of their shapes."""
+    if len(values) != len(tensors):
+        raise GradError(f"{where}: {len(values)} {what}(s) for {len(tensors)} tensor(s); give "
+                        f"one per tensor, in the same structure")
+    out = []
+    for v, t in zip(values, tensors):
+        if not isinstance(v, Tensor):
+            v = _tensor(v, dtype=t.dtype, device=t.device)
+        if v.shape != t.shape:
+            raise GradError(f"{where}: {what} {describe(v)} must match {describe(t)}")
+        out.append(v)
+    return out
+
+
+def vjp(fun, *primals, has_aux=False):
     """``(fun(*primals), vjp_fn)``: ``vjp_fn(cotangent)`` gives one cotangent per primal.
 
-    ``vjp_fn`` may be called several times (the graph is kept until it is dropped).
+    ``fun`` returns a tensor or a tuple/list/dict of them; the cotangent has the same structure.
+    With ``has_aux``, ``fun`` returns ``(output, aux)`` and vjp returns ``(output, vjp_fn,
+    aux)``. ``vjp_fn`` may be called several times (the graph is kept until it is dropped).
     """
     where = f"vjp({getattr(fun, '__name__', 'fun')})"
     nums = tuple(range(len(primals)))
-    out, inputs, nested = _call_differentiable(fun, primals, {}, nums, where)
-    if not isinstance(out, Tensor):
-        raise GradError(f"{where}: the function must return a labkit Tensor, got "
-                        f"{type(out).__name__}")
+    out, inputs, nested, rebuild = _call_differentiable(fun, primals, {}, nums, where)
+    aux = None
+    if has_aux:
+        out, aux = _split_aux(out, where)
+    outs, spec = _outputs(out, where)
 
     def vjp_fn(cotangent):
-        if not isinstance(cotangent, Tensor):
-            cotangent = _tensor(cotangent, dtype=out.dtype, device=out.device)
-        if cotangent.shape != out.shape:
-            raise GradError(f"{where}: cotangent {describe(cotangent)} must match the output "
-                            f"{describe(out)}")
-        if not out._requires_grad:
-            return tuple(zeros_like(x) for x in inputs)
-        return tuple(gradients(out, inputs, grad_outputs=cotangent, retain_graph=True,
-                               create_graph=nested or _depth.value > 0))
-    return (out if nested else out.detach()), vjp_fn
+        cots, cot_spec, _ = trees.flatten(cotangent, "cotangent")
+        if cot_spec != spec:
+            raise GradError(f"{where}: the cotangent must have the structure of the output "
+                            f"({len(outs)} tensor(s)); got {len(cots)}")
+        cots = _as_like(cots, outs, where, "cotangent")
+        return tuple(rebuild(pullback(outs, inputs, nested or _depth.value > 0)(cots)))
+    result = (out if nested else _detached(out)), vjp_fn
+    return result + ((aux if nested else _detached(aux)),) if has_aux else result
 
 
-def jvp(fun, primals, tangents):
-    """Forward-mode product: ``(fun(*primals), J @ tangents)``.
+def jvp(fun, primals, tangents, has_aux=False):
+    """Forward-mode product: ``(fun(*primals), J @ tangents)``, one tangent per primal.
 
-    Computed as the transpose of the vjp (the vjp is linear in its cotangent, so differentiating
-    it with respect to the cotangent in the direction ``tangents`` gives J @ tangents): it needs
-    no extra rule per op, at about twice the cost of one vjp.
+    ``fun`` returns a tensor or a tuple/list/dict of them (the tangent out has that structure).
+    With ``has_aux``, ``fun`` returns ``(output, aux)`` and jvp returns ``(output, tangent_out,
+    aux)``. Computed as the transpose of the vjp (see ``pushforward``).
     """
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise GradError(f"jvp: {len(primals)} primal(s) but {len(tangents)} tangent(s)")
     where = f"jvp({getattr(fun, '__name__', 'fun')})"
     nums = tuple(range(len(primals)))
-    out, inputs, nested = _call_differentiable(fun, primals, {}, nums, where)
-    tangents = [t if isinstance(t, Tensor) else _tensor(t, dtype=x.dtype, device=x.device)
-                for t, x in zip(tangents, inputs)]
-    for t, x in zip(tangents, inputs):
-        if t.shape != x.shape:
-            raise GradError(f"{where}: tangent {describe(t)} must match its primal {describe(x)}")
-    if not out._requires_grad:
-        return (out if nested else out.detach()), zeros_like(out)
-    with dispatch.grad_enabled(True):
-        u = zeros_like(out).requires_grad_(True)
-        cots = gradients(out, inputs, grad_outputs=u, create_graph=True)
-        live = [(c, t) for c, t in zip(cots, tangents) if c._requires_grad]
-        if not live:
-            return (out if nested else out.detach()), zeros_like(out)
-        tangent_out = gradients([c for c, _ in live], [u], grad_outputs=[t for _, t in live],
-                                create_graph=nested)[0]
-    return (out if nested else out.detach()), tangent_out
+    out, inputs, nested, _ = _call_differentiable(fun, primals, {}, nums, where)
+    aux = None
+    if has_aux:
+        out, aux = _split_aux(out, where)
+    outs, spec = _outputs(out, where)
+    tangents = _as_like(trees.flatten(tangents)[0], inputs, where, "tangent")
+    tangent_out = trees.unflatten(spec, pushforward(outs, inputs, nested)(tangents))
+    result = (out if nested else _detached(out)), tangent_out
+    return result + ((aux if nested else _detached(aux)),) if has_aux else result
+
+
+def stop_gradient(x):
+    """``x`` with no gradient flowing through it (JAX's ``lax.stop_gradient``): the same values,
+    treated as a constant by every transform. ``x`` may be a tensor or a tuple/list/dict of
+    them. Unlike ``x.detach()`` it is an op, so it also stands in captured graphs and lk.vmap.
+
+    >>> import labkit as lk
+    >>> lk.grad(lambda x: (x * lk.stop_gradient(x)).sum())(lk.tensor([3.0])).tolist()
+    [3.0]
+    """
+    return trees.map_leaves(lambda t: _stop_gradient(t) if isinstance(t, Tensor) else t, x)

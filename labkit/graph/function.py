@@ -32,9 +32,11 @@ import threading
 import warnings
 
 from .. import config
+from ..autodiff.batched import BatchedTensor, VmapMode, vmap
 from ..devices.device import no_device_request
 from ..errors import LabkitError, describe
 from ..profiler.profile import _active as _profiles
+from ..tensor import dispatch
 from ..tensor.tensor import Tensor
 from .capture import enter_graph
 from .executor import Plan, feed_array
@@ -104,6 +106,7 @@ class Function:
         self.traces = []
         self._cache = {}
         self._lock = threading.RLock()   # one trace per signature when threads call at once
+        self._batched = {}               # lk.vmap of this function, per way of batching
         try:
             self._params = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
@@ -125,6 +128,8 @@ class Function:
     def __call__(self, *args, **kwargs):
         if config._state["functions_eagerly"]:
             return self.fn(*args, **kwargs)
+        if type(dispatch._state.mode) is VmapMode:
+            return self._call_batched(args, kwargs)
         leaves = []
         structure = _flatten((args, kwargs), leaves)
         key = (structure, tuple(_tensor_spec(t) for t in leaves))
@@ -144,6 +149,32 @@ class Function:
             _profiles[-1].step()          # each call of a captured function is one step
             return out
         return self._run(trace, leaves)
+
+    def _call_batched(self, args, kwargs):
+        """A call inside lk.vmap: the function is captured vmapped (once per way its arguments
+        are batched, then per signature as usual) and runs on the whole batch."""
+        mode = dispatch._state.mode
+        leaves = []
+        structure = _flatten((args, kwargs), leaves)
+        bdims = tuple(t._bdim if type(t) is BatchedTensor and t._level is mode else None
+                      for t in leaves)
+        with dispatch.lowered(mode.below):
+            if all(d is None for d in bdims):
+                return self(*args, **kwargs)
+            key = (structure, bdims)
+            batched = self._batched.get(key)
+            if batched is None:
+                def per_example(*tensors):
+                    a, k = structures.unflatten(structure, tensors)
+                    return self.fn(*a, **k)
+                per_example.__name__ = self.name
+                batched = self._batched[key] = Function(vmap(per_example, in_axes=bdims),
+                                                        name=f"vmap({self.name})")
+            out = batched(*[t._value if d is not None else t for t, d in zip(leaves, bdims)])
+        out_leaves = []
+        spec = structures.flatten(out, out_leaves, _is_tensor, structures.value)
+        return structures.unflatten(spec, [BatchedTensor._wrap(t, 0, mode)
+                                           for t in out_leaves])
 
     def _run(self, trace, leaves):
         arrays = [t._data if t._data is not None else feed_array(n, t)

@@ -2,7 +2,8 @@
 
 ``bind(op, inputs, attrs)`` gives the op to the mode on top of the (thread-local) stack. The
 bottom mode is eager execution; graph capture pushes its own mode, so capture is a second branch
-here, not a second library, and no op ever asks which mode it is in.
+here, not a second library, and no op ever asks which mode it is in. Each ``lk.vmap`` call
+pushes one too: it runs ops' batching rules, whose own ops go to the mode beneath it.
 
 Grad mode (whether eager execution records tape entries) lives here too, so that labkit.autodiff
 and graph capture, which sit above this layer, switch it without this layer importing them.
@@ -69,13 +70,27 @@ def current_mode():
 def push_mode(mode):
     """Run the block with ``mode`` on top of this thread's mode stack."""
     st = _state
+    previous = st.mode    # not always stack[-1]: a vmap rule runs with the mode below its own
     st.stack.append(mode)
     st.mode = mode
     try:
         yield mode
     finally:
         st.stack.pop()
-        st.mode = st.stack[-1]
+        st.mode = previous
+
+
+@contextlib.contextmanager
+def lowered(mode):
+    """Run the block with ``mode`` (one below the top) as the current mode: a mode that handles
+    an op by applying other ops (vmap's batching rules) hands those to the mode beneath it."""
+    st = _state
+    previous = st.mode
+    st.mode = mode
+    try:
+        yield
+    finally:
+        st.mode = previous
 
 
 def is_grad_enabled():

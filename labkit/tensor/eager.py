@@ -34,6 +34,11 @@ def explain_failure(op, inputs, attrs, exc):
     if isinstance(exc, LabkitError):
         return exc
     for a in inputs:
+        if isinstance(a, Tensor) and a._data is None and hasattr(a, "_bdim"):
+            return LabkitError(
+                f"{op.name}: input {describe(a)} is a batched tensor of an lk.vmap call that has "
+                f"returned; it exists only inside that call. Return it from the vmapped "
+                f"function instead of keeping it.")
         if isinstance(a, Tensor) and a._data is None:   # a graph's symbolic tensor
             graph = getattr(getattr(a, "graph", None), "name", "?")
             return ShapeError(

@@ -10,7 +10,13 @@ This is the heart of labkit. An op is declared once, in one place:
 - ``vjp(g, out, *inputs, **attrs) -> tuple``: one cotangent per input (None where there is
   none), written in labkit ops, so gradients work eagerly, inside a captured graph, and to any
   order. The engine sums broadcast gradients back to each input's shape and adds fan-in, so a
-  rule returns the plain cotangent.
+  rule returns the plain cotangent;
+- ``batch(inputs, bdims, **attrs) -> (out, bdim)`` (optional): the batching rule ``lk.vmap`` uses.
+  It gets the inputs with their batch dimension still in them and, for each, where that
+  dimension is (None for an input that is the same for every example), and computes the whole
+  batch at once in labkit ops, returning the output and where its batch dimension is. Rules
+  shared by a family of ops (elementwise, reductions) are in ``labkit.tensor.batching``. An op
+  without one still works under vmap, one example at a time (with a warning naming it).
 
 Inputs are Tensors or Python scalars; attributes are keyword arguments (hashable values).
 Calling the Op object applies it through the single dispatch function ``bind``.
@@ -37,10 +43,10 @@ class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
     __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "into",
-                 "writes", "vjp_into", "__weakref__")
+                 "writes", "vjp_into", "batch", "__weakref__")
 
     def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False, into=None,
-                 writes=None, vjp_into=None):
+                 writes=None, vjp_into=None, batch=None):
         if not callable(kernel) or not callable(shape):
             raise TypeError(f"op {name!r}: kernel and shape rule must be callable")
         self.name = name
@@ -65,6 +71,8 @@ class Op:
         # first and whose cotangent is mostly zeros, such as indexing); None: the engine uses
         # ``vjp``. Only a backward that is not itself recorded uses it.
         self.vjp_into = vjp_into
+        # the batching rule (``lk.vmap``), or None: vmap then runs the op once per example
+        self.batch = batch.make(self) if isinstance(batch, BatchFamily) else batch
 
     def __call__(self, *inputs, **attrs):
         return dispatch.bind(self, inputs, attrs)
@@ -75,6 +83,15 @@ class Op:
     @property
     def differentiable(self):
         return self.vjp is not None and not getattr(self.vjp, "missing", False)
+
+
+class BatchFamily:
+    """A batching rule shared by a family of ops: ``make(op)`` gives each op of the family its
+    own rule (which calls that op), when the op is declared: ``@op(..., batch=family)``."""
+    __slots__ = ("make",)
+
+    def __init__(self, make):
+        self.make = make
 
 
 _UNSET = object()
@@ -92,7 +109,7 @@ def _missing_vjp(name):
 
 
 def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, writes=None,
-       vjp_into=None):
+       vjp_into=None, batch=None):
     """Decorator declaring a primitive op from its kernel.
 
     ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule. ``vjp=None`` says the op has
@@ -104,6 +121,8 @@ def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, wri
     was changed before the backward pass). ``vjp_into`` (optional): the same cotangent of input
     0 as ``vjp`` gives, added in place into a gradient array the engine owns, so that many
     slices of one tensor (an RNN's time steps) each cost their slice, not a tensor-sized array.
+    ``batch`` (optional): the batching rule ``lk.vmap`` uses (see the module's docstring), or a
+    ``BatchFamily`` from ``labkit.tensor.batching``.
     Registered ops are walked by the test suite, so each one needs a test entry. Redeclaring a
     name replaces the earlier op (handy while iterating in a notebook).
     """
@@ -112,7 +131,7 @@ def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, wri
 
     def declare(kernel):
         o = Op(name, kernel, shape, vjp, stateful=stateful, into=into, writes=writes,
-               vjp_into=vjp_into)
+               vjp_into=vjp_into, batch=batch)
         if register:
             REGISTRY[name] = o
         return o

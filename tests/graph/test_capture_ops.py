@@ -6,7 +6,8 @@ captured with ``lk.function`` gives the eager result (same shape and dtype, valu
 1e-6, in float64 and float32), that in-place ops leave their target as eagerly, and that the
 gradient computed *inside* the captured function equals the eager gradient, two ways:
 ``lk.grad`` of the inputs (fed as placeholders), and ``loss.backward()`` on tensors captured
-from outside (their ``.grad`` is set after each run, as in a training step).
+from outside (their ``.grad`` is set after each run, as in a training step). And each case
+under ``lk.vmap``, captured, gives the eager vmap's values.
 """
 import importlib
 
@@ -192,6 +193,40 @@ def test_composite_captured_equals_eager(case):
             continue
         if case.differentiable:
             check_gradients(case, sample)
+
+
+def _stacked(case, sample, params):
+    """Two examples of ``case`` (``sample`` and another drawn with the same parameters) with
+    every array argument stacked along dim 0; None where a boolean mask is an argument (its
+    count of True values may differ between the examples, and shapes with it)."""
+    other = case.sample(np.random.default_rng(1), params)
+    args = []
+    for a, b in zip(sample.args, other.args):
+        if isinstance(a, np.ndarray) and (a.dtype == bool or a.shape != b.shape):
+            return None
+        args.append(np.stack([a, b]) if isinstance(a, np.ndarray) else a)
+    return args
+
+
+@pytest.mark.parametrize("case", cases.ALL_CASES, ids=lambda c: c.name)
+def test_vmap_captured_equals_eager(case):
+    """Every case's vmap (its batching rules, or the loop for an op without one) captured by
+    lk.function gives the eager vmap's values."""
+    rng = np.random.default_rng(0)
+    for params in case.edges:
+        sample = case.sample(rng, params)
+        if check_values(case, sample, np.float64):
+            continue   # a size known only at run time: per-example results may not stack
+        args = _stacked(case, sample, params)
+        if args is None:
+            continue
+        axes = tuple(0 if isinstance(a, np.ndarray) else None for a in args)
+        vf = lk.vmap(lambda *xs: case.fn(*xs, **sample.kwargs), in_axes=axes)
+        with np.errstate(all="ignore"):
+            eager = vf(*[lk.tensor(a.copy()) if isinstance(a, np.ndarray) else a for a in args])
+            captured = lk.function(vf, name=f"vmap_{case.name}")(
+                *[lk.tensor(a.copy()) if isinstance(a, np.ndarray) else a for a in args])
+        _same(eager, captured, f"vmap of {case.name} {sample}")
 
 
 def test_ops_after_a_data_dependent_shape():

@@ -8,7 +8,10 @@ For each case in op_cases.py, on every device (the GPU runs are skipped where th
   with what its kernel returned;
 - gradients against central differences in float64 (``lk.gradcheck``), and the gradient of the
   vjp itself (second order, in both the primal and the cotangent);
-- float32 gradients keep their input's dtype and shape.
+- float32 gradients keep their input's dtype and shape;
+- ``lk.vmap`` of the case (its inputs stacked from 1-3 examples along random axes) against
+  stacking the case over the examples, values and per-example gradients: through the op's
+  batching rule, or one example at a time for an op without one.
 
 Plus: the table covers every op in the registry; elementwise result dtypes follow NumPy's
 promotion for every pair of labkit dtypes (and Python scalars); a wrong vjp fails gradcheck;
@@ -25,6 +28,7 @@ from hypothesis import strategies as st
 
 import labkit as lk
 from labkit.autodiff import gradients
+from labkit.autodiff import batched
 from labkit.tensor import dispatch
 from labkit.tensor.eager import EagerMode
 from labkit.tensor.op import REGISTRY
@@ -228,6 +232,160 @@ def _edge_samples(case):
 def _drawn(case, data):
     params, seed = data.draw(sample_strategy(case), label="params, seed")
     return case.sample(np.random.default_rng(seed), params)
+
+
+# ---- lk.vmap: a case over a batch of examples equals the case over each example, stacked -------
+def _vmap_inputs(case, samples, rng, device):
+    """The batched arguments, their in_axes, and each example's arguments: each array argument
+    stacked along a random axis (or, now and then, left out of the batch: then every example
+    gets the first sample's value). An in-place update's target is always batched."""
+    first = samples[0]
+    arrays = [i for i, a in enumerate(first.args) if isinstance(a, np.ndarray)]
+    batched = {i for i in arrays if rng.random() < 0.7} or {int(rng.choice(arrays))}
+    writes = getattr(REGISTRY.get(case.op), "writes", None)
+    if writes is not None:
+        batched.add(writes)
+    args, axes, examples = [], [], [[] for _ in samples]
+    for i, a in enumerate(first.args):
+        if i in batched:
+            ax = int(rng.integers(-a.ndim - 1, a.ndim + 1))
+            args.append(_to_lk(np.stack([s.args[i] for s in samples], axis=ax), device))
+            axes.append(ax)
+            for ex, s in zip(examples, samples):
+                ex.append(_to_lk(s.args[i], device))
+        else:
+            args.append(_to_lk(a, device))
+            axes.append(None)
+            for ex in examples:
+                ex.append(_to_lk(a, device))
+    return args, tuple(axes), examples
+
+
+def _same_shapes(samples):
+    return len({tuple(getattr(a, "shape", None) for a in s.args) for s in samples}) == 1
+
+
+def _numpy_outputs(out):
+    return tuple(o.numpy() for o in out) if isinstance(out, tuple) else (out.numpy(),)
+
+
+class _FallbackLog:
+    """Records which ops lk.vmap ran one example at a time (for the check that every op with a
+    batching rule used it)."""
+
+    def __init__(self):
+        self.names = []
+        self.real = batched.one_by_one
+
+    def __call__(self, fn, name, inputs, bdims):
+        self.names.append(name)
+        return self.real(fn, name, inputs, bdims)
+
+
+def check_vmap(case, samples, seed, device):
+    if not _same_shapes(samples):
+        return
+    rng = np.random.default_rng(seed)
+    args, axes, examples = _vmap_inputs(case, samples, rng, device)
+    kwargs = samples[0].kwargs
+    fn = lambda *xs: case.fn(*xs, **kwargs)    # noqa: E731
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", lk.autodiff.VmapFallbackWarning)
+        expected = [_numpy_outputs(fn(*ex)) for ex in examples]
+        shapes = {tuple(e.shape for e in outs) for outs in expected}
+        if len(shapes) > 1:       # a boolean mask picking another count in each example
+            with pytest.raises(lk.LabkitError):
+                lk.vmap(fn, in_axes=axes)(*args)
+            return
+        nd = expected[0][0].ndim
+        out_axis = int(rng.integers(-nd - 1, nd + 1)) if len(expected[0]) == 1 else 0
+        log = _FallbackLog()
+        batched.one_by_one = log
+        try:
+            got = _numpy_outputs(lk.vmap(fn, in_axes=axes, out_axes=out_axis)(*args))
+        except lk.autodiff.VmapError as exc:     # the function reads values (x.item(), if x...)
+            pytest.skip(f"{case.name} reads one example's values, so it cannot be vmapped: {exc}")
+        finally:
+            batched.one_by_one = log.real
+    where = f"vmap of {case.name} in_axes={axes} out_axes={out_axis} {samples[0]}"
+    for k, g in enumerate(got):
+        e = np.stack([outs[k] for outs in expected], axis=out_axis)
+        assert g.shape == e.shape and g.dtype == e.dtype, (
+            f"{where}: got {g.dtype}{g.shape}, expected {e.dtype}{e.shape}")
+        if e.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, e, err_msg=where)
+        else:
+            np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12, equal_nan=True, err_msg=where)
+    ruled = [n for n in log.names if REGISTRY.get(n) is not None and
+             REGISTRY[n].batch is not None and n not in ("getitem", "index_add")]
+    assert not ruled, f"{where}: ops with a batching rule ran one example at a time: {ruled}"
+
+
+def check_vmap_gradients(case, samples, seed, device):
+    """Per-example gradients (vmap of grad) of <case(x), c> equal each example's gradient."""
+    if not _same_shapes(samples):
+        return
+    rng = np.random.default_rng(seed)
+    args, axes, examples = _vmap_inputs(case, samples, rng, device)
+    pos = _grad_positions(samples[0])
+    kwargs = samples[0].kwargs
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", lk.autodiff.VmapFallbackWarning)
+        outs = [_combine(case.fn(*ex, **kwargs)) for ex in examples]
+        out = outs[0]
+        if len({o.shape for o in outs}) > 1 or not np.isfinite(out.numpy()).all():
+            return        # a boolean mask picking another count in each example; nan/inf
+        cot = lk.tensor(rng.standard_normal(out.shape), dtype=out.dtype, device=device)
+
+        def loss(*xs):
+            return lk.sum(_combine(case.fn(*xs, **kwargs)) * cot)
+        grad = lk.grad(loss, argnums=pos)
+        expected = [[g.numpy() for g in grad(*ex)] for ex in examples]
+        try:
+            got = lk.vmap(grad, in_axes=axes)(*args)
+        except lk.autodiff.VmapError as exc:
+            pytest.skip(f"{case.name} reads one example's values, so it cannot be vmapped: {exc}")
+    for k, g in enumerate(got):
+        e = np.stack([ex[k] for ex in expected])
+        np.testing.assert_allclose(g.numpy(), e, rtol=1e-9, atol=1e-12,
+                                   err_msg=f"per-example gradient {k} of {case.name} "
+                                           f"in_axes={axes} {samples[0]}")
+
+
+def _vmap_samples(case, params, seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 4))
+    return [case.sample(np.random.default_rng(seed + 1 + k), params) for k in range(n)]
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=ids)
+def test_vmap_edges(case, device):
+    for i, params in enumerate(case.edges):
+        check_vmap(case, _vmap_samples(case, params, i), i, device)
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=ids)
+@settings(HYPOTHESIS, max_examples=max(EXAMPLES // 4, 1))
+@given(data=st.data())
+def test_vmap_random(case, device, data):
+    params, seed = data.draw(sample_strategy(case), label="params, seed")
+    check_vmap(case, _vmap_samples(case, params, seed), seed, device)
+
+
+@pytest.mark.parametrize("case", DIFFERENTIABLE, ids=ids)
+def test_vmap_gradients_edges(case, device):
+    for i, params in enumerate(case.edges):
+        check_vmap_gradients(case, _vmap_samples(case, params, i), i, device)
+
+
+@pytest.mark.parametrize("case", DIFFERENTIABLE, ids=ids)
+@settings(HYPOTHESIS, max_examples=max(EXAMPLES // 8, 1))
+@given(data=st.data())
+def test_vmap_gradients_random(case, device, data):
+    params, seed = data.draw(sample_strategy(case), label="params, seed")
+    check_vmap_gradients(case, _vmap_samples(case, params, seed), seed, device)
 
 
 # ---- the table is complete ---------------------------------------------------------------

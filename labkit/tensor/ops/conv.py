@@ -14,7 +14,7 @@ from .elementwise import add
 from .linalg import matmul
 from .reduce import max as _max
 from .reduce import sum as _sum
-from .shape import permute, reshape
+from .shape import moved, permute, reshape
 
 
 def pair(v, name="argument"):
@@ -60,7 +60,19 @@ def _unfold_vjp(g, out, x, kernel_size, stride, padding, dilation, pad_value=0.0
                  padding=padding, dilation=dilation),)
 
 
-@op("unfold", shape=_unfold_rule, vjp=_unfold_vjp)
+def _merged(x, d):
+    """Batched images ``x`` as one batch of images: (B, N, ...) -> (B * N, ...)."""
+    x = moved(x, d)
+    return reshape(x, shape=(x.shape[0] * x.shape[1],) + tuple(x.shape[2:])), x.shape[:2]
+
+
+def _unfold_batch(inputs, bdims, **attrs):
+    x, (b, n) = _merged(inputs[0], bdims[0])
+    cols = unfold(x, **attrs)
+    return reshape(cols, shape=(b, n) + tuple(cols.shape[1:])), 0
+
+
+@op("unfold", shape=_unfold_rule, vjp=_unfold_vjp, batch=_unfold_batch)
 def unfold(xp, x, kernel_size, stride, padding, dilation, pad_value=0.0):
     """Sliding windows of ``x`` (N, C, H, W) as a (N, C, kh, kw, OH, OW) strided view."""
     # a plain ValueError: the dispatcher then asks the rule, whose error describes the tensor
@@ -94,7 +106,13 @@ def _fold_vjp(g, out, cols, image_shape, kernel_size, stride, padding, dilation)
                    dilation=dilation),)
 
 
-@op("fold", shape=_fold_rule, vjp=_fold_vjp)
+def _fold_batch(inputs, bdims, image_shape, **attrs):
+    cols, (b, n) = _merged(inputs[0], bdims[0])
+    out = fold(cols, image_shape=(b * n,) + tuple(image_shape[1:]), **attrs)
+    return reshape(out, shape=(b, n) + tuple(out.shape[1:])), 0
+
+
+@op("fold", shape=_fold_rule, vjp=_fold_vjp, batch=_fold_batch)
 def fold(xp, cols, image_shape, kernel_size, stride, padding, dilation):
     """Adjoint of ``unfold``: add every window of ``cols`` back into an image of ``image_shape``."""
     n, c, h, w = image_shape

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...devices import device_of_array, get_device, transfer
 from ...errors import DTypeError, describe
+from ..batching import ELEMENTWISE
 from ..dtypes import as_dtype, common_np_dtype, from_numpy_dtype
 from ..op import needs_grad, op
 from ..shape_rules import (broadcast_shapes, call_ufunc, elementwise, same_as_first, shape_of,
@@ -64,7 +65,8 @@ def ufunc_op(name, ufunc, vjp=None, no_bool=None):
     rule = elementwise(ufunc, name)
     if no_bool:
         rule = _refusing_bool(rule, name, no_bool)
-    return op(name, shape=rule, vjp=vjp, into=lambda xp: getattr(xp, fname))(kernel)
+    return op(name, shape=rule, vjp=vjp, into=lambda xp: getattr(xp, fname),
+              batch=ELEMENTWISE)(kernel)
 
 
 def _keeps_ints(ufunc):
@@ -125,7 +127,7 @@ def _pow_rule(a, b):
 
 
 # into: xp.power itself (a captured graph's shape rule has already refused bool ** bool)
-@op("pow", shape=_pow_rule, vjp=_pow_vjp, into=lambda xp: xp.power)
+@op("pow", shape=_pow_rule, vjp=_pow_vjp, into=lambda xp: xp.power, batch=ELEMENTWISE)
 def pow(xp, a, b):
     if common_np_dtype((a, b)).kind == "b":
         raise TypeError("bool ** bool")      # the rule explains it
@@ -161,10 +163,13 @@ def _sign_rule(x):
     return (shape_of(x), x.dtype) if x.dtype.name == "bool_" else elementwise(np.sign, "sign")(x)
 
 
-@op("sign", shape=_sign_rule, vjp=lambda g, out, x: (mul(g, 0),), into=lambda xp: xp.sign)
+@op("sign", shape=_sign_rule, vjp=lambda g, out, x: (mul(g, 0),), into=lambda xp: xp.sign,
+    batch=ELEMENTWISE)
 def sign(xp, x):
     """-1, 0 or 1 by the sign of each element (a bool is its own sign); gradient zero."""
     return x.copy() if x.dtype == bool else call_ufunc(xp.sign, np.sign, (x,))
+
+
 tanh = ufunc_op("tanh", np.tanh, vjp=lambda g, out, x: (tanh_backward(g, out),))
 
 
@@ -174,7 +179,8 @@ def _tanh_backward_vjp(c, out, g, y):
 
 
 # tanh's gradient as one op (one dispatch and one tape entry in an RNN step instead of three)
-@op("tanh_backward", shape=elementwise(np.multiply, "tanh_backward"), vjp=_tanh_backward_vjp)
+@op("tanh_backward", shape=elementwise(np.multiply, "tanh_backward"), vjp=_tanh_backward_vjp,
+    batch=ELEMENTWISE)
 def tanh_backward(xp, g, y):
     """``g * (1 - y * y)``: the gradient through ``y = tanh(x)`` of an upstream gradient ``g``."""
     return g * (1 - y * y)
@@ -189,7 +195,8 @@ def _sigmoid_kernel(xp, x):
 
 
 sigmoid = op("sigmoid", shape=elementwise(np.exp, "sigmoid"),
-             vjp=lambda g, out, x: (mul(g, mul(out, sub(1, out))),))(_sigmoid_kernel)
+             vjp=lambda g, out, x: (mul(g, mul(out, sub(1, out))),),
+             batch=ELEMENTWISE)(_sigmoid_kernel)
 
 
 def _relu_rule(x):
@@ -210,7 +217,7 @@ def relu_into(xp, x, out=None):
 
 # the vjp reads the output (out > 0 exactly where x > 0), so x's buffer may be reused in place
 @op("relu", shape=_relu_rule, vjp=lambda g, out, x: (mul(g, gt(out, 0)),),
-    into=lambda xp: functools.partial(relu_into, xp))
+    into=lambda xp: functools.partial(relu_into, xp), batch=ELEMENTWISE)
 def relu(xp, x):
     if x.dtype == bool:
         raise TypeError("bool input")        # the rule explains it
@@ -233,7 +240,8 @@ def _where_rule(cond, a, b):
 
 
 @op("where", shape=_where_rule,
-    vjp=lambda g, out, cond, a, b: (None, where(cond, g, 0), where(cond, 0, g)))
+    vjp=lambda g, out, cond, a, b: (None, where(cond, g, 0), where(cond, 0, g)),
+    batch=ELEMENTWISE)
 def where(xp, cond, a, b):
     """Elementwise ``a`` where ``cond`` is true, else ``b`` (broadcasting; the result's dtype
     promoted as PyTorch does)."""
@@ -255,7 +263,7 @@ def _cast_vjp(g, out, x, dtype):
     return (cast(g, dtype=x.dtype.name),) if x.dtype.is_floating else (None,)
 
 
-@op("cast", shape=_cast_rule, vjp=_cast_vjp)
+@op("cast", shape=_cast_rule, vjp=_cast_vjp, batch=ELEMENTWISE)
 def cast(xp, x, dtype):
     """``x`` converted to ``dtype`` (a copy unless the dtype already matches)."""
     return x.astype(as_dtype(dtype).np, copy=False)
@@ -270,7 +278,8 @@ def _to_device_kernel(xp, x, device):
     return transfer(x, device_of_array(x), device)
 
 
-to_device = op("to_device", shape=same_as_first, vjp=_to_device_vjp)(_to_device_kernel)
+to_device = op("to_device", shape=same_as_first, vjp=_to_device_vjp,
+               batch=ELEMENTWISE)(_to_device_kernel)
 to_device.out_device = lambda attrs: get_device(attrs["device"])
 
 
@@ -279,13 +288,13 @@ def check_float(opname, x):
         raise DTypeError(f"{opname} needs a floating-point tensor; got {describe(x)}")
 
 
-@op("clone", shape=same_as_first, vjp=lambda g, out, x: (g,))
+@op("clone", shape=same_as_first, vjp=lambda g, out, x: (g,), batch=ELEMENTWISE)
 def clone(xp, x):
     """A copy of ``x`` in new memory; gradients flow through it (PyTorch's ``clone``)."""
     return x.copy()
 
 
-@op("stop_gradient", shape=same_as_first, vjp=None)
+@op("stop_gradient", shape=same_as_first, vjp=None, batch=ELEMENTWISE)
 def stop_gradient(xp, x):
     """``x`` itself, through which no gradient flows (``t.detach()`` under graph capture)."""
     return x

@@ -7,9 +7,11 @@ same op works eagerly and under capture.
 import numpy as np
 
 from ...errors import ShapeError, describe
+from ..batching import ELEMENTWISE
 from ..op import op
 from ..shape_rules import normalize_dim, shape_of
 from ..tensor import Tensor
+from .shape import aligned, batch_size, expand_dims, materialized, moved, permute, reshape
 
 _FULL = ("s", None, None, None)
 
@@ -118,6 +120,91 @@ def _spec_text(spec):
     return "[" + ", ".join(parts) + "]"
 
 
+# ---- indexing a batch (lk.vmap) ------------------------------------------------------------------
+def _is_mask(t):
+    return t.dtype.name == "bool_"
+
+
+def _index_plan(spec, idx, idx_bdims, x_ndim, x_batched, size):
+    """How to index a batch of examples (each of ``x_ndim`` dimensions) at once: ``(spec,
+    tensors, layout)`` such that ``x[spec]`` with the batch dimension first in ``x`` (if
+    ``x_batched``) gives the batched result laid out as ``layout`` says (``_batch_first``).
+    None where a boolean mask meets batched index tensors (then vmap goes example by example).
+
+    NumPy's rule decides: index tensors (and ints, when there are any) next to each other put
+    their dimensions where they stand; separated (by a slice, None or ...), first."""
+    arrays = _has_arrays(spec)
+    advanced = [i for i, item in enumerate(spec) if item[0] in ("t", "i")] if arrays else []
+    adjacent = advanced == list(range(advanced[0], advanced[-1] + 1)) if advanced else True
+    ndims = [1 if _is_mask(t) else t.ndim - (d is not None) for t, d in zip(idx, idx_bdims)]
+    block = max(ndims, default=0)        # dimensions the index tensors give the result
+    if all(d is None for d in idx_bdims):
+        return ((_FULL,) + spec, list(idx), ("axis", 0 if adjacent else block))
+    if any(_is_mask(t) for t in idx):
+        return None
+    tensors = [t if d is None else aligned(t, d, block) for t, d in zip(idx, idx_bdims)]
+    before = _dims_before(spec, x_ndim)
+    if not x_batched:
+        return spec, tensors, ("axis", before if adjacent else 0)
+    from ..creation import arange
+    rows = arange(size, device=idx[0].device)
+    tensors.append(reshape(rows, shape=(size,) + (1,) * block))
+    spec = (("t", len(tensors) - 1),) + spec
+    if adjacent and before:     # NumPy puts (batch, block) first: the block goes back in place
+        return spec, tensors, ("block", block, before)
+    return spec, tensors, ("axis", 0)
+
+
+def _dims_before(spec, x_ndim):
+    """How many dimensions of the result come before its first index tensor (or int)."""
+    consumed = sum(1 for item in spec if item[0] in ("s", "i", "t"))
+    n = 0
+    for item in spec:
+        kind = item[0]
+        if kind in ("i", "t"):
+            break
+        n += (x_ndim - consumed) if kind == "e" else 1
+    return n
+
+
+def _batch_first(out, layout):
+    """The batched result of ``_index_plan`` with its batch dimension first, each example's
+    dimensions in order."""
+    if layout[0] == "axis":
+        return moved(out, layout[1])
+    _, block, before = layout          # (batch, block, before, after) -> (batch, before, block, after)
+    return permute(out, dims=_block_order(block, before, out.ndim))
+
+
+def _block_order(block, before, ndim):
+    return ((0,) + tuple(range(block + 1, block + 1 + before)) + tuple(range(1, block + 1)) +
+            tuple(range(block + 1 + before, ndim)))
+
+
+def _in_layout(values, layout):
+    """Values laid out batch first, each example's dimensions in order, put in ``layout``."""
+    if layout[0] == "axis":
+        return moved(values, 0, layout[1])
+    order = _block_order(layout[1], layout[2], values.ndim)
+    inverse = [0] * len(order)
+    for i, o in enumerate(order):
+        inverse[o] = i
+    return permute(values, dims=tuple(inverse))
+
+
+def _getitem_batch(inputs, bdims, spec):
+    x, idx = inputs[0], inputs[1:]
+    plan = _index_plan(spec, idx, bdims[1:], x.ndim - (bdims[0] is not None),
+                       bdims[0] is not None, batch_size(inputs, bdims))
+    if plan is None:
+        return NotImplemented
+    spec, tensors, layout = plan
+    if bdims[0] is not None:
+        x = moved(x, bdims[0])
+    out = _getitem(x, *tensors, spec=spec)
+    return (out, layout[1]) if layout[0] == "axis" else (_batch_first(out, layout), 0)
+
+
 def _getitem_vjp(g, out, x, *idx, spec):
     return (index_add(zeros_like(x), g, *idx, spec=spec),) + (None,) * len(idx)
 
@@ -126,7 +213,8 @@ def _getitem_vjp_into(xp, acc, g, out, x, *idx, spec):
     _add_at_index(xp, acc, g, idx, spec)
 
 
-@op("getitem", shape=_getitem_rule, vjp=_getitem_vjp, vjp_into=_getitem_vjp_into)
+@op("getitem", shape=_getitem_rule, vjp=_getitem_vjp, vjp_into=_getitem_vjp_into,
+    batch=_getitem_batch)
 def _getitem(xp, x, *idx, spec):
     index = build_index(spec, idx)
     out = x[index]
@@ -164,7 +252,34 @@ def _index_add_vjp(g, out, base, values, *idx, spec):
     return (g, _getitem(g, *idx, spec=spec)) + (None,) * len(idx)
 
 
-@op("index_add", shape=_index_add_rule, vjp=_index_add_vjp)
+def _result_ndim(spec, idx, idx_bdims, x_ndim):
+    """How many dimensions one example's ``x[spec]`` has."""
+    masks = sum(t.ndim - (d is not None) - 1 for t, d in zip(idx, idx_bdims) if _is_mask(t))
+    consumed = sum(1 for item in spec if item[0] in ("s", "i", "t")) + masks
+    rest = x_ndim - consumed
+    n = sum(1 for item in spec if item[0] in ("s", "n")) + rest
+    if _has_arrays(spec):
+        n += max((1 if _is_mask(t) else t.ndim - (d is not None)
+                  for t, d in zip(idx, idx_bdims)), default=0)
+    return n
+
+
+def _index_add_batch(inputs, bdims, spec):
+    (base, values), idx = inputs[:2], inputs[2:]
+    (db, dv), didx = bdims[:2], bdims[2:]
+    size = batch_size(inputs, bdims)
+    base = materialized(base, db, size)
+    plan = _index_plan(spec, idx, didx, base.ndim - 1, True, size)
+    if plan is None:
+        return NotImplemented
+    spec2, tensors, layout = plan
+    n = _result_ndim(spec, idx, didx, base.ndim - 1)
+    values = aligned(values if dv is not None else expand_dims(values, axes=(0,)),
+                     0 if dv is None else dv, n)
+    return index_add(base, _in_layout(values, layout), *tensors, spec=spec2), 0
+
+
+@op("index_add", shape=_index_add_rule, vjp=_index_add_vjp, batch=_index_add_batch)
 def index_add(xp, base, values, *idx, spec):
     """A copy of ``base`` with ``values`` added at ``index`` (repeated indices accumulate)."""
     out = base.copy()
@@ -181,7 +296,7 @@ def _add_at_index(xp, out, values, idx, spec):
         out[index] += values
 
 
-@op("zeros_like", shape=lambda x: (shape_of(x), x.dtype), vjp=None)
+@op("zeros_like", shape=lambda x: (shape_of(x), x.dtype), vjp=None, batch=ELEMENTWISE)
 def zeros_like(xp, x):
     """Zeros with ``x``'s shape, dtype and device (no gradient flows to ``x``)."""
     return xp.zeros_like(x)
@@ -205,7 +320,13 @@ def _gather_vjp(g, out, x, index, dim):
     return _scatter_add(zeros_like(x), index, g, dim=dim), None
 
 
-@op("gather", shape=_gather_rule, vjp=_gather_vjp)
+def _gather_batch(inputs, bdims, dim):
+    size = batch_size(inputs, bdims)
+    x, index = (materialized(a, d, size) for a, d in zip(inputs, bdims))
+    return _gather(x, index, dim=normalize_dim("gather", dim, x.ndim - 1) + 1), 0
+
+
+@op("gather", shape=_gather_rule, vjp=_gather_vjp, batch=_gather_batch)
 def _gather(xp, x, index, dim):
     # PyTorch's gather lets index be smaller than x outside ``dim``; take_along_axis would
     # broadcast it instead, so x is first cut down to the index's extent there.
@@ -247,7 +368,13 @@ def _scatter_vjp(g, out, x, index, src, dim):
     return g, None, _gather(g, index, dim=dim)
 
 
-@op("scatter_add", shape=_scatter_rule, vjp=_scatter_vjp)
+def _scatter_batch(inputs, bdims, dim):
+    size = batch_size(inputs, bdims)
+    x, index, src = (materialized(a, d, size) for a, d in zip(inputs, bdims))
+    return _scatter_add(x, index, src, dim=normalize_dim("scatter_add", dim, x.ndim - 1) + 1), 0
+
+
+@op("scatter_add", shape=_scatter_rule, vjp=_scatter_vjp, batch=_scatter_batch)
 def _scatter_add(xp, x, index, src, dim):
     out = x.copy()
     add_at(xp, out, _along_axis_index(xp, index, _kernel_axis(dim, x.ndim)), src)

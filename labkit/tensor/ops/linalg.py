@@ -4,7 +4,7 @@ import numpy as np
 from ...errors import ShapeError, describe
 from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, shape_of, ufunc_dtype
-from .shape import reshape
+from .shape import aligned, expand_dims, moved, reshape
 
 
 def _swapped(shape):
@@ -98,7 +98,36 @@ def _matmul_into(xp, transpose_a=False, transpose_b=False):
     return into
 
 
-@op("matmul", shape=_matmul_rule, vjp=_matmul_vjp, into=_matmul_into)
+def matmul_batch(inputs, bdims, transpose_a=False, transpose_b=False):
+    """matmul's batching rule (also used by ``assign_add_matmul``'s)."""
+    (a, b), (da, db) = inputs, bdims
+    ra, rb = a.ndim - (da is not None), b.ndim - (db is not None)
+    if db is None and ra == 1 and rb == 2:        # vectors @ one matrix: one (B, k) @ (k, n)
+        return matmul_t(moved(a, da), b, transpose_b=transpose_b), 0
+    if da is None and ra == 2 and rb == 1:        # one matrix @ vectors: (B, k) @ (m, k)^T
+        return matmul_t(moved(b, db), a, transpose_b=not transpose_a), 0
+    # otherwise as matrices ((k,) -> (1, k) and (k, 1)), batch dims first, padded to one rank
+    if da is not None:
+        a = moved(a, da)
+    if db is not None:
+        b = moved(b, db)
+    if ra == 1:
+        a = expand_dims(a, axes=(a.ndim - 1,))
+    if rb == 1:
+        b = expand_dims(b, axes=(b.ndim,))
+    rank = max(ra, rb, 2)
+    a = a if da is None else aligned(a, 0, rank)
+    b = b if db is None else aligned(b, 0, rank)
+    out = matmul_t(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+    shape = list(out.shape)
+    if rb == 1:
+        del shape[-1]
+    if ra == 1:
+        del shape[-1 if rb == 1 else -2]
+    return (reshape(out, shape=tuple(shape)) if ra == 1 or rb == 1 else out), 0
+
+
+@op("matmul", shape=_matmul_rule, vjp=_matmul_vjp, into=_matmul_into, batch=matmul_batch)
 def matmul(xp, a, b, transpose_a=False, transpose_b=False):
     """Matrix product with NumPy's ``@`` semantics: batched over leading dims, 1-D promoted.
     ``transpose_a`` / ``transpose_b`` swap an operand's last two dimensions first (as BLAS's

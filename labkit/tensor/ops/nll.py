@@ -18,9 +18,14 @@ classes along dim 1, as in PyTorch.
 >>> loss.backward(); lp.grad.tolist()
 [[-0.5, 0.0], [0.0, -0.5]]
 """
+import math
+
 from ...errors import DTypeError, ShapeError, describe
 from ..op import op
 from ..shape_rules import shape_of
+from .elementwise import div, mul
+from .reduce import sum as _sum
+from .shape import batch_size, broadcast_to, materialized, reshape
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -100,7 +105,29 @@ def _nll_vjp(g, out, log_probs, target, reduction="mean"):
                              reduction=reduction), None
 
 
-@op("nll_loss", shape=_nll_rule, vjp=_nll_vjp)
+# Batched (lk.vmap): the examples' rows go into one call with reduction='none' (an example's
+# target () becomes one row of a (B,) target); each example's mean or sum is taken after.
+def _merged(inputs, bdims):
+    size = batch_size(inputs, bdims)
+    first, target = (materialized(x, d, size) for x, d in zip(inputs, bdims))
+    rows = (size * target.shape[1],) if target.ndim > 1 else (size,)
+    return (reshape(first, shape=rows + tuple(first.shape[2 if target.ndim > 1 else 1:])),
+            reshape(target, shape=rows + tuple(target.shape[2:])), tuple(target.shape))
+
+
+def _nll_batch(inputs, bdims, reduction="mean"):
+    log_probs, target, target_shape = _merged(inputs, bdims)
+    loss = reshape(nll_loss(log_probs, target, reduction="none"), shape=target_shape)
+    if reduction == "none" or len(target_shape) == 1:
+        return loss, 0
+    total = _sum(loss, dim=tuple(range(1, len(target_shape))))
+    if reduction == "sum":
+        return total, 0
+    count = math.prod(target_shape[1:])
+    return (div(total, count) if count else mul(total, float("nan"))), 0
+
+
+@op("nll_loss", shape=_nll_rule, vjp=_nll_vjp, batch=_nll_batch)
 def nll_loss(xp, log_probs, target, reduction="mean"):
     """``-log_probs[i, target[i], ...]``, reduced by ``reduction`` ('mean', 'sum', 'none').
 
@@ -137,7 +164,25 @@ def _nll_backward_vjp(c, out, g, target, classes, reduction="mean"):
     return nll_loss(c, target, reduction=reduction), None
 
 
-@op("nll_loss_backward", shape=_nll_backward_rule, vjp=_nll_backward_vjp)
+def _nll_backward_batch(inputs, bdims, classes, reduction="mean"):
+    (g, target), (dg, dt) = inputs, bdims
+    size = batch_size(inputs, bdims)
+    target = materialized(target, dt, size)
+    g = materialized(g, dg, size)
+    if reduction != "none" and target.ndim > 1:   # each example's g spread over its targets
+        count = math.prod(target.shape[1:])
+        if reduction == "mean" and count:
+            g = div(g, count)
+        g = broadcast_to(reshape(g, shape=(size,) + (1,) * (target.ndim - 1)),
+                         shape=tuple(target.shape))
+    g, target, target_shape = _merged((g, target), (0, 0))
+    out = nll_loss_backward(g, target, classes=classes, reduction="none")
+    return reshape(out, shape=target_shape[:2] + tuple(out.shape[1:])
+                   if len(target_shape) > 1 else tuple(out.shape)), 0
+
+
+@op("nll_loss_backward", shape=_nll_backward_rule, vjp=_nll_backward_vjp,
+    batch=_nll_backward_batch)
 def nll_loss_backward(xp, g, target, classes, reduction="mean"):
     """The adjoint of ``nll_loss``: zeros shaped like its input, with ``-g`` (over the count for
     'mean') at the targets. It is nll_loss's vjp.

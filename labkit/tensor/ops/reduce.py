@@ -5,11 +5,12 @@ import math
 import numpy as np
 
 from ...errors import ShapeError, describe
+from ..batching import REDUCTION
 from ..dtypes import from_numpy_dtype, int64
 from ..op import op
-from ..shape_rules import normalize_dims, reduced_shape, shape_of
+from ..shape_rules import normalize_dim, normalize_dims, reduced_shape, shape_of
 from .elementwise import cast, div, eq, mul
-from .shape import broadcast_like, broadcast_to, expand_dims, reshape
+from .shape import broadcast_like, broadcast_to, expand_dims, moved, reshape
 
 
 def _axes(dim, ndim):
@@ -125,7 +126,7 @@ def _sum_vjp(g, out, x, dim=None, keepdim=False):
     return (broadcast_to(reshape(g, shape=_keep_shape(x, dim)), shape=x.shape),)
 
 
-@op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp)
+@op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp, batch=REDUCTION)
 def sum(xp, x, dim=None, keepdim=False):
     """Sum over ``dim`` (None: every element), keeping reduced axes as size 1 if ``keepdim``."""
     out = _blas_sum(xp, x, dim, keepdim)
@@ -167,7 +168,14 @@ def _reduction_size_rule(x, dim=None):
     return (), (x.dtype if x.dtype.is_floating else from_numpy_dtype(np.dtype(np.float64)))
 
 
-@op("reduction_size", shape=_reduction_size_rule, vjp=None)
+def _reduction_size_batch(inputs, bdims, dim=None):
+    x = moved(inputs[0], bdims[0])
+    nd = x.ndim - 1
+    axes = tuple(a + 1 for a in normalize_dims("reduction_size", dim, nd)) if nd else ()
+    return reduction_size(x, dim=axes), None     # the same count for every example
+
+
+@op("reduction_size", shape=_reduction_size_rule, vjp=None, batch=_reduction_size_batch)
 def reduction_size(xp, x, dim=None):
     """How many elements a reduction of ``x`` over ``dim`` combines, as a 0-d tensor (x's dtype
     if floating, else float64), read when the op runs: ``mean`` divides by it when a captured
@@ -184,13 +192,15 @@ def _extremum_vjp(g, out, x, dim=None, keepdim=False):
     return (mul(div(reshape(g, shape=keep), count), hit),)
 
 
-@op("max", shape=_reduce_rule("max", lambda x: x.dtype, True), vjp=_extremum_vjp)
+@op("max", shape=_reduce_rule("max", lambda x: x.dtype, True), vjp=_extremum_vjp,
+    batch=REDUCTION)
 def max(xp, x, dim=None, keepdim=False):
     """Largest value over ``dim`` (the values, like ``torch.amax``; see ``argmax`` for indices)."""
     return _reduce(xp, x, dim, keepdim, "max", xp.maximum)
 
 
-@op("min", shape=_reduce_rule("min", lambda x: x.dtype, True), vjp=_extremum_vjp)
+@op("min", shape=_reduce_rule("min", lambda x: x.dtype, True), vjp=_extremum_vjp,
+    batch=REDUCTION)
 def min(xp, x, dim=None, keepdim=False):
     """Smallest value over ``dim`` (the values, like ``torch.amin``; see ``argmin``)."""
     return _reduce(xp, x, dim, keepdim, "min", xp.minimum)
@@ -218,8 +228,22 @@ def _arg_kernel(fn):
     return kernel
 
 
-argmax = op("argmax", shape=_arg_rule("argmax"), vjp=None)(_arg_kernel("argmax"))
-argmin = op("argmin", shape=_arg_rule("argmin"), vjp=None)(_arg_kernel("argmin"))
+def _arg_batch(name):
+    def rule(inputs, bdims, dim=None, keepdim=False):
+        fn = argmax if name == "argmax" else argmin
+        x = moved(inputs[0], bdims[0])
+        nd = x.ndim - 1
+        if dim is None or not nd:     # over the whole example, flattened
+            out = fn(reshape(x, shape=(x.shape[0], math.prod(x.shape[1:]))), dim=1)
+            return (reshape(out, shape=out.shape + (1,) * nd) if keepdim else out), 0
+        return fn(x, dim=normalize_dim(name, dim, nd) + 1, keepdim=keepdim), 0
+    return rule
+
+
+argmax = op("argmax", shape=_arg_rule("argmax"), vjp=None,
+            batch=_arg_batch("argmax"))(_arg_kernel("argmax"))
+argmin = op("argmin", shape=_arg_rule("argmin"), vjp=None,
+            batch=_arg_batch("argmin"))(_arg_kernel("argmin"))
 
 
 def sum_to_shape(g, shape):

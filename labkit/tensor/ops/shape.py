@@ -1,4 +1,5 @@
-"""Shape primitives: reshape, permute, broadcast_to, concat (views where the backend allows)."""
+"""Shape primitives: reshape, permute, broadcast_to, concat (views where the backend allows);
+and the pieces batching rules (``lk.vmap``) are made of."""
 import math
 
 from ...errors import ShapeError, describe
@@ -13,6 +14,11 @@ def resolve_shape(opname, x_shape, shape, x=None):
     what = describe(x) if x is not None else str(tuple(x_shape))
     if isinstance(shape, int):
         shape = (shape,)
+    if any(s is None for s in shape):
+        raise ShapeError(f"{opname}: the target shape {tuple(shape)} of {what} has sizes known "
+                         f"only when the graph runs (they come from a boolean mask, nonzero or "
+                         f"unique); reshape with -1 for at most one of them, or do this step "
+                         f"outside lk.function")
     shape = tuple(int(s) for s in shape)
     size = math.prod(x_shape)
     if shape.count(-1) > 1:
@@ -30,11 +36,52 @@ def resolve_shape(opname, x_shape, shape, x=None):
     return shape
 
 
+# ---- batching (lk.vmap): the pieces every rule is made of -------------------------------------
+# A batching rule sees each input with its batch dimension where vmap found it (``d``; None for
+# an input shared by every example). These put that dimension where a rule wants it.
+def moved(x, d, to=0):
+    """``x`` with its dimension ``d`` moved to position ``to`` (a permuted view)."""
+    if d == to:
+        return x
+    order = [i for i in range(x.ndim) if i != d]
+    order.insert(to, d)
+    return permute(x, dims=tuple(order))
+
+
+def aligned(x, d, ndim):
+    """Batched ``x`` with its batch dimension first and size-1 dimensions after it, so that
+    each example has ``ndim`` dimensions: it then broadcasts against unbatched operands of up
+    to ``ndim`` dimensions as one example would."""
+    x = moved(x, d)
+    extra = ndim - (x.ndim - 1)
+    return expand_dims(x, axes=tuple(range(1, 1 + extra))) if extra > 0 else x
+
+
+def materialized(x, d, size):
+    """``x`` with its batch dimension first; an unbatched ``x`` broadcast to ``size`` examples
+    (a read-only view)."""
+    if d is not None:
+        return moved(x, d)
+    return broadcast_to(expand_dims(x, axes=(0,)), shape=(size,) + tuple(x.shape))
+
+
+def batch_size(inputs, bdims):
+    """The number of examples: the size of the first batched input's batch dimension."""
+    return next(x.shape[d] for x, d in zip(inputs, bdims) if d is not None)
+
+
+# ---- the primitives -----------------------------------------------------------------------------
 def _reshape_rule(x, shape):
     return resolve_shape("reshape", shape_of(x), shape, x), x.dtype
 
 
-@op("reshape", shape=_reshape_rule, vjp=lambda g, out, x, shape: (reshape(g, shape=x.shape),))
+def _reshape_batch(inputs, bdims, shape):
+    x = moved(inputs[0], bdims[0])
+    return reshape(x, shape=(x.shape[0],) + resolve_shape("reshape", x.shape[1:], shape)), 0
+
+
+@op("reshape", shape=_reshape_rule, vjp=lambda g, out, x, shape: (reshape(g, shape=x.shape),),
+    batch=_reshape_batch)
 def reshape(xp, x, shape):
     """``x`` with a new shape holding the same elements (one dimension may be -1)."""
     return x.reshape(shape)
@@ -62,7 +109,13 @@ def _permute_vjp(g, out, x, dims):
     return (permute(g, dims=tuple(inverse)),)
 
 
-@op("permute", shape=_permute_rule, vjp=_permute_vjp)
+def _permute_batch(inputs, bdims, dims):
+    x = moved(inputs[0], bdims[0])
+    nd = x.ndim - 1
+    return permute(x, dims=(0,) + tuple(d % nd + 1 for d in dims)), 0
+
+
+@op("permute", shape=_permute_rule, vjp=_permute_vjp, batch=_permute_batch)
 def permute(xp, x, dims):
     """``x`` with its dimensions reordered: output dim i is input dim ``dims[i]``."""
     return x.transpose(dims)
@@ -84,7 +137,12 @@ def _broadcast_vjp(g, out, x, shape):
     return (sum_to_shape(g, x.shape),)
 
 
-@op("broadcast_to", shape=_broadcast_rule, vjp=_broadcast_vjp)
+def _broadcast_batch(inputs, bdims, shape):
+    x = aligned(inputs[0], bdims[0], len(shape))
+    return broadcast_to(x, shape=(x.shape[0],) + tuple(shape)), 0
+
+
+@op("broadcast_to", shape=_broadcast_rule, vjp=_broadcast_vjp, batch=_broadcast_batch)
 def broadcast_to(xp, x, shape):
     """A read-only view of ``x`` broadcast to ``shape`` (NumPy rules)."""
     return xp.broadcast_to(x, shape)
@@ -109,7 +167,18 @@ def _broadcast_like_vjp(g, out, x, like):
     return sum_to_shape(g, x.shape), None
 
 
-@op("broadcast_like", shape=_broadcast_like_rule, vjp=_broadcast_like_vjp)
+def _broadcast_like_batch(inputs, bdims):
+    (x, like), (dx, dl) = inputs, bdims
+    nd = like.ndim - (dl is not None)
+    if dx is not None:
+        x = aligned(x, dx, nd)
+    if dl is None:
+        return broadcast_to(x, shape=(x.shape[0],) + tuple(like.shape)), 0
+    return broadcast_like(x, moved(like, dl)), 0
+
+
+@op("broadcast_like", shape=_broadcast_like_rule, vjp=_broadcast_like_vjp,
+    batch=_broadcast_like_batch)
 def broadcast_like(xp, x, like):
     """``x`` broadcast to the shape ``like`` has when the op runs (a read-only view)."""
     return xp.broadcast_to(x, like.shape)
@@ -128,7 +197,13 @@ def _expand_dims_vjp(g, out, x, axes):
     return (sum(g, dim=tuple(axes)),)
 
 
-@op("expand_dims", shape=_expand_dims_rule, vjp=_expand_dims_vjp)
+def _expand_dims_batch(inputs, bdims, axes):
+    x = moved(inputs[0], bdims[0])
+    n = x.ndim - 1 + len(axes)
+    return expand_dims(x, axes=tuple(normalize_dim("expand_dims", a, n) + 1 for a in axes)), 0
+
+
+@op("expand_dims", shape=_expand_dims_rule, vjp=_expand_dims_vjp, batch=_expand_dims_batch)
 def expand_dims(xp, x, axes):
     """``x`` with size-1 dimensions inserted at ``axes`` (positions in the result), whatever its
     other dimensions are when the op runs."""
@@ -165,7 +240,13 @@ def _concat_vjp(g, out, *xs, dim=0):
     return tuple(grads)
 
 
-@op("concat", shape=_concat_rule, vjp=_concat_vjp)
+def _concat_batch(inputs, bdims, dim=0):
+    size = batch_size(inputs, bdims)
+    xs = [materialized(x, d, size) for x, d in zip(inputs, bdims)]
+    return concat(*xs, dim=normalize_dim("concat", dim, xs[0].ndim - 1) + 1), 0
+
+
+@op("concat", shape=_concat_rule, vjp=_concat_vjp, batch=_concat_batch)
 def concat(xp, *xs, dim=0):
     """Join tensors along an existing dimension ``dim`` (dtypes promoted as PyTorch does)."""
     first = xs[0].dtype

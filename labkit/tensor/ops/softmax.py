@@ -12,6 +12,7 @@ their gradients have gradients too.
 import numpy as np
 
 from ...errors import ShapeError, describe
+from ..batching import ALONG_DIM
 from ..op import op
 from ..shape_rules import normalize_dim, shape_of, ufunc_dtype
 from .elementwise import exp, mul, sub
@@ -59,7 +60,7 @@ def _rows(columns, x):
     return np.ascontiguousarray(columns.T).reshape(x.shape)
 
 
-@op("log_softmax", shape=_rule("log_softmax"), vjp=_log_softmax_vjp)
+@op("log_softmax", shape=_rule("log_softmax"), vjp=_log_softmax_vjp, batch=ALONG_DIM)
 def log_softmax(xp, x, dim=-1):
     """log(softmax(x)) over ``dim``, computed without forming softmax (stable for large inputs).
 
@@ -82,7 +83,7 @@ def _softmax_vjp(g, out, x, dim=-1):
     return (mul(out, sub(g, sum(mul(g, out), dim=dim, keepdim=True))),)
 
 
-@op("softmax", shape=_rule("softmax"), vjp=_softmax_vjp)
+@op("softmax", shape=_rule("softmax"), vjp=_softmax_vjp, batch=ALONG_DIM)
 def softmax(xp, x, dim=-1):
     """exp(x) / sum(exp(x)) over ``dim``, stable for large inputs (the max is subtracted first).
 

@@ -19,9 +19,11 @@ import numpy as np
 
 from ...devices import host_blas
 from ...errors import DTypeError, ShapeError, describe
-from ..op import op
+from ..op import BatchFamily, op
 from ..shape_rules import broadcast_shapes, dtype_of, shape_of
-from .linalg import matmul, transposed
+from .elementwise import mul
+from .linalg import matmul, matmul_batch, transposed
+from .shape import aligned, moved
 
 _LOCKS = [threading.Lock() for _ in range(64)]
 
@@ -44,7 +46,30 @@ def _assign_rule(name):
     return rule
 
 
-@op("assign", shape=_assign_rule("assign"), vjp=None, stateful=True, writes=0)
+def _batched_target(name, target, d):
+    """The target of an in-place update under lk.vmap, batch dimension first (a view, so the
+    update still goes into the target's memory)."""
+    if d is None:
+        raise ShapeError(
+            f"{name} inside lk.vmap: the value written differs from example to example, but the "
+            f"target {describe(target)} is one tensor shared by all of them. Map over the target "
+            f"too (give it an in_axes), or write outside the vmapped function.")
+    return moved(target, d)
+
+
+def _update(op):
+    def rule(inputs, bdims):
+        (target, value), (dt, dv) = inputs, bdims
+        target = _batched_target(op.name, target, dt)
+        return op(target, value if dv is None else aligned(value, dv, target.ndim - 1)), 0
+    return rule
+
+
+# in-place updates of a batched target (an unbatched value broadcasts as for one example)
+UPDATE = BatchFamily(_update)
+
+
+@op("assign", shape=_assign_rule("assign"), vjp=None, stateful=True, writes=0, batch=UPDATE)
 def assign(xp, target, value):
     """Overwrite ``target`` in place with ``value`` (broadcast); returns ``target``."""
     if target.dtype.kind in "iub" and getattr(value, "dtype", np.asarray(value).dtype).kind == "f":
@@ -54,7 +79,8 @@ def assign(xp, target, value):
     return target
 
 
-@op("assign_add", shape=_assign_rule("assign_add"), vjp=None, stateful=True, writes=0)
+@op("assign_add", shape=_assign_rule("assign_add"), vjp=None, stateful=True, writes=0,
+    batch=UPDATE)
 def assign_add(xp, target, value):
     """``target += value`` in place, atomically; returns ``target``."""
     with _lock(target):
@@ -62,7 +88,8 @@ def assign_add(xp, target, value):
     return target
 
 
-@op("assign_sub", shape=_assign_rule("assign_sub"), vjp=None, stateful=True, writes=0)
+@op("assign_sub", shape=_assign_rule("assign_sub"), vjp=None, stateful=True, writes=0,
+    batch=UPDATE)
 def assign_sub(xp, target, value):
     """``target -= value`` in place, atomically; returns ``target``."""
     with _lock(target):
@@ -84,7 +111,20 @@ def _assign_matmul_rule(target, a, b, alpha=1.0, transpose_a=False, transpose_b=
 _BLAS_MIN_SIZE = 16384
 
 
-@op("assign_add_matmul", shape=_assign_matmul_rule, vjp=None, stateful=True, writes=0)
+def _assign_matmul_batch(inputs, bdims, alpha=1.0, **flags):
+    (target, a, b), (dt, da, db) = inputs, bdims
+    target = _batched_target("assign_add_matmul", target, dt)
+    if da is None and db is None:
+        update, du = matmul(a, b, **{k: v for k, v in flags.items() if v}), None
+    else:
+        update, du = matmul_batch((a, b), (da, db), **flags)
+    if alpha != 1.0:
+        update = mul(update, alpha)
+    return assign_add(target, update if du is None else aligned(update, du, target.ndim - 1)), 0
+
+
+@op("assign_add_matmul", shape=_assign_matmul_rule, vjp=None, stateful=True, writes=0,
+    batch=_assign_matmul_batch)
 def assign_add_matmul(xp, target, a, b, alpha=1.0, transpose_a=False, transpose_b=False):
     """``target += alpha * (a @ b)`` in place, atomically; returns ``target``. ``transpose_a``
     / ``transpose_b`` as for ``matmul``.
