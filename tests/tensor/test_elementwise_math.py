@@ -257,3 +257,50 @@ def test_errors_name_the_op_and_a_remedy(device):
         lk.polygamma(-1, f)
     with pytest.raises(lk.ShapeError, match=r"clamp: shapes .*\(2,\).*\(3,\)"):
         lk.clamp(f, lk.zeros(3, device=device), 1.0)
+
+
+# ---- dtypes: every op's rule agrees with its kernel, for every labkit dtype ------------------------
+DTYPES = ["float16", "float32", "float64", "int32", "int64", "bool_"]
+UNARY_OPS = ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+             "atanh", "log1p", "log2", "log10", "exp2", "expm1", "isnan", "isinf", "isfinite",
+             "floor", "ceil", "trunc", "round", "logit", "nan_to_num", "erf", "erfc", "erfinv",
+             "lgamma", "digamma", "bitwise_not", "reciprocal", "rsqrt", "square", "frac"]
+BINARY_OPS = ["atan2", "hypot", "copysign", "logaddexp", "logaddexp2", "floor_divide", "fmod",
+              "remainder", "xlogy", "clamp_min", "clamp_max", "bitwise_and", "bitwise_or",
+              "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "logical_and",
+              "logical_or", "logical_xor"]
+
+
+def _dtype_checked(fn, *args):
+    """``fn(*args)`` with every op's shape rule compared with its kernel's output; a refusal
+    must be a DTypeError."""
+    from labkit.tensor import dispatch
+    from .test_ops import RuleCheckingMode
+    try:
+        with np.errstate(all="ignore"), dispatch.push_mode(RuleCheckingMode()):
+            fn(*args)
+    except lk.DTypeError:
+        pass
+    except lk.NumericsError:      # integer division by zero: the values, not the dtypes
+        pass
+
+
+@pytest.mark.parametrize("name", UNARY_OPS)
+def test_unary_rules_agree_with_kernels(name):
+    for d in DTYPES:
+        _dtype_checked(getattr(lk, name), lk.ones(2, dtype=d))
+
+
+@pytest.mark.parametrize("name", BINARY_OPS)
+def test_binary_rules_agree_with_kernels(name):
+    for da in DTYPES:
+        for db in DTYPES:
+            _dtype_checked(getattr(lk, name), lk.ones(2, dtype=da), lk.ones((3, 1), dtype=db))
+        for scalar in (2, 2.0, True):
+            _dtype_checked(getattr(lk, name), lk.ones(2, dtype=da), scalar)
+            _dtype_checked(getattr(lk, name), scalar, lk.ones(2, dtype=da))
+    for d in DTYPES:
+        x = lk.ones(2, dtype=d)
+        _dtype_checked(lambda: lk.clamp(x, lk.zeros(2, dtype="int32"), 0.5))
+        _dtype_checked(lambda: lk.lerp(x, lk.ones(2, dtype="float32"), 0.5))
+        _dtype_checked(lambda: lk.div(x, x, rounding_mode="trunc"))
