@@ -5,8 +5,10 @@ depend on it.
 """
 from . import dispatch
 from .dtypes import as_dtype
+from .ops import bitwise as B
 from .ops import composite as C
 from .ops import elementwise as E
+from .ops import elementwise_math as M
 from .ops import index as I
 from .ops import linalg as L
 from .ops import shape as S
@@ -35,7 +37,10 @@ def _unary(op):
 
 
 for _name, _op in (("add", E.add), ("sub", E.sub), ("mul", E.mul), ("truediv", E.div),
-                   ("pow", E.pow), ("matmul", L.matmul)):
+                   ("pow", E.pow), ("matmul", L.matmul), ("floordiv", M.floor_divide),
+                   ("mod", M.remainder), ("and", B.bitwise_and), ("or", B.bitwise_or),
+                   ("xor", B.bitwise_xor), ("lshift", B.bitwise_left_shift),
+                   ("rshift", B.bitwise_right_shift)):
     setattr(Tensor, f"__{_name}__", _binary(_op))
     setattr(Tensor, f"__r{_name}__", _binary(_op, reflected=True))
 for _name, _op in (("eq", E.eq), ("ne", E.ne), ("lt", E.lt), ("le", E.le), ("gt", E.gt),
@@ -43,16 +48,13 @@ for _name, _op in (("eq", E.eq), ("ne", E.ne), ("lt", E.lt), ("le", E.le), ("gt"
     setattr(Tensor, f"__{_name}__", _binary(_op))
 Tensor.__neg__ = _unary(E.neg)
 Tensor.__abs__ = _unary(E.abs)
-Tensor.__invert__ = _unary(E.logical_not)
+Tensor.__invert__ = _unary(B.bitwise_not)
 Tensor.__pos__ = lambda self: self
 Tensor.__hash__ = object.__hash__  # defining __eq__ above would otherwise unset it
 
 for _name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs", "neg", "sign"):
     setattr(Tensor, _name, _unary(getattr(E, _name)))
-Tensor.add = _binary(E.add)
-Tensor.sub = _binary(E.sub)
 Tensor.mul = _binary(E.mul)
-Tensor.div = _binary(E.div)
 Tensor.pow = _binary(E.pow)
 Tensor.matmul = _binary(L.matmul)
 Tensor.maximum = _binary(E.maximum)
@@ -70,8 +72,6 @@ def _reduction(op):
 Tensor.softmax = lambda self, dim=-1: X.softmax(self, dim=dim)
 Tensor.clone = lambda self: E.clone(self)
 Tensor.log_softmax = lambda self, dim=-1: X.log_softmax(self, dim=dim)
-Tensor.clip = lambda self, min=None, max=None: C.clip(self, min=min, max=max)
-Tensor.clamp = Tensor.clip
 
 
 Tensor.astype = lambda self, dtype: E.cast(self, dtype=as_dtype(dtype).name)

@@ -113,6 +113,13 @@ def call_ufunc(fn, ufunc, inputs, no_bool=False):
     return out if out.dtype == want else out.astype(want)      # Python numbers alone
 
 
+def to_common(inputs):
+    """The array operands cast to the dtype PyTorch computes in for them (Python numbers as they
+    are), for kernels made of several array-module calls."""
+    d = common_np_dtype(inputs)
+    return [x.astype(d) if getattr(x, "dtype", d) != d else x for x in inputs]
+
+
 def ufunc_dtype(opname, ufunc, *inputs):
     """The output dtype of the NumPy ufunc ``ufunc`` on these inputs under PyTorch's promotion
     (``call_ufunc`` computes it so)."""

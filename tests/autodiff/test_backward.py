@@ -394,10 +394,17 @@ def test_gradient_conventions_at_kinks(device):
     # along a dim, as in PyTorch, the gradient goes to the index min/max returns
     np.testing.assert_allclose(
         lk.grad(lambda x: lk.min(x, dim=0).values)(t([2.0, 2.0], device)).numpy(), [1.0, 0.0])
+    # elementwise, as in PyTorch, a tie splits the gradient evenly
     a, b = t([1.0, 2.0], device), t([1.0, 1.0], device)
     ga, gb = lk.grad(lambda a, b: lk.maximum(a, b).sum(), argnums=(0, 1))(a, b)
-    np.testing.assert_allclose(ga.numpy(), [1.0, 1.0])    # a tie goes to the first operand
-    np.testing.assert_allclose(gb.numpy(), [0.0, 0.0])
+    np.testing.assert_allclose(ga.numpy(), [0.5, 1.0])
+    np.testing.assert_allclose(gb.numpy(), [0.5, 0.0])
+    ga, gb = lk.grad(lambda a, b: lk.minimum(a, b).sum(), argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(ga.numpy(), [0.5, 0.0])
+    np.testing.assert_allclose(gb.numpy(), [0.5, 1.0])
+    # clamp gives the whole gradient to its input at a tie with a bound
+    np.testing.assert_allclose(lk.grad(lambda x: x.clamp(0.0, 2.0).sum())(
+        t([0.0, 2.0, 3.0], device)).numpy(), [1.0, 1.0, 0.0])
 
 
 def test_a_leaf_broadcast_at_every_step_is_reduced_once(monkeypatch):

@@ -3,3 +3,4 @@ from . import composite, elementwise, index, linalg, reduce, shape  # noqa: F401
 from . import conv  # noqa: F401,E402
 from . import nll, softmax, state  # noqa: F401,E402
 from . import scan, sorting, statistics  # noqa: F401,E402
+from . import bitwise, elementwise_math  # noqa: F401,E402

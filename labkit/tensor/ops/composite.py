@@ -4,6 +4,7 @@ import math
 from ...errors import ShapeError, describe
 from ..shape_rules import normalize_dim, normalize_dims
 from .elementwise import abs, div, eq, exp, log, maximum, minimum, sub, where
+from .elementwise_math import clamp, clamp_max, clamp_min
 from .reduce import max, reduction_size, sum
 from .shape import permute, reshape
 
@@ -76,12 +77,11 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 
 def clip(x, min=None, max=None):
-    """Limit values to ``[min, max]`` (either may be None); gradient 1 inside, 0 outside."""
-    if min is not None:
-        x = maximum(x, min)
-    if max is not None:
-        x = minimum(x, max)
-    return x
+    """Limit values to ``[min, max]`` (either may be None; ``max`` wins where ``min > max``);
+    gradient 1 inside, bounds included, 0 outside (PyTorch's clamp)."""
+    if min is None:
+        return x if max is None else clamp_max(x, max)
+    return clamp_min(x, min) if max is None else clamp(x, min, max)
 
 
 def logsumexp(x, dim=-1, keepdim=False):

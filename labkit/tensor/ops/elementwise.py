@@ -15,6 +15,7 @@ from ..op import needs_grad, op
 from ..shape_rules import (broadcast_shapes, call_ufunc, elementwise, same_as_first, shape_of,
                            torch_loop, ufunc_dtype)
 from ..tensor import Tensor
+from .index import zeros_like
 
 
 def _if(x, g):
@@ -24,6 +25,12 @@ def _if(x, g):
 
 def _is_tensor(x):
     return isinstance(x, Tensor)
+
+
+def zero_vjp(g, out, *inputs, **attrs):
+    """The vjp of an op whose derivative is zero wherever it exists (sign, floor, round...): as
+    in PyTorch, the result requires grad and backward gives zeros."""
+    return tuple(zeros_like(g) if needs_grad(x) else None for x in inputs)
 
 
 def ufunc_op(name, ufunc, vjp=None, no_bool=None):
@@ -109,13 +116,24 @@ div = ufunc_op("div", np.true_divide, vjp=_div_vjp)
 
 
 def _pow_vjp(g, out, a, b):
-    # A Python-number exponent or base stays a Python number (b - 1, math.log(a)): an op on
-    # numbers alone would make a tensor on the default device, and of a non-weak dtype.
+    # PyTorch's rules: no gradient to the base where the exponent is 0 (x ** 0 at x = 0), none
+    # to the exponent where the base is 0 and the exponent >= 0 (0 ** y), NaN to the exponent of
+    # a negative base (its log). A Python-number exponent or base stays a Python number (b - 1,
+    # math.log(a)): an op on numbers alone would make a tensor on the default device, and of a
+    # non-weak dtype.
     ga = gb = None
     if needs_grad(a):
-        ga = mul(g, mul(b, pow(a, sub(b, 1) if _is_tensor(b) else b - 1)))
+        if not _is_tensor(b):
+            ga = zeros_like(g) if b == 0 else mul(g, mul(b, pow(a, b - 1)))
+        else:
+            ga = where(eq(b, 0), 0, mul(g, mul(b, pow(a, sub(b, 1)))))
     if needs_grad(b):
-        gb = mul(g, mul(out, log(a) if _is_tensor(a) else math.log(a)))
+        if _is_tensor(a):
+            gb = mul(g, where(logical_and(eq(a, 0), ge(b, 0)), 0, mul(out, log(a))))
+        elif a == 0:
+            gb = mul(g, where(ge(b, 0), 0, mul(out, -math.inf)))
+        else:
+            gb = mul(g, mul(out, math.log(a) if a > 0 else math.nan))
     return ga, gb
 
 
@@ -134,20 +152,18 @@ def pow(xp, a, b):
     return call_ufunc(xp.power, np.power, (a, b))
 
 
-def _maximum_vjp(g, out, a, b):
-    pick_a = ge(a, b)
-    return where(pick_a, g, 0), where(pick_a, 0, g)
+def _extremum_vjp(loses):
+    """maximum's (``loses = lt``) or minimum's (``gt``) vjp, as PyTorch's: a tie splits the
+    gradient evenly, an operand that loses gets none, and both get it where a NaN won."""
+    def vjp(g, out, a, b):
+        share = where(eq(a, b), mul(g, 0.5), g)
+        return (where(loses(a, b), 0, share) if needs_grad(a) else None,
+                where(loses(b, a), 0, share) if needs_grad(b) else None)
+    return vjp
 
 
-maximum = ufunc_op("maximum", np.maximum, vjp=_maximum_vjp)
-
-
-def _minimum_vjp(g, out, a, b):
-    pick_a = le(a, b)
-    return where(pick_a, g, 0), where(pick_a, 0, g)
-
-
-minimum = ufunc_op("minimum", np.minimum, vjp=_minimum_vjp)
+maximum = ufunc_op("maximum", np.maximum, vjp=_extremum_vjp(lambda a, b: lt(a, b)))
+minimum = ufunc_op("minimum", np.minimum, vjp=_extremum_vjp(lambda a, b: gt(a, b)))
 
 
 # ---- unary math ------------------------------------------------------------------------------
@@ -163,7 +179,7 @@ def _sign_rule(x):
     return (shape_of(x), x.dtype) if x.dtype.name == "bool_" else elementwise(np.sign, "sign")(x)
 
 
-@op("sign", shape=_sign_rule, vjp=lambda g, out, x: (mul(g, 0),), into=lambda xp: xp.sign,
+@op("sign", shape=_sign_rule, vjp=zero_vjp, into=lambda xp: xp.sign,
     batch=ELEMENTWISE)
 def sign(xp, x):
     """-1, 0 or 1 by the sign of each element (a bool is its own sign); gradient zero."""
@@ -186,10 +202,17 @@ def tanh_backward(xp, g, y):
     return g * (1 - y * y)
 
 
+def float_input(xp, x):
+    """``x`` itself if floating; a bool or int array in the float type PyTorch computes its exp
+    in (the default float dtype)."""
+    if getattr(x, "dtype", None) is not None and x.dtype.kind != "f":
+        return x.astype(torch_loop(np.exp, x.dtype)[1])
+    return x
+
+
 def _sigmoid_kernel(xp, x):
     # 1/(1+exp(-x)) overflows exp for very negative x; this form never does.
-    if getattr(x, "dtype", None) is not None and x.dtype.kind != "f":
-        x = x.astype(torch_loop(np.exp, x.dtype)[1])   # bool and int: as exp would compute them
+    x = float_input(xp, x)
     e = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(e.dtype, copy=False)
 
@@ -232,6 +255,9 @@ le = ufunc_op("le", np.less_equal)
 gt = ufunc_op("gt", np.greater)
 ge = ufunc_op("ge", np.greater_equal)
 logical_not = ufunc_op("logical_not", np.logical_not)
+logical_and = ufunc_op("logical_and", np.logical_and)
+logical_or = ufunc_op("logical_or", np.logical_or)
+logical_xor = ufunc_op("logical_xor", np.logical_xor)
 
 
 # ---- selection ----------------------------------------------------------------------------
