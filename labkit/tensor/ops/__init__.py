@@ -2,3 +2,4 @@
 from . import composite, elementwise, index, linalg, reduce, shape  # noqa: F401  (registers ops)
 from . import conv  # noqa: F401,E402
 from . import nll, softmax, state  # noqa: F401,E402
+from . import layout, scatter  # noqa: F401,E402

@@ -5,3 +5,4 @@ functions. ``labkit/tensor/methods.py`` attaches the methods; ``labkit.tensor`` 
 """
 from .registry import METHODS, PUBLIC, public, tensor_method  # noqa: F401
 from . import reductions  # noqa: F401,E402
+from . import indexing, layout  # noqa: F401,E402
