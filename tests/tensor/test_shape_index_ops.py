@@ -56,14 +56,16 @@ def test_bool_indices_add_a_dimension():
         assert x[index].shape == tuple(t[index].shape)
 
 
-def test_setting_at_a_mixed_index_uses_the_same_layout():
+@pytest.mark.parametrize("values", [np.arange(6.0).reshape(3, 2), np.array([7.0, 8.0]),
+                                    np.array([[7.0], [8.0], [9.0]])])
+def test_setting_at_a_mixed_index_uses_the_same_layout(values):
     x, t = _pair(X)
-    values = np.arange(6.0).reshape(3, 2)
     spec, idx = ops_index.split_index(x, (0, slice(None), lk.tensor([2, 0])))
-    got = ops_index.index_put(x, lk.tensor(values), *idx, spec=spec)
-    want = t.clone()
-    want[0, :, [2, 0]] = torch.tensor(values)
-    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    for op, accumulate in ((ops_index.index_put, False), (ops_index.index_add, True)):
+        got = op(x, lk.tensor(values), *idx, spec=spec)
+        want = t.index_put((torch.tensor(0), torch.arange(3)[:, None], torch.tensor([2, 0])),
+                           torch.tensor(values), accumulate=accumulate)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
 def test_mixed_indices_after_a_data_dependent_shape_under_capture():

@@ -93,14 +93,22 @@ def _has_arrays(spec):
 
 # ---- PyTorch's layout of mixed basic and advanced indices --------------------------------------
 def _kinds(idx):
-    """Per index tensor or array: (ndim, whether boolean), the key of ``_torch_move``."""
-    return tuple((len(shape_of(t)), getattr(t.dtype, "np", t.dtype).kind == "b") for t in idx)
+    """Per index tensor: (ndim, whether boolean), the key of ``_torch_move``."""
+    return tuple((len(shape_of(t)), t.dtype.name == "bool_") for t in idx)
+
+
+def _array_kinds(arrays):
+    """``_kinds`` of index arrays (in kernels, so kept quick)."""
+    if len(arrays) == 1:
+        a = arrays[0]
+        return ((a.ndim, a.dtype.kind == "b"),)
+    return tuple([(a.ndim, a.dtype.kind == "b") for a in arrays])
 
 
 @functools.lru_cache(maxsize=1024)
 def _torch_move(spec, kinds, ndim):
-    """``(b, p, n)`` where PyTorch's result differs from NumPy's: NumPy puts the ``b`` advanced
-    dimensions first and PyTorch at position ``p`` of the ``n`` result dimensions; else None.
+    """``(to_torch, to_numpy)``, the permutations between NumPy's result and PyTorch's where they
+    differ (NumPy puts the advanced dimensions first, PyTorch further in); else None.
 
     NumPy puts them first when the advanced indices, integers included, are not side by side;
     PyTorch applies integers as selections first, so only the other advanced indices count."""
@@ -135,30 +143,27 @@ def _torch_move(spec, kinds, ndim):
     p = sum(made[:adv[0]])
     if not b or not p:
         return None
-    return b, p, b + sum(made)
+    n = b + sum(made) + (0 if any(r[0] == "e" for r in roles) else rest)   # + trailing dims
+    return (tuple(range(b, b + p)) + tuple(range(b)) + tuple(range(b + p, n)),
+            tuple(range(p, p + b)) + tuple(range(p)) + tuple(range(p + b, n)))
 
 
 def _layout_of(spec, idx, ndim):
-    """``_torch_move`` for these index arrays (None at once for basic indexing)."""
-    if not idx and not any(item[0] == "b" for item in spec):
-        return None
-    return _torch_move(spec, _kinds(idx), ndim)
+    """``_torch_move`` for these index arrays (None at once where it cannot apply)."""
+    if idx:
+        return _torch_move(spec, _array_kinds(idx), ndim) if len(spec) > 1 else None
+    return _torch_move(spec, (), ndim) if ("b", True) in spec or ("b", False) in spec else None
 
 
-def _to_torch_layout(xp, out, move):
-    b, p, _ = move
-    return xp.moveaxis(out, tuple(range(b)), tuple(range(p, p + b)))
-
-
-def _to_numpy_layout(xp, values, move):
+def _to_numpy_layout(values, move):
     """``values`` laid out for ``x[index]`` the PyTorch way (and broadcastable to it), moved to
     NumPy's layout."""
-    b, p, n = move
+    to_numpy = move[1]
     if not hasattr(values, "ndim"):
         return values
-    if values.ndim < n:
-        values = values.reshape((1,) * (n - values.ndim) + values.shape)
-    return xp.moveaxis(values, tuple(range(p, p + b)), tuple(range(b)))
+    if values.ndim < len(to_numpy):
+        values = values.reshape((1,) * (len(to_numpy) - values.ndim) + values.shape)
+    return values.transpose(to_numpy)
 
 
 # ---- the shape of x[index], from shapes alone ------------------------------------------------
@@ -203,10 +208,10 @@ def indexed_shape(opname, x, idx, spec):
     shape = found[0]
     for other in found[1:]:
         shape = tuple(None if a != b else a for a, b in zip(shape, other))
-    move = _layout_of(spec, idx, len(sx))
+    move = _torch_move(spec, kinds, len(sx)) if idx or ("b", True) in spec or \
+        ("b", False) in spec else None
     if move:
-        b, p, _ = move
-        shape = shape[b:p + b] + shape[:b] + shape[p + b:]
+        shape = tuple(shape[i] for i in move[0])
     return shape
 
 
@@ -252,7 +257,7 @@ def _getitem_vjp_into(xp, acc, g, out, x, *idx, spec):
 def _getitem(xp, x, *idx, spec):
     out = x[build_index(spec, idx)]
     move = _layout_of(spec, idx, x.ndim)
-    return out if move is None else _to_torch_layout(xp, out, move)
+    return out if move is None else out.transpose(move[0])
 
 
 def getitem(x, index):
@@ -310,7 +315,7 @@ def _add_at_index(xp, out, values, idx, spec):
     index = build_index(spec, idx)
     move = _layout_of(spec, idx, out.ndim)
     if move is not None:
-        values = _to_numpy_layout(xp, values, move)
+        values = _to_numpy_layout(values, move)
     if _has_arrays(spec):
         add_at(xp, out, index, values)
     else:
@@ -328,7 +333,7 @@ def index_put(xp, base, values, *idx, spec):
     index repeats, one of its values is kept). ``index_add`` accumulates instead."""
     out = base.copy()
     move = _layout_of(spec, idx, out.ndim)
-    out[build_index(spec, idx)] = values if move is None else _to_numpy_layout(xp, values, move)
+    out[build_index(spec, idx)] = values if move is None else _to_numpy_layout(values, move)
     return out
 
 
@@ -447,7 +452,9 @@ def repeat_interleave(xp, repeats, output_size=None):
     ``repeats``, makes the result's length known before the op runs."""
     if repeats.size and int(repeats.min()) < 0:
         raise ValueError(f"repeat_interleave: repeats must be >= 0, got {repeats.min()}")
-    out = xp.repeat(xp.arange(repeats.shape[0], dtype=xp.int64), repeats)
+    ends = xp.cumsum(repeats)          # (CuPy's repeat takes no array of counts)
+    total = int(ends[-1]) if repeats.shape[0] else 0
+    out = xp.searchsorted(ends, xp.arange(total), side="right").astype(xp.int64, copy=False)
     if output_size is not None and out.shape[0] != output_size:
         raise ValueError(f"repeat_interleave: output_size={output_size}, but the repeats add up "
                          f"to {out.shape[0]}")

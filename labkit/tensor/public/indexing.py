@@ -164,7 +164,12 @@ _SCATTER_REDUCE = {"add": "sum", "multiply": "prod"}
 def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     """A copy of ``input`` with ``src`` (a tensor, or a number; or ``value=``) written at
     ``index`` along ``dim``: ``out[i][index[i][j]] = src[i][j]`` for ``dim=1``.
-    ``reduce="add"`` or ``"multiply"`` combines with what is there instead."""
+    ``reduce="add"`` or ``"multiply"`` combines with what is there instead.
+
+    >>> import labkit as lk
+    >>> lk.zeros(2, 3).scatter(1, lk.tensor([[2], [0]]), lk.ones(2, 1)).tolist()
+    [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    """
     if src is None:
         src = value
     if src is None:
@@ -186,7 +191,13 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     """A copy of ``input`` where the values of ``src`` at ``index`` along ``dim`` are combined
     into their positions by ``reduce``: 'sum', 'prod', 'mean', 'amax' or 'amin', with
-    input's own value there if ``include_self``."""
+    input's own value there if ``include_self``.
+
+    >>> import labkit as lk
+    >>> src, index = lk.tensor([1.0, 5.0, 2.0]), lk.tensor([0, 0, 1])
+    >>> lk.zeros(2).scatter_reduce(0, index, src, "amax", include_self=False).tolist()
+    [5.0, 2.0]
+    """
     if reduce not in SC.REDUCTIONS:
         raise ValueError(f"scatter_reduce: reduce={reduce!r} is not one of "
                          f"{', '.join(SC.REDUCTIONS)}")
@@ -200,7 +211,13 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
 def index_put(input, indices, values, accumulate=False):
     """A copy of ``input`` with ``values`` (broadcast) at ``input[indices]``, ``indices`` a
     tuple of index tensors (integer or bool); ``accumulate=True`` adds instead (repeated
-    indices accumulate)."""
+    indices accumulate).
+
+    >>> import labkit as lk
+    >>> lk.zeros(2, 2).index_put((lk.tensor([0, 0]), lk.tensor([1, 1])), lk.tensor(1.0),
+    ...                          accumulate=True).tolist()
+    [[0.0, 2.0], [0.0, 0.0]]
+    """
     indices = tuple(indices)
     if not all(isinstance(t, Tensor) for t in indices):
         raise TypeError(f"index_put: indices must be a tuple of tensors; got "
@@ -229,7 +246,12 @@ def put(input, index, source, accumulate=False):
 @public()
 def nonzero(input, *, as_tuple=False):
     """The indices of the nonzero elements: a (count, ndim) int64 tensor, one row each, or with
-    ``as_tuple=True`` one 1-d tensor per dimension (what ``x[...]`` takes)."""
+    ``as_tuple=True`` one 1-d tensor per dimension (what ``x[...]`` takes).
+
+    >>> import labkit as lk
+    >>> lk.tensor([[0, 1], [2, 0]]).nonzero().tolist()
+    [[0, 1], [1, 0]]
+    """
     if not as_tuple:
         return I.nonzero(input)
     rows = I.nonzero(input if input.ndim else S.reshape(input, shape=(1,)))
@@ -264,7 +286,13 @@ def _where_method(self, condition, other):
 @public()
 def take_along_dim(input, indices, dim=None):
     """The values of ``input`` at ``indices`` along ``dim``, the two broadcast together in the
-    other dimensions (``dim=None``: of the flattened tensors)."""
+    other dimensions (``dim=None``: of the flattened tensors).
+
+    >>> import labkit as lk
+    >>> x = lk.tensor([[10, 30, 20], [60, 40, 50]])
+    >>> lk.take_along_dim(x, x.argmax(1, keepdim=True), 1).tolist()
+    [[30], [60]]
+    """
     _integer_index("take_along_dim", indices, input)
     if dim is None:
         return I.gather(S.reshape(input, shape=(-1,)), 0, S.reshape(indices, shape=(-1,)))

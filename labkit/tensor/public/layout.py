@@ -156,7 +156,12 @@ def tile(input, *dims):
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """Each element repeated ``repeats`` times (an int, or a tensor with a count per element)
     along ``dim`` (None: of the flattened tensor), next to itself: ``[1, 2] -> [1, 1, 2, 2]``.
-    ``lk.repeat_interleave(counts)`` alone gives ``i`` repeated ``counts[i]`` times."""
+    ``lk.repeat_interleave(counts)`` alone gives ``i`` repeated ``counts[i]`` times.
+
+    >>> import labkit as lk
+    >>> lk.tensor([1, 2]).repeat_interleave(2).tolist(), lk.repeat_interleave(lk.tensor([1, 2]))
+    ([1, 1, 2, 2], tensor([0, 1, 1]))
+    """
     if repeats is None:
         return I.repeat_interleave(input, output_size=output_size)
     x = input
@@ -255,7 +260,12 @@ def triu(input, diagonal=0):
 @public()
 def diag(input, diagonal=0):
     """A vector's square matrix with it on the ``diagonal``-th diagonal, or a matrix's
-    ``diagonal``-th diagonal as a vector."""
+    ``diagonal``-th diagonal as a vector.
+
+    >>> import labkit as lk
+    >>> lk.diag(lk.tensor([1, 2])).tolist(), lk.diag(lk.tensor([[1, 2], [3, 4]]), 1).tolist()
+    ([[1, 0], [0, 2]], [2])
+    """
     if input.ndim == 1:
         return L.diag_embed(input, offset=int(diagonal), dim1=0, dim2=1)
     if input.ndim == 2:
@@ -319,7 +329,12 @@ def unbind(input, dim=0):
 
 @public()
 def unflatten(input, dim, sizes):
-    """``input`` with dimension ``dim`` split into ``sizes`` (one of them may be -1)."""
+    """``input`` with dimension ``dim`` split into ``sizes`` (one of them may be -1).
+
+    >>> import labkit as lk
+    >>> lk.zeros(2, 6).unflatten(1, (3, -1)).shape
+    (2, 3, 2)
+    """
     if not input.ndim:
         raise ShapeError("unflatten: a 0-d tensor has no dimension to unflatten")
     d = normalize_dim("unflatten", dim, input.ndim, input)
@@ -373,7 +388,13 @@ def _tensors(tensors):
 @public(method=False)
 def meshgrid(*tensors, indexing=None):
     """Coordinate grids from 1-d (or 0-d) tensors: the i-th result varies along dimension i
-    (``indexing="ij"``, the default) or, with ``"xy"``, the first two swapped (Cartesian)."""
+    (``indexing="ij"``, the default) or, with ``"xy"``, the first two swapped (Cartesian).
+
+    >>> import labkit as lk
+    >>> rows, cols = lk.meshgrid(lk.arange(2), lk.arange(3), indexing="ij")
+    >>> rows.tolist(), cols.tolist()
+    ([[0, 0, 0], [1, 1, 1]], [[0, 1, 2], [0, 1, 2]])
+    """
     ts = _tensors(tensors)
     if indexing not in (None, "ij", "xy"):
         raise ValueError(f"meshgrid: indexing={indexing!r} is not 'ij' or 'xy'")
@@ -432,7 +453,12 @@ def atleast_3d(*tensors):
 
 @public(method=False)
 def block_diag(*tensors):
-    """A block-diagonal matrix of the tensors (0-d, 1-d as one row, or 2-d), zeros elsewhere."""
+    """A block-diagonal matrix of the tensors (0-d, 1-d as one row, or 2-d), zeros elsewhere.
+
+    >>> import labkit as lk
+    >>> lk.block_diag(lk.tensor([[1, 2]]), lk.tensor(3)).tolist()
+    [[1, 2, 0], [0, 0, 3]]
+    """
     from ..creation import zeros
     blocks = []
     for t in tensors:
