@@ -20,10 +20,12 @@ from ..tensor.ops.linalg import matmul_t
 from ..tensor.ops.nll import nll_loss as _nll_loss
 from ..tensor.ops.reduce import sum as _sum
 from ..tensor import random as _random
+from ..tensor.public.indexing import one_hot
+from ..tensor.public.layout import pad
 
 __all__ = ["relu", "sigmoid", "tanh", "softmax", "log_softmax", "linear", "conv2d",
            "max_pool2d", "avg_pool2d", "cross_entropy", "nll_loss", "mse_loss", "dropout",
-           "embedding"]
+           "embedding", "pad", "one_hot"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 

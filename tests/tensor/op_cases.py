@@ -30,8 +30,10 @@ from labkit.tensor.ops import state as _state
 from .case_kit import (BINARY_EDGES, MAX_SIDE, REDUCE_EDGES, UNARY_EDGES, Case, Sample, _arr,
                        binary, broadcast_shapes, distinct, grid_minus, grid_plus, ints_below,
                        nonzero, normal, positive, reduce_build as _reduce_build,
-                       reduce_params as _reduce_params, shapes, small_ints, unary)
+                       reduce_params as _reduce_params, shapes, small_ints, torch_ref, unary)
 from .cases import collected as _collected
+from .cases.indexing import (fill, index_arrays, indexing_build, indexing_fn, torch_getitem,
+                             torch_index_add, torch_indexed_shape)
 
 
 def _stable_sigmoid(x):
@@ -326,9 +328,7 @@ MATMUL_T = Case("matmul_transposed", lambda a, b, **kw: _linalg.matmul(a, b, **k
 # ---- indexing ------------------------------------------------------------------------------
 # An index is a template: a tuple of ints, slices, None, Ellipsis, Python lists, and ("arr", i)
 # placeholders for index arrays passed as arguments (so they become tensors).
-def _fill(template, arrays):
-    return tuple(arrays[item[1]] if isinstance(item, tuple) and item[:1] == ("arr",) else item
-                 for item in template)
+_fill = fill
 
 
 @st.composite
@@ -387,28 +387,8 @@ def _index_params(draw):
     return {"shape": shape, "template": tuple(template), "arrays": tuple(arrays)}
 
 
-def _index_arrays(rng, arrays):
-    out = []
-    for spec in arrays:
-        if spec[0] == "mask":
-            out.append(_arr(rng.integers(0, 2, spec[1]), bool))
-        else:
-            s = spec[2]
-            out.append(_arr(rng.integers(-s, s, spec[1]), np.int64))   # repeats and negatives
-    return out
-
-
-def _getitem_build(rng, shape, template, arrays):
-    return Sample((normal(rng, shape),) + tuple(_index_arrays(rng, arrays)),
-                  {"template": template}, grad=(0,))
-
-
-def _getitem_fn(x, *arrays, template):
-    return x[_fill(template, arrays)]
-
-
-def _getitem_ref(x, *arrays, template):
-    return x[_fill(template, arrays)]
+# PyTorch's layout: x[0, :, idx] is (x.shape[1], len(idx)), where NumPy gives the transpose
+_getitem_ref = torch_ref(lambda x, *arrays, template: torch_getitem(x, template, arrays))
 
 
 GETITEM_EDGES = [
@@ -430,8 +410,8 @@ GETITEM_EDGES = [
 
 def _index_add_build(rng, shape, template, arrays):
     x = normal(rng, shape)
-    idx = _index_arrays(rng, arrays)
-    values = normal(rng, x[_fill(template, idx)].shape)
+    idx = index_arrays(rng, arrays)
+    values = normal(rng, torch_indexed_shape(x, template, idx))
     return Sample((x, values) + tuple(idx), {"template": template}, grad=(0, 1))
 
 
@@ -440,14 +420,11 @@ def _index_add_fn(base, values, *arrays, template):
     return _index.index_add(base, values, *tensors, spec=spec)
 
 
-def _index_add_ref(base, values, *arrays, template):
-    out = base.copy()
-    np.add.at(out, _fill(template, arrays), values)
-    return out
+_index_add_ref = torch_ref(torch_index_add)
 
 
 INDEXING = [
-    Case("getitem", _getitem_fn, _getitem_ref, _getitem_build, _index_params(), GETITEM_EDGES,
+    Case("getitem", indexing_fn, _getitem_ref, indexing_build, _index_params(), GETITEM_EDGES,
          op="getitem"),
     Case("index_add", _index_add_fn, _index_add_ref, _index_add_build, _index_params(),
          GETITEM_EDGES, op="index_add"),
@@ -1063,7 +1040,7 @@ COMPOSITE_CASES = [
          _gather_build, _gather_params(), GATHER_EDGES),
     Case("composite_scatter_add", lambda x, index, src, dim: x.scatter_add(dim, index, src),
          _scatter_ref, _scatter_build, _gather_params(), GATHER_EDGES),
-    Case("tensor_indexing", _getitem_fn, _getitem_ref, _getitem_build, _index_params(),
+    Case("tensor_indexing", indexing_fn, _getitem_ref, indexing_build, _index_params(),
          GETITEM_EDGES),
 ]
 # The composite public ops that must have a case (the brief's list); checked by the suite.

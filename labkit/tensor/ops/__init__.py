@@ -4,3 +4,4 @@ from . import conv  # noqa: F401,E402
 from . import nll, softmax, state  # noqa: F401,E402
 from . import scan, sorting, statistics  # noqa: F401,E402
 from . import bitwise, elementwise_math  # noqa: F401,E402
+from . import layout, scatter  # noqa: F401,E402

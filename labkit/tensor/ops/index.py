@@ -1,14 +1,24 @@
-"""Indexing: ``x[...]`` (ints, slices, None, Ellipsis, integer arrays, boolean masks), gather,
-scatter_add and take; each differentiable, with vjps written in each other.
+"""Indexing: ``x[...]`` (ints, slices, None, Ellipsis, bools, integer tensors, lists and tuples,
+boolean masks), ``index_put``, gather, scatter_add and take; each differentiable, with vjps
+written in each other.
 
 An index is split into a hashable ``spec`` (an attribute) and the index tensors (inputs), so the
 same op works eagerly and under capture.
+
+The result's layout is PyTorch's: an integer index (a Python int or a 0-d integer tensor)
+selects first, as basic indexing, and only the other advanced indices decide where their
+dimensions go. So ``x[0, :, idx]`` has shape ``(x.shape[1], len(idx))``, where NumPy, which
+counts the integer as an advanced index too, gives ``(len(idx), x.shape[1])``. Kernels index
+the NumPy way and move the advanced dimensions to where PyTorch puts them (``_torch_move``).
 """
+import functools
+import math
+
 import numpy as np
 
-from ...errors import ShapeError, describe
+from ...errors import DTypeError, ShapeError, describe
 from ..batching import ELEMENTWISE
-from ..op import op
+from ..op import needs_grad, op
 from ..shape_rules import normalize_dim, shape_of
 from ..tensor import Tensor
 from .shape import aligned, batch_size, expand_dims, materialized, moved, permute, reshape
@@ -34,18 +44,27 @@ def split_index(x, index):
         elif item is Ellipsis:
             spec.append(("e",))
         elif isinstance(item, (bool, np.bool_)):
-            raise ShapeError(f"indexing {describe(x)} with a Python bool is not supported; use a "
-                             f"boolean tensor mask")
+            spec.append(("b", bool(item)))       # a new dimension of size 1 (True) or 0 (False)
         elif isinstance(item, (int, np.integer)):
             spec.append(("i", int(item)))
-        elif isinstance(item, (list, np.ndarray)):
-            from ..creation import tensor as _tensor
+        elif isinstance(item, (list, tuple, np.ndarray)):
             spec.append(("t", len(tensors)))
-            tensors.append(_tensor(item, device=x.device))
+            tensors.append(_index_tensor(x, item))
         else:
             raise ShapeError(f"cannot index {describe(x)} with {type(item).__name__} {item!r}: use "
-                             f"ints, slices, None, ..., integer or boolean tensors")
+                             f"ints, slices, None, ..., bools, integer or boolean tensors")
     return tuple(spec), tensors
+
+
+def _index_tensor(x, item):
+    """A list, tuple or array inside an index, as a tensor on ``x``'s device (an empty one as
+    int64, as PyTorch reads ``x[[]]``)."""
+    from ..creation import tensor as _tensor
+    if not isinstance(item, np.ndarray) and not any(isinstance(i, Tensor) for i in item):
+        item = np.asarray(item)
+        if item.size == 0 and item.dtype.kind == "f":
+            item = item.astype(np.int64)
+    return _tensor(item, device=x.device)
 
 
 def _int_or_none(v):
@@ -59,7 +78,7 @@ def build_index(spec, arrays):
         kind = item[0]
         if kind == "s":
             out.append(slice(item[1], item[2], item[3]))
-        elif kind == "i":
+        elif kind in ("i", "b"):
             out.append(item[1])
         elif kind == "t":
             out.append(arrays[item[1]])
@@ -74,32 +93,140 @@ def _has_arrays(spec):
     return any(item[0] == "t" for item in spec)
 
 
-def _check_index_dtypes(x, idx):
+# ---- PyTorch's layout of mixed basic and advanced indices --------------------------------------
+def _kinds(idx):
+    """Per index tensor: (ndim, whether boolean), the key of ``_torch_move``."""
+    return tuple((len(shape_of(t)), t.dtype.name == "bool_") for t in idx)
+
+
+def _array_kinds(arrays):
+    """``_kinds`` of index arrays (in kernels, so kept quick)."""
+    if len(arrays) == 1:
+        a = arrays[0]
+        return ((a.ndim, a.dtype.kind == "b"),)
+    return tuple([(a.ndim, a.dtype.kind == "b") for a in arrays])
+
+
+@functools.lru_cache(maxsize=1024)
+def _torch_move(spec, kinds, ndim):
+    """``(to_torch, to_numpy)``, the permutations between NumPy's result and PyTorch's where they
+    differ (NumPy puts the advanced dimensions first, PyTorch further in); else None.
+
+    NumPy puts them first when the advanced indices, integers included, are not side by side;
+    PyTorch applies integers as selections first, so only the other advanced indices count."""
+    roles = []          # per item: (role, dims it consumes, basic dims it makes, index ndim)
+    for item in spec:
+        k = item[0]
+        if k == "t":
+            nd, is_bool = kinds[item[1]]
+            roles.append(("adv", nd, 0, 1) if is_bool else
+                         ("int", 1, 0, 0) if nd == 0 else ("adv", 1, 0, nd))
+        elif k == "b":
+            roles.append(("adv", 0, 0, 1))
+        elif k == "i":
+            roles.append(("int", 1, 0, 0))
+        elif k == "e":
+            roles.append(("e", 0, 0, 0))
+        else:
+            roles.append(("basic", 1 if k == "s" else 0, 1, 0))
+    adv = [j for j, r in enumerate(roles) if r[0] == "adv"]
+    if not adv or not any(r[0] == "int" for r in roles):
+        return None
+    numpy_adv = [j for j, r in enumerate(roles) if r[0] in ("adv", "int")]
+    if numpy_adv[-1] - numpy_adv[0] == len(numpy_adv) - 1:
+        return None                          # side by side: both keep them in place
+    kept = [j for j, r in enumerate(roles) if r[0] != "int"]
+    torch_adv = [kept.index(j) for j in adv]
+    if torch_adv[-1] - torch_adv[0] != len(torch_adv) - 1:
+        return None                          # apart in PyTorch too: both put them first
+    rest = ndim - sum(r[1] for r in roles)   # the dimensions an Ellipsis stands for
+    made = [rest if r[0] == "e" else r[2] for r in roles]
+    b = max(r[3] for r in roles)
+    p = sum(made[:adv[0]])
+    if not b or not p:
+        return None
+    n = b + sum(made) + (0 if any(r[0] == "e" for r in roles) else rest)   # + trailing dims
+    return (tuple(range(b, b + p)) + tuple(range(b)) + tuple(range(b + p, n)),
+            tuple(range(p, p + b)) + tuple(range(p)) + tuple(range(p + b, n)))
+
+
+def _layout_of(spec, idx, ndim):
+    """``_torch_move`` for these index arrays (None at once where it cannot apply)."""
+    if idx:
+        return _torch_move(spec, _array_kinds(idx), ndim) if len(spec) > 1 else None
+    return _torch_move(spec, (), ndim) if ("b", True) in spec or ("b", False) in spec else None
+
+
+def _to_numpy_layout(values, move):
+    """``values`` laid out for ``x[index]`` the PyTorch way (and broadcastable to it), moved to
+    NumPy's layout."""
+    to_numpy = move[1]
+    if not hasattr(values, "ndim"):
+        return values
+    if values.ndim < len(to_numpy):
+        values = values.reshape((1,) * (len(to_numpy) - values.ndim) + values.shape)
+    return values.transpose(to_numpy)
+
+
+# ---- the shape of x[index], from shapes alone ------------------------------------------------
+def _mask_probe(shape, count):
+    m = np.zeros(math.prod(shape), np.bool_)
+    m[:count] = True
+    return m.reshape(shape)
+
+
+def indexed_shape(opname, x, idx, spec):
+    """The shape of ``x[index]`` (PyTorch's layout), None in each dimension known only when the
+    op runs: one that depends on a dimension unknown until then (None in an input's shape), or
+    on how many values a boolean mask holds. Found by indexing zero-strided stand-ins of a few
+    sizes and seeing which dimensions change."""
+    sx, sidx = shape_of(x), [shape_of(t) for t in idx]
+    kinds = _kinds(idx)
+    big = 2 + max((abs(item[1]) for item in spec if item[0] == "i"), default=0)
+
+    def probe(size, count):
+        def fill(s):
+            return tuple(size if d is None else d for d in s)
+        arrays = [_mask_probe(fill(s), count) if is_bool
+                  else np.broadcast_to(np.zeros((), np.int64), fill(s))
+                  for s, (_, is_bool) in zip(sidx, kinds)]
+        dummy = np.broadcast_to(np.zeros((), np.float32), fill(sx))
+        return dummy[build_index(spec, arrays)].shape
+
+    attempts = [(big, 1)]
+    if None in sx or any(None in s for s in sidx):
+        attempts += [(big + 1, 1), (0, 1), (1, 1)]
+    if any(is_bool for _, is_bool in kinds):
+        attempts += [(big, 2), (big, 0)]
+    found, error = [], None
+    for size, count in attempts:
+        try:
+            found.append(probe(size, count))
+        except IndexError as exc:            # not a size (or count) the index allows
+            error = error or exc
+    if not found:
+        raise ShapeError(f"{opname}: index {_spec_text(spec)} does not fit {describe(x)}"
+                         f"{''.join(', ' + describe(t) for t in idx)}: {error}") from None
+    shape = found[0]
+    for other in found[1:]:
+        shape = tuple(None if a != b else a for a, b in zip(shape, other))
+    move = _torch_move(spec, kinds, len(sx)) if idx or ("b", True) in spec or \
+        ("b", False) in spec else None
+    if move:
+        shape = tuple(shape[i] for i in move[0])
+    return shape
+
+
+def _check_index_dtypes(opname, x, idx):
     for t in idx:
         if t.dtype.is_floating:
-            raise ShapeError(f"getitem: index tensors must be integer or bool; got {describe(t)} "
+            raise ShapeError(f"{opname}: index tensors must be integer or bool; got {describe(t)} "
                              f"to index {describe(x)}. Convert the index with idx.long().")
 
 
 def _getitem_rule(x, *idx, spec):
-    _check_index_dtypes(x, idx)
-    dummy = np.broadcast_to(np.zeros((), x.dtype.np), shape_of(x))
-    probe = [np.ones(shape_of(t), dtype=t.dtype.np) if t.dtype.name == "bool_"
-             else np.zeros(shape_of(t), dtype=np.int64) for t in idx]
-    try:
-        out = dummy[build_index(spec, probe)]
-    except IndexError as exc:
-        raise ShapeError(f"getitem: index {_spec_text(spec)} does not fit {describe(x)}: {exc}") \
-            from None
-    shape = out.shape
-    if any(t.dtype.name == "bool_" for t in idx):
-        # a mask's count of True values is known only at run time: the dimensions that differ
-        # between an all-True and an all-False mask are unknown (None) until then
-        empty = [np.zeros(shape_of(t), dtype=np.bool_) if t.dtype.name == "bool_" else p
-                 for t, p in zip(idx, probe)]
-        other = dummy[build_index(spec, empty)].shape
-        shape = tuple(None if a != b else a for a, b in zip(shape, other))
-    return shape, x.dtype
+    _check_index_dtypes("getitem", x, idx)
+    return indexed_shape("getitem", x, idx, spec), x.dtype
 
 
 def _spec_text(spec):
@@ -109,7 +236,7 @@ def _spec_text(spec):
         if k == "s":
             parts.append(":".join("" if v is None else str(v) for v in item[1:3]) +
                          ("" if item[3] is None else f":{item[3]}"))
-        elif k == "i":
+        elif k in ("i", "b"):
             parts.append(str(item[1]))
         elif k == "t":
             parts.append(f"<tensor {item[1]}>")
@@ -218,13 +345,17 @@ def _getitem_vjp_into(xp, acc, g, out, x, *idx, spec):
 def _getitem(xp, x, *idx, spec):
     index = build_index(spec, idx)
     out = x[index]
+    move = _layout_of(spec, idx, x.ndim)
+    if move is not None:
+        return out.transpose(move[0])
     if not idx and not isinstance(out, xp.ndarray) and not any(i is Ellipsis for i in index):
         return x[index + (Ellipsis,)]    # one element as a 0-d view (x[1][0].add_(1) writes x)
     return out
 
 
 def getitem(x, index):
-    """``x[index]`` for ints, slices, None, ..., integer tensors/lists and boolean masks."""
+    """``x[index]`` for ints, slices, None, ..., bools, integer tensors/lists/tuples and boolean
+    masks, with PyTorch's rules."""
     spec, tensors = split_index(x, index)
     return _getitem(x, *tensors, spec=spec)
 
@@ -244,8 +375,20 @@ def add_at(xp, out, index, values):
         cupyx.scatter_add(out, index, values)
 
 
-def _index_add_rule(base, values, *idx, spec):
-    return shape_of(base), base.dtype
+def _index_put_rule(opname):
+    def rule(base, values, *idx, spec, **accumulate):
+        _check_index_dtypes(opname, base, idx)
+        target = indexed_shape(opname, base, idx, spec)
+        vs = shape_of(values)
+        if len(vs) > len(target) or any(
+                a != 1 and b is not None and a is not None and a != b
+                for a, b in zip(vs[::-1], target[::-1])):
+            raise ShapeError(f"{opname}: values {describe(values)} do not broadcast to the shape "
+                             f"{tuple(target)} that index {_spec_text(spec)} picks from "
+                             f"{describe(base)}; give values of that shape (or one that "
+                             f"broadcasts to it)")
+        return shape_of(base), base.dtype
+    return rule
 
 
 def _index_add_vjp(g, out, base, values, *idx, spec):
@@ -279,7 +422,7 @@ def _index_add_batch(inputs, bdims, spec):
     return index_add(base, _in_layout(values, layout), *tensors, spec=spec2), 0
 
 
-@op("index_add", shape=_index_add_rule, vjp=_index_add_vjp, batch=_index_add_batch)
+@op("index_add", shape=_index_put_rule("index_add"), vjp=_index_add_vjp, batch=_index_add_batch)
 def index_add(xp, base, values, *idx, spec):
     """A copy of ``base`` with ``values`` added at ``index`` (repeated indices accumulate)."""
     out = base.copy()
@@ -290,10 +433,28 @@ def index_add(xp, base, values, *idx, spec):
 def _add_at_index(xp, out, values, idx, spec):
     """``out[index] += values`` in place, repeated indices accumulated."""
     index = build_index(spec, idx)
+    move = _layout_of(spec, idx, out.ndim)
+    if move is not None:
+        values = _to_numpy_layout(values, move)
     if _has_arrays(spec):
         add_at(xp, out, index, values)
     else:
         out[index] += values
+
+
+def _index_put_vjp(g, out, base, values, *idx, spec):
+    return ((index_put(g, 0, *idx, spec=spec) if needs_grad(base) else None),
+            (_getitem(g, *idx, spec=spec) if needs_grad(values) else None)) + (None,) * len(idx)
+
+
+@op("index_put", shape=_index_put_rule("index_put"), vjp=_index_put_vjp)
+def index_put(xp, base, values, *idx, spec):
+    """A copy of ``base`` with ``values`` written at ``index`` (``x[index] = values``; where an
+    index repeats, one of its values is kept). ``index_add`` accumulates instead."""
+    out = base.copy()
+    move = _layout_of(spec, idx, out.ndim)
+    out[build_index(spec, idx)] = values if move is None else _to_numpy_layout(values, move)
+    return out
 
 
 @op("zeros_like", shape=lambda x: (shape_of(x), x.dtype), vjp=None, batch=ELEMENTWISE)
@@ -393,3 +554,64 @@ def take(x, indices, dim=None):
         return getitem(reshape(x, shape=(-1,)), indices)
     d = normalize_dim("take", dim, x.ndim, x)
     return getitem(x, (slice(None),) * d + (indices,))
+
+
+# ---- indices of data: nonzero, repeat_interleave ------------------------------------------------
+def _nonzero_rule(x):
+    from ..dtypes import int64
+    return (None, len(shape_of(x))), int64
+
+
+@op("nonzero", shape=_nonzero_rule, vjp=None)
+def nonzero(xp, x):
+    """The indices of ``x``'s nonzero elements, one row each, in row-major order: shape
+    (count, x.ndim), int64. The count is known only when the op runs."""
+    return xp.argwhere(x).astype(xp.int64, copy=False)
+
+
+def _repeat_interleave_rule(repeats, output_size=None):
+    from ..dtypes import int64
+    if len(shape_of(repeats)) != 1 or repeats.dtype.is_floating or repeats.dtype.name == "bool_":
+        raise ShapeError(f"repeat_interleave: repeats must be a 1-d integer tensor; got "
+                         f"{describe(repeats)}")
+    return (output_size,), int64
+
+
+@op("repeat_interleave", shape=_repeat_interleave_rule, vjp=None)
+def repeat_interleave(xp, repeats, output_size=None):
+    """``i`` repeated ``repeats[i]`` times, for each ``i`` in order (int64): the index that
+    ``x.repeat_interleave(repeats, dim)`` picks along ``dim``. ``output_size``, the sum of
+    ``repeats``, makes the result's length known before the op runs."""
+    if repeats.size and int(repeats.min()) < 0:
+        raise ValueError(f"repeat_interleave: repeats must be >= 0, got {repeats.min()}")
+    ends = xp.cumsum(repeats)          # (CuPy's repeat takes no array of counts)
+    total = int(ends[-1]) if repeats.shape[0] else 0
+    out = xp.searchsorted(ends, xp.arange(total), side="right").astype(xp.int64, copy=False)
+    if output_size is not None and out.shape[0] != output_size:
+        raise ValueError(f"repeat_interleave: output_size={output_size}, but the repeats add up "
+                         f"to {out.shape[0]}")
+    return out
+
+
+def _one_hot_rule(x, num_classes=-1):
+    from ..dtypes import int64
+    if x.dtype is not int64:
+        raise DTypeError(f"one_hot: takes an int64 tensor of class indices; got {describe(x)}. "
+                         f"Convert it with .long()")
+    return shape_of(x) + (num_classes if num_classes >= 0 else None,), int64
+
+
+@op("one_hot", shape=_one_hot_rule, vjp=None)
+def one_hot(xp, x, num_classes=-1):
+    """``x``'s class indices as one-hot rows: shape ``x.shape + (num_classes,)``, int64, 1 at
+    each index. ``num_classes=-1``: one more than the largest index (read when the op runs)."""
+    if x.dtype != xp.int64:
+        raise TypeError("one_hot of a non-int64 array")     # the rule explains it
+    if num_classes < 0:
+        if not x.size:
+            raise ValueError("one_hot: cannot tell num_classes from an empty tensor; pass it")
+        num_classes = int(x.max()) + 1
+    if x.size and (int(x.min()) < 0 or int(x.max()) >= num_classes):
+        raise ValueError(f"one_hot: class values must lie in 0..{num_classes - 1}; got "
+                         f"{int(x.min()) if int(x.min()) < 0 else int(x.max())}")
+    return (x[..., None] == xp.arange(num_classes)).astype(xp.int64)

@@ -7,6 +7,8 @@ from .registry import METHODS, PUBLIC, public, tensor_method  # noqa: F401
 from . import comparisons  # noqa: F401,E402
 from . import conversions  # noqa: F401,E402
 from . import elementwise_math  # noqa: F401,E402
+from . import indexing  # noqa: F401,E402
+from . import layout  # noqa: F401,E402
 from . import reductions  # noqa: F401,E402
 from . import scan  # noqa: F401,E402
 from . import shaping  # noqa: F401,E402
