@@ -4,4 +4,4 @@ One module per family, named as in ``labkit/tensor/ops``; importing a module reg
 functions. ``labkit/tensor/methods.py`` attaches the methods; ``labkit.tensor`` exports the rest.
 """
 from .registry import METHODS, PUBLIC, public, tensor_method  # noqa: F401
-from . import reductions  # noqa: F401,E402
+from . import linalg, products, reductions  # noqa: F401,E402
