@@ -48,6 +48,17 @@ def matrix_shape(name, a, square=False):
     return s
 
 
+def lapack_ready(*arrays, square=True):
+    """Kernel-side check that the arrays are float32/64 (square) matrices; otherwise a plain
+    error, which eager mode turns into the shape rule's clear one. (NumPy would take integers,
+    converting them, where PyTorch refuses.)"""
+    for a in arrays:
+        if a.dtype.kind != "f" or a.dtype.itemsize < 4 or a.ndim < 2:
+            raise TypeError("not a float32/float64 matrix")
+    if square and arrays[0].shape[-1] != arrays[0].shape[-2]:
+        raise ValueError("not square")
+
+
 @contextlib.contextmanager
 def lapack_errors(xp, name, a, what, remedy):
     """LAPACK's failure (``LinAlgError``) as labkit's ``LinAlgError`` saying what and why."""
@@ -142,6 +153,7 @@ def _inv_vjp(g, out, a):
 @op("inv", shape=_square_rule("linalg.inv"), vjp=_inv_vjp)
 def inv(xp, a):
     """The inverse of each square matrix of ``a``."""
+    lapack_ready(a)
     with lapack_errors(xp, "linalg.inv", a, "a matrix is singular, so it has no inverse",
                        "lk.linalg.pinv gives a pseudo-inverse; lk.linalg.matrix_rank shows the "
                        "rank."):
@@ -178,6 +190,9 @@ def _solve_vjp(g, out, a, b):
 def solve(xp, a, b):
     """``X`` with ``A X = B`` for square ``A`` (..., n, n) and ``B`` (..., n, k); the batch
     dimensions broadcast."""
+    lapack_ready(a, b)
+    if a.dtype != b.dtype:
+        raise TypeError("A and B of different dtypes")      # the rule explains
     batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
     a = xp.broadcast_to(a, batch + a.shape[-2:])
     b = xp.broadcast_to(b, batch + b.shape[-2:])
@@ -201,6 +216,7 @@ def _det_vjp(g, out, a):
 @op("det", shape=_det_rule("linalg.det"), vjp=_det_vjp)
 def det(xp, a):
     """The determinant of each square matrix of ``a``."""
+    lapack_ready(a)
     return xp.linalg.det(a)
 
 
@@ -217,6 +233,7 @@ def _slogdet_vjp(g, out, a):
 @op("slogdet", shape=_slogdet_rule, vjp=_slogdet_vjp)
 def slogdet(xp, a):
     """``(sign, log|det|)`` of each square matrix, packed as (..., 2)."""
+    lapack_ready(a)
     sign, logabs = xp.linalg.slogdet(a)
     return xp.stack([sign, logabs], axis=-1)
 
@@ -233,6 +250,7 @@ def _cholesky_vjp(g, out, a):
 def cholesky(xp, a):
     """The lower-triangular ``L`` with ``L L^T = A`` for each symmetric positive-definite ``A``
     (reading only the lower triangle of ``A``)."""
+    lapack_ready(a)
     with lapack_errors(xp, "linalg.cholesky", a, "a matrix is not positive-definite",
                        "Check that it is symmetric with positive eigenvalues "
                        "(lk.linalg.eigvalsh); adding a small multiple of the identity often "
@@ -295,6 +313,7 @@ def _qr_vjp(g, out, a, mode="reduced"):
 @op("qr", shape=_qr_rule, vjp=_qr_vjp)
 def qr(xp, a, mode="reduced"):
     """The QR decomposition of each matrix, (Q, R) packed ('r': R alone)."""
+    lapack_ready(a, square=False)
     parts = xp.linalg.qr(a, mode=mode)
     parts = (parts,) if mode == "r" else tuple(parts)
     return pack(xp, a.shape[:-2], *parts)
@@ -352,6 +371,7 @@ def svd_backward(gu, gs, gvh, u, s, vh):
 @op("svd", shape=_svd_rule, vjp=_svd_vjp)
 def svd(xp, a, full_matrices=True):
     """The singular value decomposition of each matrix, (U, S, Vh) packed."""
+    lapack_ready(a, square=False)
     with lapack_errors(xp, "linalg.svd", a, "the SVD did not converge",
                        "Check the input for NaN or Inf."):
         u, s, vh = xp.linalg.svd(a, full_matrices=full_matrices)
@@ -382,6 +402,7 @@ def _eigh_vjp(g, out, a, UPLO="L"):
 def eigh(xp, a, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors of each symmetric matrix, packed, reading the
     triangle ``UPLO`` names."""
+    lapack_ready(a)
     with lapack_errors(xp, "linalg.eigh", a, "the eigenvalue algorithm did not converge",
                        "Check the input for NaN or Inf."):
         w, v = xp.linalg.eigh(a, UPLO=UPLO)
@@ -414,6 +435,7 @@ def _pinv_vjp(g, out, a, atol=0.0, rtol=0.0, hermitian=False):
 def pinv(xp, a, atol=0.0, rtol=0.0, hermitian=False):
     """The pseudo-inverse of each matrix: singular values (absolute eigenvalues, if
     ``hermitian``) at or below ``max(atol, rtol * largest)`` count as zero."""
+    lapack_ready(a, square=hermitian)
     m, n = a.shape[-2:]
     if not min(m, n):
         return xp.zeros(a.shape[:-2] + (n, m), a.dtype)

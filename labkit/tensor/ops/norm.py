@@ -54,7 +54,7 @@ def _vjp(g, out, x, ord=2.0, dim=None, keepdim=False):
     if ord < 1:                          # sgn(x) |x|^(p-1) is infinite at x = 0: 0 there
         xzero = eq(x, 0)
         scaled = _masked(mul(sign(x), pow(where(xzero, 1, abs(x)), ord - 1)), xzero)
-        return (mul(mul(scaled, g), pow(safe_out, 1 - ord)),)
+        return (mul(mul(scaled, g), pow(out, 1 - ord)),)
     if ord < 2:
         scaled = mul(sign(x), pow(abs(x), ord - 1))
     else:
@@ -66,6 +66,8 @@ def _vjp(g, out, x, ord=2.0, dim=None, keepdim=False):
 def vector_norm(xp, x, ord=2.0, dim=None, keepdim=False):
     """``sum(|x|^ord) ^ (1/ord)`` over ``dim`` (None: every element); ``ord`` inf / -inf: the
     largest / smallest ``|x|``; 0: the number of non-zero elements."""
+    if x.dtype.kind != "f":
+        raise TypeError("not floating-point")           # the rule explains
     axes = _axes(dim, x.ndim)
     if ord == 2:
         out = xp.sqrt((x * x).sum(axis=axes, keepdims=keepdim))

@@ -189,7 +189,7 @@ def solve(A, B, *, left=True):
     return D.solve(A, B) if left else D.mT(D.solve(A, D.mT(B)))
 
 
-# ---- determinants ----------------------------------------------------------------------------------
+# ---- determinants -------------------------------------------------------------------------------
 @public()
 def det(A):
     """The determinant of each square matrix (``torch.det`` and ``torch.linalg.det``).
@@ -220,7 +220,7 @@ def logdet(input):
     return E.where(E.lt(sign, 0), math.nan, logabsdet)   # sign 0: logabsdet is already -inf
 
 
-# ---- decompositions --------------------------------------------------------------------------------
+# ---- decompositions -----------------------------------------------------------------------------
 def cholesky(A, *, upper=False):
     """The Cholesky factor of each symmetric positive-definite matrix: lower-triangular ``L``
     with ``A = L L^T`` (``upper=True``: ``U = L^T``, read from the upper triangle)."""

@@ -222,8 +222,12 @@ def einsum(*args):
         if not isinstance(x, Tensor):
             raise TypeError(f"einsum {equation!r}: operand {k} is a {type(x).__name__}; the "
                             f"operands are tensors (make one with lk.tensor(...))")
-    return _einsum(*operands, equation=explicit_equation(equation,
-                                                         tuple(x.ndim for x in operands)))
+    try:
+        explicit = explicit_equation(equation, tuple(x.ndim for x in operands))
+    except ShapeError as exc:
+        raise ShapeError(f"{exc}. Operands: {', '.join(describe(x) for x in operands)}") \
+            from None
+    return _einsum(*operands, equation=explicit)
 
 
 def _dims_lists(a, b, dims):

@@ -12,7 +12,6 @@ import torch
 from hypothesis import strategies as st
 
 import labkit as lk
-from labkit.tensor.ops import decompositions as _D
 
 from ..case_kit import (MAX_SIDE, Case, Sample, _arr, broadcast_shapes, distinct, normal,
                         shapes, torch_ref)
@@ -20,7 +19,7 @@ from ..case_kit import (MAX_SIDE, Case, Sample, _arr, broadcast_shapes, distinct
 INF = math.inf
 
 
-# ---- inputs ---------------------------------------------------------------------------------------
+# ---- inputs -------------------------------------------------------------------------------------
 def _eye(n):
     return np.eye(n)
 
@@ -88,7 +87,7 @@ def _tspd(x):
     return x @ x.mT + torch.eye(x.shape[-1], dtype=x.dtype)
 
 
-# ---- products ------------------------------------------------------------------------------------
+# ---- products -----------------------------------------------------------------------------------
 @st.composite
 def _product_params(draw, kind):
     m, k, n, b = (draw(st.integers(0, MAX_SIDE)) for _ in range(4))
@@ -233,7 +232,8 @@ PRODUCTS = [
          [dict(batch=(), n=2, power=3), dict(batch=(2,), n=2, power=0),
           dict(batch=(), n=3, power=-2), dict(batch=(0,), n=2, power=2),
           dict(batch=(), n=0, power=1)]),
-    Case("trace", lk.trace, torch_ref(torch.trace), lambda rng, shape: Sample((normal(rng, shape),)),
+    Case("trace", lk.trace, torch_ref(torch.trace),
+         lambda rng, shape: Sample((normal(rng, shape),)),
          st.fixed_dictionaries({"shape": shapes(min_dims=2, max_dims=2)}),
          [dict(shape=(3, 3)), dict(shape=(2, 4)), dict(shape=(0, 2)), dict(shape=(1, 1))]),
     Case("cross", lambda a, b, dim: lk.cross(a, b, dim=dim),
@@ -307,7 +307,7 @@ EINSUM = [
 ]
 
 
-# ---- norms -----------------------------------------------------------------------------------------
+# ---- norms --------------------------------------------------------------------------------------
 ORDS = [2.0, 1.0, INF, -INF, 0.0, 3.0, 0.5, -1.0, 1.5]
 
 
@@ -322,7 +322,8 @@ def _norm_params(draw, ords=ORDS, nonempty=False):
                  .map(tuple)]
     ord_ = draw(st.sampled_from(ords))
     dim = draw(st.one_of(*dims))
-    if isinstance(ord_, float) and math.isinf(ord_):      # the inf norms of nothing are undefined: keep reduced dims full
+    if isinstance(ord_, float) and math.isinf(ord_):
+        # the inf norms of nothing are undefined: the reduced dimensions are kept non-empty
         axes = range(nd) if dim is None else ([dim] if isinstance(dim, int) else dim)
         shape = tuple(max(s, 1) if i in [a % max(nd, 1) for a in axes] else s
                       for i, s in enumerate(shape))
@@ -524,7 +525,7 @@ INVERSES = [
 ]
 
 
-# ---- decompositions --------------------------------------------------------------------------------
+# ---- decompositions -----------------------------------------------------------------------------
 def _signs_of_diag(r):
     """Signs making the diagonal of R positive (QR is unique up to them)."""
     k = min(r.shape[-2:])
