@@ -132,7 +132,12 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
-    """A tensor of ``size`` whose values are not set (float32 by default)."""
+    """A tensor of ``size`` whose values are not set (float32 by default).
+
+    >>> import labkit as lk
+    >>> lk.empty(2, 3).shape, lk.empty((2,), dtype=lk.int64).dtype
+    ((2, 3), lk.int64)
+    """
     dtype = as_dtype(dtype) or float32
     dev = get_device(device)
     with dev.activate():
@@ -274,7 +279,12 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
-    """The ``n`` x ``m`` identity matrix (float32 by default)."""
+    """The ``n`` x ``m`` identity matrix (float32 by default).
+
+    >>> import labkit as lk
+    >>> lk.eye(2, 3).tolist()
+    [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    """
     return _place(np.eye(n, m, dtype=(as_dtype(dtype) or float32).np), device, requires_grad)
 
 
@@ -299,7 +309,12 @@ def tril_indices(row, col, offset=0, *, dtype=None, device=None):
 
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None):
-    """The (row, column) indices of the upper triangle (on and above diagonal ``offset``)."""
+    """The (row, column) indices of the upper triangle (on and above diagonal ``offset``).
+
+    >>> import labkit as lk
+    >>> lk.triu_indices(2, 3, 1).tolist()
+    [[0, 0, 1], [1, 2, 2]]
+    """
     return _indices("triu_indices", np.triu_indices, row, col, offset, dtype, device)
 
 

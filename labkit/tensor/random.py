@@ -51,7 +51,12 @@ def randn(*shape, dtype=None, device=None, requires_grad=False):
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False):
-    """``rand`` in ``input``'s shape (and dtype and device, unless given)."""
+    """``rand`` in ``input``'s shape (and dtype and device, unless given).
+
+    >>> import labkit as lk
+    >>> lk.rand_like(lk.zeros(2, dtype=lk.float64)).dtype
+    lk.float64
+    """
     return rand(input.shape, dtype=dtype or _float_dtype("rand_like", input.dtype),
                 device=device or input.device, requires_grad=requires_grad)
 
@@ -102,7 +107,12 @@ def randint(*args, size=None, low=None, high=None, dtype=None, device=None,
 
 def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
     """``randint`` in ``input``'s shape (and dtype and device, unless given):
-    ``randint_like(x, high)`` or ``randint_like(x, low, high)``."""
+    ``randint_like(x, high)`` or ``randint_like(x, low, high)``.
+
+    >>> import labkit as lk
+    >>> lk.randint_like(lk.zeros(3, dtype=lk.int64), 5, 6).tolist()
+    [5, 5, 5]
+    """
     if high is None:
         low, high = 0, low
     return _integers("randint_like", low, high, input.shape, dtype or input.dtype,
@@ -110,7 +120,12 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_g
 
 
 def randperm(n, *, dtype=None, device=None, requires_grad=False):
-    """A random permutation of 0..n-1 (int64 by default)."""
+    """A random permutation of 0..n-1 (int64 by default).
+
+    >>> import labkit as lk
+    >>> sorted(lk.randperm(4).tolist())
+    [0, 1, 2, 3]
+    """
     d = as_dtype(dtype) or int64
     return _place(_generator.permutation(int(n)).astype(d.np), device, requires_grad)
 

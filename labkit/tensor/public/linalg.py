@@ -163,7 +163,12 @@ def inv(A):
 
 @public()
 def inverse(input):
-    """``torch.inverse``: the inverse of each square matrix (``lk.linalg.inv``)."""
+    """``torch.inverse``: the inverse of each square matrix (``lk.linalg.inv``).
+
+    >>> import labkit as lk
+    >>> lk.tensor([[0.0, 2.0], [4.0, 0.0]]).inverse().tolist()
+    [[0.0, 0.25], [0.5, 0.0]]
+    """
     return D.inv(input)
 
 
@@ -209,13 +214,24 @@ def _slogdet(A, result):
 @public()
 def slogdet(A):
     """``(sign, logabsdet)`` of each square matrix: ``det = sign * exp(logabsdet)``, without
-    overflow. The gradient flows through ``logabsdet``."""
+    overflow. The gradient flows through ``logabsdet``.
+
+    >>> import labkit as lk
+    >>> sign, logabsdet = lk.slogdet(lk.tensor([[0.0, 1.0], [1.0, 0.0]]))
+    >>> sign.item(), logabsdet.item()
+    (-1.0, 0.0)
+    """
     return _slogdet(A, return_types.slogdet)
 
 
 @public()
 def logdet(input):
-    """``log(det(input))``: NaN where the determinant is negative, -inf where it is 0."""
+    """``log(det(input))``: NaN where the determinant is negative, -inf where it is 0.
+
+    >>> import labkit as lk
+    >>> round(lk.logdet(lk.eye(2) * 3).item(), 4), lk.logdet(-lk.eye(3)).item()
+    (2.1972, nan)
+    """
     sign, logabsdet = D.unpack(D.slogdet(input), (), ())
     return E.where(E.lt(sign, 0), math.nan, logabsdet)   # sign 0: logabsdet is already -inf
 
@@ -223,7 +239,12 @@ def logdet(input):
 # ---- decompositions -----------------------------------------------------------------------------
 def cholesky(A, *, upper=False):
     """The Cholesky factor of each symmetric positive-definite matrix: lower-triangular ``L``
-    with ``A = L L^T`` (``upper=True``: ``U = L^T``, read from the upper triangle)."""
+    with ``A = L L^T`` (``upper=True``: ``U = L^T``, read from the upper triangle).
+
+    >>> import labkit as lk
+    >>> lk.linalg.cholesky(lk.tensor([[4.0, 2.0], [2.0, 5.0]])).tolist()
+    [[2.0, 0.0], [1.0, 2.0]]
+    """
     if upper:
         return D.mT(D.cholesky(D.mT(A)))
     return D.cholesky(A)
@@ -247,7 +268,13 @@ def _qr(A, mode, result):
 
 def qr(A, mode="reduced"):
     """``(Q, R)`` with ``A = Q R``, Q with orthonormal columns and R upper-triangular; mode
-    'reduced' (Q is m x k, k = min(m, n)), 'complete' (m x m) or 'r' (R only; Q is empty)."""
+    'reduced' (Q is m x k, k = min(m, n)), 'complete' (m x m) or 'r' (R only; Q is empty).
+
+    >>> import labkit as lk
+    >>> q, r = lk.linalg.qr(lk.ones(3, 2))
+    >>> q.shape, r.shape, lk.linalg.qr(lk.ones(3, 2), mode="complete").Q.shape
+    ((3, 2), (2, 2), (3, 3))
+    """
     return _qr(A, mode, return_types.linalg_qr)
 
 
@@ -291,20 +318,35 @@ def torch_svd(input, some=True, compute_uv=True):
 
 
 def svdvals(A):
-    """The singular values of each matrix, descending."""
+    """The singular values of each matrix, descending.
+
+    >>> import labkit as lk
+    >>> lk.linalg.svdvals(lk.tensor([[0.0, 2.0], [-3.0, 0.0]])).tolist()
+    [3.0, 2.0]
+    """
     return _svd(A, False)[1]
 
 
 def eigh(A, UPLO="L"):
     """``(eigenvalues, eigenvectors)`` of each symmetric matrix, eigenvalues ascending, read
-    from the lower (``UPLO='L'``) or upper triangle."""
+    from the lower (``UPLO='L'``) or upper triangle.
+
+    >>> import labkit as lk
+    >>> lk.linalg.eigh(lk.tensor([[2.0, 0.0], [0.0, 1.0]])).eigenvalues.tolist()
+    [1.0, 2.0]
+    """
     D.matrix_shape("linalg.eigh", A, square=True)
     n = A.shape[-1]
     return return_types.linalg_eigh(*D.unpack(D.eigh(A, UPLO=UPLO), (n,), (n, n)))
 
 
 def eigvalsh(A, UPLO="L"):
-    """The eigenvalues of each symmetric matrix, ascending."""
+    """The eigenvalues of each symmetric matrix, ascending.
+
+    >>> import labkit as lk
+    >>> lk.linalg.eigvalsh(lk.tensor([[2.0, 1.0], [1.0, 2.0]])).tolist()
+    [1.0, 3.0]
+    """
     return eigh(A, UPLO).eigenvalues
 
 
@@ -317,7 +359,12 @@ def _tolerances(A, atol, rtol):
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
     """The Moore-Penrose pseudo-inverse of each matrix: singular values at or below
-    ``max(atol, rtol * largest)`` count as zero (default rtol: eps * max(m, n))."""
+    ``max(atol, rtol * largest)`` count as zero (default rtol: eps * max(m, n)).
+
+    >>> import labkit as lk
+    >>> lk.linalg.pinv(lk.tensor([[2.0, 0.0], [0.0, 0.0]])).tolist()
+    [[0.5, 0.0], [0.0, 0.0]]
+    """
     D.matrix_shape("linalg.pinv", A)
     atol, rtol = _tolerances(A, atol, rtol)
     return D.pinv(A, atol=atol, rtol=rtol, hermitian=hermitian)
@@ -331,7 +378,12 @@ def pinverse(input, rcond=1e-15):
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
     """The number of singular values (absolute eigenvalues, if ``hermitian``) above
-    ``max(atol, rtol * largest)`` of each matrix (int64)."""
+    ``max(atol, rtol * largest)`` of each matrix (int64).
+
+    >>> import labkit as lk
+    >>> lk.linalg.matrix_rank(lk.ones(3, 3)).item()
+    1
+    """
     D.matrix_shape("linalg.matrix_rank", A, square=hermitian)
     atol, rtol = _tolerances(A, atol, rtol)
     s = E.abs(eigvalsh(A)) if hermitian else svdvals(A)
@@ -407,5 +459,10 @@ def cross(input, other, *, dim=-1):
 
 
 def vecdot(x, y, *, dim=-1):
-    """The dot product of vectors along ``dim`` (broadcasting the rest)."""
+    """The dot product of vectors along ``dim`` (broadcasting the rest).
+
+    >>> import labkit as lk
+    >>> lk.linalg.vecdot(lk.ones(2, 3), lk.ones(3)).tolist()
+    [3.0, 3.0]
+    """
     return R.sum(E.mul(x, y), dim=dim)

@@ -101,7 +101,12 @@ def dot(input, tensor):
 
 @public()
 def vdot(input, other):
-    """``dot`` with the first vector conjugated: for real tensors, ``dot``."""
+    """``dot`` with the first vector conjugated: for real tensors, ``dot``.
+
+    >>> import labkit as lk
+    >>> lk.vdot(lk.tensor([1.0, 2.0]), lk.tensor([3.0, 4.0])).item()
+    11.0
+    """
     return dot(input, other)
 
 
@@ -171,26 +176,46 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 @public()
 def addmv(input, mat, vec, *, beta=1, alpha=1):
-    """``beta * input + alpha * (mat @ vec)``."""
+    """``beta * input + alpha * (mat @ vec)``.
+
+    >>> import labkit as lk
+    >>> lk.addmv(lk.ones(2), lk.ones(2, 3), lk.ones(3), beta=0.5).tolist()
+    [3.5, 3.5]
+    """
     return _plus_scaled("addmv", input, mv(mat, vec), beta, alpha)
 
 
 @public()
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
-    """``beta * input + alpha * outer(vec1, vec2)``."""
+    """``beta * input + alpha * outer(vec1, vec2)``.
+
+    >>> import labkit as lk
+    >>> lk.addr(lk.zeros(2, 2), lk.ones(2), lk.ones(2), alpha=3).tolist()
+    [[3.0, 3.0], [3.0, 3.0]]
+    """
     return _plus_scaled("addr", input, outer(vec1, vec2), beta, alpha)
 
 
 @public()
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    """``beta * input + alpha * bmm(batch1, batch2)``."""
+    """``beta * input + alpha * bmm(batch1, batch2)``.
+
+    >>> import labkit as lk
+    >>> lk.baddbmm(lk.zeros(1), lk.ones(4, 2, 3), lk.ones(4, 3, 5)).shape
+    (4, 2, 5)
+    """
     return _plus_scaled("baddbmm", input, bmm(batch1, batch2), beta, alpha)
 
 
 @public()
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_i batch1[i] @ batch2[i]`` (one matrix product over the
-    batch and the inner dimension together)."""
+    batch and the inner dimension together).
+
+    >>> import labkit as lk
+    >>> lk.addbmm(lk.zeros(2, 2), lk.ones(4, 2, 3), lk.ones(4, 3, 2)).tolist()
+    [[12.0, 12.0], [12.0, 12.0]]
+    """
     bmm(batch1, batch2)                     # the shape checks
     b, n, m = batch1.shape
     left = reshape(permute(batch1, dims=(1, 0, 2)), shape=(n, b * m))
