@@ -25,6 +25,7 @@ from .graph import cond, scan, while_loop
 from .graph import FIFOQueue, QueueClosedError, Variable, restore_variables, save_variables
 from .graph.capture import colocate_with
 from .graph.passes.placement import PlacementError
+from . import linalg
 from . import nn, optim, data
 from . import func
 from . import viz

@@ -41,6 +41,11 @@ class NumericsError(LabkitError, FloatingPointError):
     """NaN or Inf produced by an op, found by the ``LABKIT_DEBUG=1`` checking mode."""
 
 
+class LinAlgError(LabkitError, RuntimeError):
+    """A matrix a decomposition cannot take: singular for ``inv`` / ``solve``, not positive-
+    definite for ``cholesky`` (PyTorch's ``torch.linalg.LinAlgError``)."""
+
+
 def describe(value):
     """A short description of an op argument for error messages: shape, dtype and device."""
     shape = getattr(value, "shape", None)

@@ -2,8 +2,9 @@
 from . import eager  # noqa: F401  (installs eager mode as the bottom of the mode stack)
 from . import methods  # noqa: F401  (attaches operators and methods to Tensor)
 from . import profiling  # noqa: F401  (lets lk.profile() time eager ops)
-from .creation import (arange, eye, from_dlpack, from_numpy, full, full_like, linspace, ones,
-                       ones_like, tensor, zeros, zeros_like)
+from .creation import (arange, empty, empty_like, eye, from_dlpack, from_numpy, full, full_like,
+                       linspace, logspace, ones, ones_like, tensor, tril_indices, triu_indices,
+                       zeros, zeros_like)
 from .dtypes import (DType, as_dtype, bool_, float16, float32, float64, get_default_dtype, int8,
                      int16, int32, int64, promote_types, result_type, set_default_dtype, uint8)
 from .op import REGISTRY, Op, op
@@ -18,7 +19,8 @@ from .ops.reduce import argmax, argmin, max, min, sum
 from .ops.shape import broadcast_to, concat, permute, reshape
 from .ops.softmax import log_softmax, softmax
 from .ops.state import assign, assign_add, assign_sub
-from .random import manual_seed, rand, randint, randn, randperm
+from .random import (bernoulli, manual_seed, multinomial, normal, rand, rand_like, randint,
+                     randint_like, randn, randn_like, randperm)
 from .tensor import Tensor
 from .public import PUBLIC as _PUBLIC
 from .public.comparisons import PUBLIC_COMPARISONS as _COMPARISONS

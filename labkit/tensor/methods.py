@@ -92,6 +92,12 @@ Tensor.assign = lambda self, value: _state.assign(self, value)
 Tensor.assign_add = lambda self, value: _state.assign_add(self, value)
 Tensor.assign_sub = lambda self, value: _state.assign_sub(self, value)
 
+from . import random as _random  # noqa: E402
+
+Tensor.bernoulli = lambda self, p=None: _random.bernoulli(self, p)
+Tensor.multinomial = lambda self, num_samples, replacement=False: _random.multinomial(
+    self, num_samples, replacement)
+
 from . import public as _public  # noqa: E402  (PyTorch-signature functions; registers them)
 
 for _name, _fn in _public.METHODS.items():

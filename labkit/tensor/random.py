@@ -1,12 +1,21 @@
-"""Random tensors, reproducible with ``lk.manual_seed`` on every device.
+"""Random tensors, reproducible with ``lk.manual_seed`` on every device, in PyTorch's signatures.
 
 Values are drawn on the host from one NumPy generator and then moved to the target device, so the
-same seed gives the same numbers on CPU and GPU.
+same seed gives the same numbers on CPU and GPU. These are plain functions, not graph ops (a
+captured function draws its numbers once, when it is traced).
+
+>>> import labkit as lk
+>>> lk.manual_seed(0); x = lk.randint(0, 10, (3,)); x.dtype, x.shape
+(lk.int64, (3,))
 """
+import numbers
+
 import numpy as np
 
+from ..errors import DTypeError, ShapeError, describe
 from .creation import _place, _shape
-from .dtypes import as_dtype, get_default_dtype
+from .dtypes import as_dtype, get_default_dtype, int64, result_type
+from .tensor import Tensor
 
 _generator = np.random.default_rng()
 
@@ -22,26 +31,199 @@ def generator():
     return _generator
 
 
+def _float_dtype(name, dtype):
+    if not dtype.is_floating:
+        raise DTypeError(f"{name}: draws floating-point values, but the dtype is {dtype}; pass "
+                         f"a float dtype (dtype=lk.float32), or use lk.randint for integers")
+    return dtype
+
+
 def rand(*shape, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) (float32 by default)."""
-    d = as_dtype(dtype) or get_default_dtype()
+    d = _float_dtype("rand", as_dtype(dtype) or get_default_dtype())
     return _place(_generator.random(_shape(shape)).astype(d.np), device, requires_grad)
 
 
 def randn(*shape, dtype=None, device=None, requires_grad=False):
     """Standard normal samples (float32 by default)."""
-    d = as_dtype(dtype) or get_default_dtype()
+    d = _float_dtype("randn", as_dtype(dtype) or get_default_dtype())
     return _place(_generator.standard_normal(_shape(shape)).astype(d.np), device, requires_grad)
 
 
-def randint(low, high, size, dtype=None, device=None):
-    """Integers uniform in [low, high) (int64 by default)."""
-    d = as_dtype(dtype) or as_dtype("int64")
-    return _place(_generator.integers(low, high, size=_shape((size,) if isinstance(size, int)
-                                                             else (tuple(size),))).astype(d.np),
-                  device, False)
+def rand_like(input, *, dtype=None, device=None, requires_grad=False):
+    """``rand`` in ``input``'s shape (and dtype and device, unless given).
+
+    >>> import labkit as lk
+    >>> lk.rand_like(lk.zeros(2, dtype=lk.float64)).dtype
+    lk.float64
+    """
+    return rand(input.shape, dtype=dtype or _float_dtype("rand_like", input.dtype),
+                device=device or input.device, requires_grad=requires_grad)
 
 
-def randperm(n, device=None):
-    """A random permutation of 0..n-1 (int64)."""
-    return _place(_generator.permutation(n).astype(np.int64), device, False)
+def randn_like(input, *, dtype=None, device=None, requires_grad=False):
+    """``randn`` in ``input``'s shape (and dtype and device, unless given)."""
+    return randn(input.shape, dtype=dtype or _float_dtype("randn_like", input.dtype),
+                 device=device or input.device, requires_grad=requires_grad)
+
+
+def _integers(name, low, high, size, dtype, device, requires_grad):
+    low, high = int(low), int(high)
+    if low >= high:
+        raise ShapeError(f"{name}: low={low} must be less than high={high} (values are drawn "
+                         f"from [low, high))")
+    d = as_dtype(dtype) or int64
+    values = _generator.integers(low, high, size=_shape((size,) if isinstance(size, int)
+                                                        else (tuple(size),)))
+    return _place(values.astype(d.np), device, requires_grad)
+
+
+def randint(*args, size=None, low=None, high=None, dtype=None, device=None,
+            requires_grad=False):
+    """Integers uniform in [low, high) (int64 by default): ``randint(high, size)`` or
+    ``randint(low, high, size)``, ``size`` a tuple; keywords too.
+
+    >>> import labkit as lk
+    >>> lk.randint(3, 5, (2, 2)).shape, int(lk.randint(1, (4,)).max())
+    ((2, 2), 0)
+    """
+    args = list(args)
+    if size is None:
+        if not args:
+            raise TypeError("randint() needs a size: randint(high, size) or "
+                            "randint(low, high, size)")
+        size = args.pop()
+    if high is None:
+        if not args:
+            raise TypeError("randint() needs high: randint(high, size) or randint(low, high, "
+                            "size)")
+        high = args.pop()
+    if low is None:
+        low = args.pop() if args else 0
+    if args:
+        raise TypeError("randint() takes at most low, high and size as positional arguments")
+    return _integers("randint", low, high, size, dtype, device, requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
+    """``randint`` in ``input``'s shape (and dtype and device, unless given):
+    ``randint_like(x, high)`` or ``randint_like(x, low, high)``.
+
+    >>> import labkit as lk
+    >>> lk.randint_like(lk.zeros(3, dtype=lk.int64), 5, 6).tolist()
+    [5, 5, 5]
+    """
+    if high is None:
+        low, high = 0, low
+    return _integers("randint_like", low, high, input.shape, dtype or input.dtype,
+                     device or input.device, requires_grad)
+
+
+def randperm(n, *, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0..n-1 (int64 by default).
+
+    >>> import labkit as lk
+    >>> sorted(lk.randperm(4).tolist())
+    [0, 1, 2, 3]
+    """
+    d = as_dtype(dtype) or int64
+    return _place(_generator.permutation(int(n)).astype(d.np), device, requires_grad)
+
+
+def _host(x):
+    """A tensor's values as a float64 NumPy array, or a number as it is."""
+    return x.numpy().astype(np.float64) if isinstance(x, Tensor) else x
+
+
+def bernoulli(input, p=None):
+    """Ones with probability ``input`` (a tensor of probabilities), zeros otherwise, in
+    ``input``'s dtype; ``bernoulli(input, p)``: probability ``p`` (a number or a tensor) in
+    ``input``'s shape.
+
+    >>> import labkit as lk
+    >>> lk.bernoulli(lk.tensor([0.0, 1.0])).tolist(), lk.bernoulli(lk.zeros(2), p=1.0).tolist()
+    ([0.0, 1.0], [1.0, 1.0])
+    """
+    probs = _host(input if p is None else p)
+    if p is None and not input.dtype.is_floating:
+        raise DTypeError(f"bernoulli: the probabilities must be floating-point, got "
+                         f"{describe(input)}; convert with x.float()")
+    if np.any((np.asarray(probs) < 0) | (np.asarray(probs) > 1)) or np.any(np.isnan(probs)):
+        raise ShapeError("bernoulli: probabilities must lie in [0, 1]")
+    draws = _generator.random(input.shape) < probs
+    return _place(draws.astype(input.dtype.np), input.device, False)
+
+
+def multinomial(input, num_samples, replacement=False):
+    """Indices drawn from the categories of each row of ``input`` (1-D or 2-D, non-negative
+    weights that need not sum to 1): ``num_samples`` per row (int64), each category at most
+    once unless ``replacement``.
+
+    >>> import labkit as lk
+    >>> lk.multinomial(lk.tensor([0.0, 1.0, 0.0]), 2, replacement=True).tolist()
+    [1, 1]
+    """
+    if input.ndim not in (1, 2):
+        raise ShapeError(f"multinomial: expects 1-D or 2-D weights, got {describe(input)}")
+    if not input.dtype.is_floating:
+        raise DTypeError(f"multinomial: the weights must be floating-point, got "
+                         f"{describe(input)}; convert with x.float()")
+    w = np.atleast_2d(_host(input))
+    rows, k = w.shape
+    num_samples = int(num_samples)
+    if num_samples <= 0:
+        raise ShapeError(f"multinomial: num_samples must be positive, got {num_samples}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ShapeError("multinomial: the weights contain inf, nan or a negative value")
+    if np.any(w.sum(axis=1) <= 0):
+        raise ShapeError("multinomial: a row of weights sums to 0 (no category can be drawn)")
+    if not replacement:
+        if num_samples > k:
+            raise ShapeError(f"multinomial: cannot draw {num_samples} samples from {k} "
+                             f"categories without replacement; pass replacement=True")
+        with np.errstate(divide="ignore"):
+            # exponential races: the first num_samples arrivals are a draw without replacement
+            # (categories of weight 0 never arrive: they come last, in order, as in PyTorch)
+            keys = _generator.exponential(size=(rows, k)) / w
+        out = np.argsort(keys, axis=1, kind="stable")[:, :num_samples]
+    else:
+        cdf = np.cumsum(w, axis=1) / w.sum(axis=1, keepdims=True)
+        cdf[:, -1] = 1.0
+        offset = np.arange(rows)[:, None]
+        u = _generator.random((rows, num_samples))
+        out = np.searchsorted((cdf + offset).ravel(), (u + offset).ravel(), side="right")
+        out = out.reshape(rows, num_samples) - offset * k
+    out = out.astype(np.int64)
+    return _place(out if input.ndim == 2 else out[0], input.device, False)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, requires_grad=False):
+    """Normal samples: ``normal(mean, std)`` with a tensor mean and/or std (their broadcast
+    shape, their dtype) or ``normal(mean, std, size)`` with numbers (float32 by default).
+
+    >>> import labkit as lk
+    >>> lk.normal(lk.zeros(3), 0.0).tolist(), lk.normal(2.0, 0.0, (2,)).tolist()
+    ([0.0, 0.0, 0.0], [2.0, 2.0])
+    """
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    for t in tensors:
+        if not t.dtype.is_floating:
+            raise DTypeError(f"normal: mean and std must be floating-point, got {describe(t)}")
+    if tensors:
+        if size is not None:
+            raise TypeError("normal: size is for numbers; with a tensor mean or std the "
+                            "result takes their shape")
+        shape = np.broadcast_shapes(*(t.shape for t in tensors))
+        d = as_dtype(dtype) or result_type(*(t.dtype for t in tensors))
+        device = device or tensors[0].device
+    else:
+        if size is None:
+            raise TypeError("normal(mean, std, size): with numbers for mean and std, give "
+                            "the size")
+        shape = _shape((size,) if isinstance(size, numbers.Integral) else (tuple(size),))
+        d = as_dtype(dtype) or get_default_dtype()
+    m, s = _host(mean), _host(std)
+    if np.any(np.asarray(s) < 0):
+        raise ShapeError("normal: std must be >= 0")
+    values = m + s * _generator.standard_normal(shape)
+    return _place(np.asarray(values).astype(d.np), device, requires_grad)

@@ -217,3 +217,22 @@ def torch_gradients(fn, args, positions, cotangent, kwargs):
                                 allow_unused=True)
     return [np.zeros(args[p].shape, args[p].dtype) if g is None else g.detach().numpy()
             for p, g in zip(positions, grads)]
+
+
+# ---- errors ------------------------------------------------------------------------------------
+def assert_clear_error(kind, call, name, shape_text, device):
+    """``call()`` raises the labkit error ``kind`` naming the op ``name``, showing
+    ``shape_text``, a dtype (``lk.``) and the device: what every error of an op says. Returns
+    the message, for further checks."""
+    import pytest
+
+    import labkit as lk
+    with pytest.raises(kind) as info:
+        call()
+    msg = str(info.value)
+    dev = lk.devices.get_device(device).name
+    assert name in msg, f"error does not name the op {name!r}: {msg}"
+    assert shape_text in msg, f"{name}: error does not show the shape {shape_text}: {msg}"
+    assert "lk." in msg and dev in msg, f"{name}: error lacks dtype or device: {msg}"
+    assert isinstance(info.value, lk.LabkitError)
+    return msg

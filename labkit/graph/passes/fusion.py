@@ -308,7 +308,8 @@ def cpu_fusion_pays(steps, size):
 def _fusable(n):
     """Whether node ``n`` may be part of a fused group."""
     entry = FUSABLE.get(n.op) if n.kind == "op" else None
-    if entry is None or n.stateful or n.shape is None or None in n.shape:
+    # an empty result has nothing to fuse (and numexpr broadcasts (1, 0) with (0, 1) to (1, 0))
+    if entry is None or n.stateful or n.shape is None or None in n.shape or 0 in n.shape:
         return False
     dt = n.dtype.name
     ins = n.inputs

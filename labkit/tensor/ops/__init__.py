@@ -1,7 +1,7 @@
 """Every op of labkit: primitives (one declaration each) and composites built from them."""
 from . import composite, elementwise, index, linalg, reduce, shape  # noqa: F401  (registers ops)
 from . import conv  # noqa: F401,E402
-from . import nll, softmax, state  # noqa: F401,E402
+from . import decompositions, einsum, nll, norm, softmax, state  # noqa: F401,E402
 from . import scan, sorting, statistics  # noqa: F401,E402
 from . import bitwise, elementwise_math  # noqa: F401,E402
 from . import layout, scatter  # noqa: F401,E402

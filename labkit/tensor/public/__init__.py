@@ -9,6 +9,8 @@ from . import conversions  # noqa: F401,E402
 from . import elementwise_math  # noqa: F401,E402
 from . import indexing  # noqa: F401,E402
 from . import layout  # noqa: F401,E402
+from . import linalg  # noqa: F401,E402
+from . import products  # noqa: F401,E402
 from . import reductions  # noqa: F401,E402
 from . import scan  # noqa: F401,E402
 from . import shaping  # noqa: F401,E402

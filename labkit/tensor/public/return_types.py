@@ -21,5 +21,10 @@ max, min, sort, topk, kthvalue, median, nanmedian, mode, cummax, cummin = (
 aminmax = _named("aminmax", ("min", "max"))
 slogdet = _named("slogdet", ("sign", "logabsdet"))
 qr = _named("qr", ("Q", "R"))
-svd = _named("svd", ("U", "S", "Vh"))
+svd = _named("svd", ("U", "S", "V"))                  # torch.svd: V, not its transpose
 eigh = _named("eigh", ("eigenvalues", "eigenvectors"))
+# torch.linalg's
+linalg_slogdet = _named("linalg_slogdet", ("sign", "logabsdet"))
+linalg_qr = _named("linalg_qr", ("Q", "R"))
+linalg_svd = _named("linalg_svd", ("U", "S", "Vh"))
+linalg_eigh = _named("linalg_eigh", ("eigenvalues", "eigenvectors"))
