@@ -47,7 +47,7 @@ def reductions_and_namedtuples(T):
     low = T.min(x, dim=0, keepdim=True)
     return {"max_values": values, "max_indices": indices, "pred": pred,
             "min_values": low.values, "min_indices": low.indices, "max_all": x.max(),
-            "max_elementwise": T.max(x, x * 0.5 - 0.1),
+            "max_elementwise": T.max(x, x.flip(0)),
             "min_elementwise": T.min(x, -x), "sum": T.sum(x, 1), "sum_dims": x.sum((0, 1)),
             "sum_keepdim": x.sum(dim=0, keepdim=True), "mean": x.mean(1),
             "mean_axis": T.mean(x, axis=0), "sum_dtype": T.sum(x, 0, dtype=T.float32),
@@ -82,6 +82,9 @@ def inplace_updates(T):
     z += T.tensor([1, 2, 3])
     w = x.clone()
     w.data.mul_(10)
+    w[0, 1] = 2.5
+    w[w > 20] = 0.0
+    w[:, -1] += 1
     return {"x": x, "y": y, "z": z, "w": w}
 
 
@@ -93,7 +96,7 @@ def methods_and_conversions(T):
             "new_full": x.new_full((2,), 7.0), "new_tensor": x.new_tensor([1, 2]),
             "eq": x.eq(x), "ne": x.ne(0), "lt": x.lt(0), "ge": x.ge(0),
             "clamp": x.clamp(min=-0.5, max=0.5), "clamp_method": x.clamp(0.0),
-            "tolist": x.tolist(),
+            "masked_fill": x.masked_fill(x > 0, 0.0), "tolist": x.tolist(),
             "item": x[0, 0].item(), "detach": x.detach(), "data": x.data,
             "numel": x.numel(), "is_floating_point": x.is_floating_point(),
             "device_type": x.device.type}

@@ -176,3 +176,43 @@ def test_a_captured_update_of_an_outside_tensor_writes_it_every_call():
     second = step(lk.tensor([2.0, 2.0]))
     assert first.tolist() == [0.5, 1.5] and second.tolist() == [-0.5, 0.5]
     assert p.tolist() == [-0.5, 0.5]
+
+
+def test_setitem_writes_as_torch_does():
+    x, t = lk.zeros(3, 4), torch.zeros(3, 4)
+    for a, lib in ((x, lk), (t, torch)):
+        a[0] = 1.0
+        a[1, 2:] = lib.tensor([5.0, 6.0])
+        a[:, 0] += 2
+        a[a > 5] = -1
+        a[[0, 2], [1, 3]] = 9
+        a[..., -1] *= 2
+        a[2, :, None] = lib.tensor([[7.0], [7.0], [7.0], [7.0]])
+    np.testing.assert_array_equal(x.numpy(), t.numpy())
+    i, ti = lk.zeros(2, dtype=lk.int64), torch.zeros(2, dtype=torch.int64)
+    i[0], ti[0] = 1.7, 1.7                       # cast to the tensor's dtype, as PyTorch does
+    assert i.tolist() == ti.tolist()
+
+
+def test_gradients_through_setitem_match_torch():
+    grads = []
+    for lib in (lk, torch):
+        w = lib.tensor(B, requires_grad=True)
+        v = lib.tensor(ROW[:2], requires_grad=True)
+        h = w * 2
+        h[0, 1:] = v * v
+        h[h > 3.0] = 0.0
+        (h * h).sum().backward()
+        grads.append((w.grad.numpy(), v.grad.numpy()))
+    for ours, theirs in zip(*grads):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_inplace_forms_of_indexing_methods_match_torch():
+    x, t = lk.tensor(B), torch.tensor(B)
+    for a, lib in ((x, lk), (t, torch)):
+        a.masked_fill_(a > 1.0, 0.5)
+        a.index_add_(1, lib.tensor([0, 2]), lib.ones(2, 2, dtype=lib.float64), alpha=2)
+        a.scatter_(0, lib.tensor([[1, 0, 1]]), -1.0)
+        a.index_fill_(1, lib.tensor([1]), 3.0)
+    np.testing.assert_allclose(x.numpy(), t.numpy())

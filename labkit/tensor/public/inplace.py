@@ -25,7 +25,7 @@ import numpy as np
 from ...errors import DTypeError, GradError, ShapeError, describe
 from .. import dispatch, versions
 from ..creation import zeros_like
-from ..ops.elementwise import clone, mul
+from ..ops.elementwise import cast, clone, mul
 from ..ops.shape import broadcast_to
 from ..ops.state import assign
 from ..tensor import Tensor
@@ -185,6 +185,31 @@ for _name in _FROM_METHODS:
     _compute = _out_of_place(_name)
     if _compute is not None and not hasattr(Tensor, f"{_name}_"):
         setattr(Tensor, f"{_name}_", inplace(_name, _compute))
+
+# ---- x[index] = value ----------------------------------------------------------------------
+def _setitem(x, index, value):
+    """``x`` with ``value`` (broadcast, cast to x's dtype as PyTorch does) at ``x[index]``."""
+    from ..creation import tensor as _tensor
+    from ..ops.index import index_put, split_index
+    spec, tensors = split_index(x, index)
+    if not isinstance(value, Tensor):
+        value = _tensor(value, device=x.device)
+    if value.dtype is not x.dtype:
+        value = cast(value, dtype=x.dtype.name)
+    return index_put(x, value, *tensors, spec=spec)
+
+
+_assign_at = inplace("index_put", _setitem)
+
+
+def _set_item(self, index, value):
+    """``x[index] = value``: ints, slices, None, ..., integer and boolean index tensors; the
+    value broadcast to ``x[index]``'s shape and cast to x's dtype; differentiable in ``x``
+    (zero gradient where written) and in ``value``."""
+    _assign_at(self, index, value)
+
+
+Tensor.__setitem__ = _set_item
 
 # ``x += y`` updates x in place, as in PyTorch
 for _op, _name in (("iadd", "add_"), ("isub", "sub_"), ("imul", "mul_"), ("itruediv", "div_"),
