@@ -102,7 +102,44 @@ def methods_and_conversions(T):
             "device_type": x.device.type}
 
 
-PROGRAMS = [shapes_and_joins, reductions_and_namedtuples, promotion, inplace_updates,
+def sorting_and_statistics(T):
+    x = T.tensor(DATA)
+    values, order = x.sort(dim=1, descending=True)
+    top, where = T.topk(x, 2)
+    med = x.median(dim=0)
+    k = x.kthvalue(2, dim=1)
+    m = T.tensor([[1, 2, 2], [3, 3, 1]]).mode(1)
+    return {"sort": values, "order": order, "topk": top, "topk_idx": where,
+            "median": med.values, "median_idx": med.indices, "kth": k.values,
+            "mode": m.values, "std": x.std(), "std_dim": x.std(1, unbiased=False),
+            "var": T.var(x, dim=0, correction=0), "cumsum": x.cumsum(1), "prod": x.prod(1),
+            "amax": x.amax(dim=(0, 1)), "logsumexp": T.logsumexp(x, 1),
+            "any": (x > 1).any(), "all": (x > -5).all(dim=1), "argsort": x.argsort(0),
+            "unique": T.unique(T.tensor([3, 1, 3, 2])),
+            "count": T.count_nonzero(x > 0, dim=0)}
+
+
+def more_ops(T):
+    x = T.tensor(DATA)
+    i = T.tensor([[7, -3], [5, 2]])
+    F = T.nn.functional
+    return {"floor_div": i // 2, "mod": i % 3, "true_div": i / 4, "and": i & 3, "shift": i << 1,
+            "not": ~(i > 0), "sin": x.sin(), "erf": T.erf(x), "round": T.round(x * 10, decimals=1),
+            "clamp_t": x.clamp(min=T.zeros(4, dtype=T.float64)), "where": T.where(x > 0, x, 0.0),
+            "einsum": T.einsum("ij,kj->ik", x, x), "mm": T.mm(x, x.t()), "outer": T.outer(x[0], x[1]),
+            "norm": x.norm(), "vector_norm": T.linalg.vector_norm(x, 1, dim=1),
+            "pad": F.pad(x, (1, 2), value=0.5), "one_hot": F.one_hot(T.tensor([0, 2]), 3),
+            "index_select": x.index_select(1, T.tensor([3, 0])), "flip": x.flip(1),
+            "roll": x.roll(1, 0), "tril": x.tril(), "gather": x.gather(1, T.tensor([[0], [1], [2]])),
+            "scatter_add": T.zeros(3, 4, dtype=T.float64).scatter_add(1, T.tensor([[1], [1], [3]]),
+                                                                       x[:, :1]),
+            "mixed_index": x.reshape(3, 2, 2)[0, :, T.tensor([1, 0, 1])],
+            "tuple_index": x[(0, 2),], "bool_index": x[x > 0.5], "arange": T.arange(0, 1, 0.25),
+            "linspace": T.linspace(0, 1, 5), "eye": T.eye(2, 3), "full": T.full((2,), 3),
+            "zeros_like": T.zeros_like(x, dtype=T.int32)}
+
+
+PROGRAMS = [shapes_and_joins, sorting_and_statistics, more_ops, reductions_and_namedtuples, promotion, inplace_updates,
             methods_and_conversions]
 
 
