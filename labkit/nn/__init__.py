@@ -10,17 +10,30 @@ stateless layers live in ``labkit.nn.functional``; initialisers in ``labkit.nn.i
 >>> net[0].weight.grad.shape
 (16, 4)
 """
-from . import functional, init
+from . import functional, init, utils
 from .activation import Flatten, Identity, ReLU, Sigmoid, Softmax, Tanh
 from .container import ModuleList, Sequential
 from .conv import Conv2d, MaxPool2d
+from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout
 from .embedding import Embedding
 from .linear import Linear
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss,
+                   GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss,
+                   MarginRankingLoss, MSELoss, MultiLabelSoftMarginLoss, MultiMarginLoss,
+                   NLLLoss, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss, TripletMarginLoss,
+                   TripletMarginWithDistanceLoss)
 from .module import IncompatibleKeys, Module, StateDictError
 from .parameter import Parameter
 from .recurrent import LSTM, RNN
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv2d", "MaxPool2d",
            "Flatten", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax", "Embedding", "RNN",
-           "LSTM", "Dropout", "StateDictError", "IncompatibleKeys", "functional", "init"]
+           "LSTM", "Dropout", "StateDictError", "IncompatibleKeys", "functional", "init",
+           "utils", "PairwiseDistance", "CosineSimilarity",
+           # losses
+           "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "NLLLoss", "CrossEntropyLoss",
+           "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss",
+           "MarginRankingLoss", "HingeEmbeddingLoss", "SoftMarginLoss",
+           "MultiLabelSoftMarginLoss", "MultiMarginLoss", "CosineEmbeddingLoss",
+           "TripletMarginLoss", "TripletMarginWithDistanceLoss"]

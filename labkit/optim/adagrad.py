@@ -1,6 +1,6 @@
 """Adagrad: per-coordinate learning rates from the running sum of squared gradients."""
 from ..tensor.ops.elementwise import sqrt
-from .optimizer import Optimizer, as_count, in_dtype
+from .optimizer import Optimizer, as_count, in_dtype, with_weight_decay
 
 
 class Adagrad(Optimizer):
@@ -17,25 +17,22 @@ class Adagrad(Optimizer):
     2.5
     """
 
-    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0,
-                 initial_accumulator_value=0.0, eps=1e-10):
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+    _switches = ("weight_decay", "lr_decay")
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
+                 eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps,
+                                      weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
-                                      eps=eps))
+                                      foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable, fused=fused))
 
-    def _check_group(self, group):
-        super()._check_group(group)
-        for name in ("lr_decay", "initial_accumulator_value", "eps"):
-            if group[name] < 0:
-                raise ValueError(f"Adagrad: {name} must be >= 0, got {group[name]}")
-
-    def _update(self, p, g, state, group):
+    def _update(self, p, g, state, group, h):
         step = as_count(self._counter(state, "step", p).assign_add(1))
         acc = self._slot(state, "sum", p, group["initial_accumulator_value"])
-        if group["weight_decay"]:
-            g = g + p * group["weight_decay"]
-        clr = group["lr"]
+        g = with_weight_decay(p, g, group, h)
+        clr = h["lr"]
         if group["lr_decay"]:
-            clr = in_dtype(clr / (1 + (step - 1) * group["lr_decay"]), p)
+            clr = in_dtype(clr / (1 + (step - 1) * h["lr_decay"]), p)
         acc = acc.assign_add(g * g)
-        p.assign_sub(g / (sqrt(acc) + group["eps"]) * clr)
+        p.assign_sub(g / (sqrt(acc) + h["eps"]) * clr)

@@ -32,27 +32,43 @@ A whole training step, captured as one graph (forward, backward and update nodes
 >>> later < first, len(train_step.traces)
 (True, 1)
 
-Hyperparameters (``lr``, ``betas``...) are Python numbers read when the rule runs, so a captured
-step holds the values it was traced with. To change one between runs of a captured step, make it
-a 0-d tensor and assign to it: ``lr = lk.Variable(0.1, trainable=False)``,
-``SGD(params, lr=lr)``, then ``lr.assign(0.01)``.
+Hyperparameters under capture. ``group["lr"]`` (and every other hyperparameter) is the Python
+number you set, as in PyTorch: print it, compare it, assign to it. Eagerly the rule computes with
+that number. A captured rule cannot (a number would be a constant of the graph), so it reads each
+numeric hyperparameter from a 0-d tensor the group keeps for it (``ParamGroup.live``), and every
+assignment ``group["lr"] = x`` (what ``lk.optim.lr_scheduler`` does) is written into that tensor
+too: the next run of the captured step uses the new value, with no retrace.
+
+>>> for group in opt.param_groups:
+...     group["lr"] = 0.0           # no more learning: the captured step sees it
+>>> before = model.weight.tolist()
+>>> _ = train_step(lk.ones(4, 3), lk.zeros(4, 1))
+>>> model.weight.tolist() == before, len(train_step.traces)
+(True, 1)
+
+Which ops the rule uses is decided when it is traced (weight decay or not, momentum or not): a
+switch changed from zero to non-zero afterwards (``weight_decay``, ``momentum``...) warns that
+the captured step keeps the ops it was traced with. A hyperparameter may also be a 0-d tensor
+you own (``SGD(params, lr=lk.Variable(0.1, trainable=False))``): the captured step reads it by
+reference, and ``lr.assign(0.01)`` changes it.
 
 A captured function may also hold ``opt.step()`` alone, with ``backward()`` run eagerly
 before each call: the graph then reads each parameter's ``.grad`` when it runs.
 """
 import copy
+import numbers
+import warnings
 
 import numpy as np
 
 from ..autodiff import enable_grad, no_grad
 from ..devices import get_device, transfer
-from ..errors import DTypeError, GradError, LabkitError, describe
+from ..errors import DTypeError, LabkitError, describe
 from ..graph.capture import current_graph, name_scope, role
 from ..graph.grad_state import read_grad
 from ..graph.symbolic import SymbolicTensor
 from ..graph.variables import Variable
-from ..tensor.op import op
-from ..tensor.ops.elementwise import cast
+from ..tensor.ops.elementwise import cast, neg
 from ..tensor.tensor import Tensor
 
 
@@ -60,12 +76,125 @@ class OptimizerStateError(LabkitError, ValueError):
     """An optimiser state dict that does not fit this optimiser's parameters."""
 
 
+class ParamGroup(dict):
+    """One parameter group: a dict as in PyTorch (``group["lr"]`` is the number last set), which
+    also keeps, for captured steps, each numeric hyperparameter as a 0-d float64 tensor.
+
+    ``group.live(key, device)`` is that tensor (a tuple of them for ``betas``), made at first use
+    (when a step is traced); every later ``group[key] = value`` writes the value into it, so a
+    graph holding it sees the change when it next runs.
+
+    >>> import labkit as lk
+    >>> opt = lk.optim.SGD([lk.nn.Parameter(lk.zeros(2))], lr=0.1)
+    >>> group = opt.param_groups[0]
+    >>> rate = group.live("lr", lk.device("cpu"))
+    >>> group["lr"] = 0.5
+    >>> group["lr"], rate.item()
+    (0.5, 0.5)
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._live = {}         # (key, device) -> 0-d tensor, or a tuple of them
+        self._traced = {}       # switch -> the truth value a captured rule was traced with
+
+    def __setitem__(self, key, value):
+        dict.__setitem__(self, key, value)
+        if self._live:
+            for (k, device), held in self._live.items():
+                if k == key:
+                    _write(held, value, key)
+        traced = self._traced.get(key)
+        if traced is not None and bool(_number(value)) != traced:
+            warnings.warn(
+                f"param_groups[...][{key!r}] changed to {value!r}, but a captured training step "
+                f"was traced with {key}={'non-zero' if traced else 'zero'}, which decided the "
+                f"ops of its update: it keeps them. Make a new lk.function (or run the step "
+                f"eagerly) for the change to take effect.", stacklevel=2)
+
+    def update(self, *args, **kwargs):
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return dict.__getitem__(self, key)
+
+    def live(self, key, device):
+        """``self[key]`` as a captured step reads it on ``device``: a 0-d float64 tensor that
+        follows every assignment to ``self[key]`` (a tuple of them for a tuple of numbers); a
+        tensor hyperparameter itself; anything else (bools, None, strings) as it is."""
+        value = dict.__getitem__(self, key)
+        if not _is_number(value) and not (isinstance(value, tuple) and value and
+                                          all(_is_number(v) for v in value)):
+            return value
+        held = self._live.get((key, device))
+        if held is None:
+            def own(v):
+                return Variable._own(device.xp.full((), float(v), dtype=np.float64), device,
+                                     key)
+            held = tuple(own(v) for v in value) if isinstance(value, tuple) else own(value)
+            self._live[(key, device)] = held
+        return held
+
+    def trace_switches(self, switches):
+        """Remember the truth of each of ``switches`` (hyperparameters whose zero/non-zero
+        value picks the rule's ops) as a captured rule is traced with them."""
+        for k in switches:
+            if k in self:
+                self._traced[k] = bool(_number(dict.__getitem__(self, k)))
+
+    def __reduce__(self):   # copies and pickles are plain dicts: the live tensors stay here
+        return dict, (dict(self),)
+
+
+class _Live:
+    """What a captured rule computes with: ``group[key]`` as ``group.live(key, device)``."""
+
+    __slots__ = ("group", "device")
+
+    def __init__(self, group, device):
+        self.group, self.device = group, device
+
+    def __getitem__(self, key):
+        return self.group.live(key, self.device)
+
+
+def _is_number(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _write(held, value, key):
+    """Write the number(s) ``value`` into the live tensor(s) ``held``."""
+    if isinstance(held, tuple):
+        if not isinstance(value, (tuple, list)) or len(value) != len(held):
+            raise ValueError(f"param_groups[...][{key!r}] held {len(held)} numbers when a "
+                             f"captured step was traced; it cannot become {value!r}")
+        for h, v in zip(held, value):
+            h._data.fill(float(_number(v)))
+    elif held is not value:
+        held._data.fill(float(_number(value)))
+
+
+def _number(value):
+    """A hyperparameter as a Python number (it may be a 0-d tensor)."""
+    return value.item() if isinstance(value, Tensor) else value
+
+
 class Optimizer:
     """Base class: ``Optimizer(params, defaults)``.
 
-    ``params`` is an iterable of parameters, or of dicts ``{'params': [...], 'lr': ...}`` (each
-    a parameter group with its own hyperparameters; missing ones come from ``defaults``).
+    ``params`` is an iterable of parameters, of ``(name, parameter)`` pairs (as
+    ``model.named_parameters()`` gives), or of dicts ``{'params': [...], 'lr': ...}`` (each a
+    parameter group with its own hyperparameters; missing ones come from ``defaults``).
+    Subclasses write ``_update`` and may list in ``_switches`` the hyperparameters whose
+    zero/non-zero value selects the ops of their rule.
     """
+
+    _switches = ("weight_decay",)
+    _scalar_state = {"step": np.int64}     # 0-d state of the rule, and its dtype
+    _shaped_state = True                    # other state is shaped like its parameter
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
@@ -82,13 +211,21 @@ class Optimizer:
         for group in groups:
             self.add_param_group(group)
 
-    def add_param_group(self, group):
+    def add_param_group(self, param_group):
         """Add a group ``{'params': [...], <hyperparameter>: value, ...}`` (e.g. for fine-tuning
-        a new head with another learning rate)."""
-        if not isinstance(group, dict):
+        a new head with another learning rate); unset hyperparameters come from ``defaults``.
+
+        >>> import labkit as lk
+        >>> body, head = lk.nn.Linear(2, 2), lk.nn.Linear(2, 1)
+        >>> opt = lk.optim.SGD(body.parameters(), lr=0.1)
+        >>> opt.add_param_group({"params": head.parameters(), "lr": 0.01})
+        >>> [g["lr"] for g in opt.param_groups]
+        [0.1, 0.01]
+        """
+        if not isinstance(param_group, dict):
             raise TypeError(f"a parameter group is a dict with a 'params' key, got "
-                            f"{type(group).__name__}")
-        group = dict(group)
+                            f"{type(param_group).__name__}")
+        group = ParamGroup(param_group)
         params = group.get("params")
         if isinstance(params, Tensor):
             params = [params]
@@ -96,6 +233,17 @@ class Optimizer:
             raise TypeError("parameter groups need an ordered sequence of parameters, not a set "
                             "(the order must be the same on every run for state_dict to work)")
         params = list(params or [])
+        named = [isinstance(p, tuple) for p in params]
+        if any(named):
+            if not all(named):
+                raise ValueError(f"{type(self).__name__}: give every parameter a name "
+                                 f"((name, tensor) pairs, as model.named_parameters()) or none")
+            group["param_names"] = [name for name, _ in params]
+            params = [p for _, p in params]
+        if self.param_groups and ("param_names" in group) != \
+                ("param_names" in self.param_groups[0]):
+            raise ValueError(f"{type(self).__name__}: all parameter groups are named "
+                             f"((name, tensor) pairs) or none is")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         for p in params:
             if not isinstance(p, Tensor):
@@ -123,9 +271,18 @@ class Optimizer:
         if _number(group["lr"]) < 0:
             raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got "
                              f"{group['lr']}")
-        if group.get("weight_decay", 0) < 0:
+        if _number(group.get("weight_decay", 0)) < 0:
             raise ValueError(f"{type(self).__name__}: weight_decay must be >= 0, got "
                              f"{group['weight_decay']}")
+        for name in ("eps", "lr_decay", "momentum", "initial_accumulator_value",
+                     "momentum_decay"):
+            if name in group and _number(group[name]) < 0:
+                raise ValueError(f"{type(self).__name__}: {name} must be >= 0, got "
+                                 f"{group[name]}")
+        betas = group.get("betas")
+        if betas is not None and not all(0.0 <= _number(b) < 1.0 for b in betas):
+            raise ValueError(f"{type(self).__name__}: betas must each be in [0, 1), got "
+                             f"{betas}")
 
     # ---- the training-loop API --------------------------------------------------------------
     def zero_grad(self, set_to_none=True):
@@ -158,9 +315,15 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        self._step_calls = getattr(self, "_step_calls", 0) + 1
         capturing = current_graph() is not None
         with no_grad(), role("update"), name_scope(type(self).__name__):
-            for group in self.param_groups:
+            for i, group in enumerate(self.param_groups):
+                if type(group) is not ParamGroup:      # a dict put in param_groups by hand
+                    group = self.param_groups[i] = ParamGroup(group)
+                if capturing:
+                    group.trace_switches(self._switches)
+                views = {}
                 for p in group["params"]:
                     g = p.grad
                     if g is None:
@@ -175,17 +338,28 @@ class Optimizer:
                     state = self.state.get(p)
                     if state is None:
                         state = self.state[p] = {}
-                    self._update(p, g, state, group)
+                    if capturing:
+                        h = views.get(p.device)
+                        if h is None:
+                            h = views[p.device] = _Live(group, p.device)
+                    else:
+                        h = group
+                    if group.get("maximize"):
+                        g = neg(g)
+                    self._update(p, g, state, group, h)
         return loss
 
-    def _update(self, p, g, state, group):
-        """Apply one step of the rule to parameter ``p`` with gradient ``g``, in labkit ops.
+    def _update(self, p, g, state, group, h):
+        """Apply one step of the rule to parameter ``p`` with gradient ``g`` (already negated
+        for ``maximize``), in labkit ops.
 
-        Change ``p`` and the slots only with ``assign`` / ``assign_add`` / ``assign_sub`` and
-        read a slot's new value from what the assign returns (so a graph orders the read after
-        the write). ``g`` must not be written to: gradients may share memory. No Python
-        decision may depend on a slot's value (under capture the rule is traced once and run
-        many times): use ops (``lk.where``) for that.
+        Compute with the hyperparameters of ``h`` (Python numbers eagerly, live 0-d tensors
+        under capture); make Python decisions (``if group["weight_decay"]:``) on ``group``'s
+        numbers, and list those hyperparameters in ``_switches``. Change ``p`` and the slots
+        only with ``assign`` / ``assign_add`` / ``assign_sub`` and read a slot's new value from
+        what the assign returns (so a graph orders the read after the write). ``g`` must not be
+        written to: gradients may share memory. No Python decision may depend on a slot's value
+        (under capture the rule is traced once and run many times): use ops (``where``).
         """
         raise NotImplementedError
 
@@ -197,19 +371,27 @@ class Optimizer:
             t = state[name] = Variable._own(p.device.xp.full_like(p._data, fill), p.device, name)
         return t
 
-    def _counter(self, state, name, p, start=0):
-        """A 0-d int64 slot on ``p``'s device (a step count), starting at ``start``."""
+    def _counter(self, state, name, p, start=0, dtype=np.int64):
+        """A 0-d slot on ``p``'s device (a step count, int64), starting at ``start``."""
         t = state.get(name)
         if t is None:
-            t = state[name] = Variable._own(p.device.xp.full((), start, dtype=np.int64),
+            t = state[name] = Variable._own(p.device.xp.full((), start, dtype=dtype),
                                             p.device, name)
         return t
 
     # ---- saving and restoring ----------------------------------------------------------------
     def state_dict(self):
-        """{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]} as in PyTorch.
+        """``{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}``, PyTorch's
+        layout: parameters numbered in group order, each group's hyperparameters, and each
+        parameter's state as tensors (copies; ``step`` a 0-d float32 tensor, as PyTorch saves it).
 
-        Parameters are numbered in group order; array state is copied into Tensors.
+        >>> import labkit as lk
+        >>> w = lk.nn.Parameter(lk.ones(2))
+        >>> opt = lk.optim.Adam([w])
+        >>> w.sum().backward(); opt.step()
+        >>> saved = opt.state_dict()
+        >>> sorted(saved["state"][0]), saved["state"][0]["step"].item(), saved["param_groups"][0]["params"]
+        (['exp_avg', 'exp_avg_sq', 'step'], 1.0, [0])
         """
         index, groups = {}, []
         for group in self.param_groups:
@@ -222,14 +404,17 @@ class Optimizer:
         for group in self.param_groups:
             for p in group["params"]:
                 if p in self.state:
-                    state[index[id(p)]] = {k: _export(v, p.device)
+                    state[index[id(p)]] = {k: _export(k, v, p.device)
                                            for k, v in self.state[p].items()}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
-        """Restore hyperparameters and per-parameter state saved by ``state_dict()``.
+        """Restore hyperparameters and per-parameter state saved by ``state_dict()`` (labkit's
+        or PyTorch's, its tensors converted with ``lk.tensor``).
 
-        The optimiser must have been built over parameters of the same shapes in the same order.
+        The optimiser must have been built over parameters of the same shapes in the same
+        order. Slots are written into the tensors the optimiser already has where they fit, so
+        a captured training step continues from the loaded state.
         """
         groups = state_dict.get("param_groups") if hasattr(state_dict, "get") else None
         if groups is None or "state" not in state_dict:
@@ -255,8 +440,11 @@ class Optimizer:
             if p is None:
                 raise OptimizerStateError(f"{type(self).__name__}.load_state_dict: state for "
                                           f"parameter {idx}, which no group lists")
-            new_state[p] = {k: _import(v, p, k, type(self).__name__) for k, v in values.items()}
-        for saved, group in zip(groups, self.param_groups):
+            new_state[p] = {k: _import(v, p, k, type(self).__name__, self._scalar_state,
+                                       self._shaped_state) for k, v in values.items()}
+        for i, (saved, group) in enumerate(zip(groups, self.param_groups)):
+            if type(group) is not ParamGroup:
+                group = self.param_groups[i] = ParamGroup(group)
             for k, v in saved.items():
                 if k == "params":
                     continue
@@ -267,8 +455,6 @@ class Optimizer:
                     current._data[...] = value
                 else:
                     group[k] = copy.deepcopy(v)
-        # Slots are written into the existing tensors where they fit, so that a captured
-        # training step (which holds the slots by reference) continues from the loaded state.
         for p, values in new_state.items():
             old = self.state.get(p, {})
             for k, array in values.items():
@@ -294,6 +480,23 @@ class Optimizer:
         return "\n".join(lines)
 
 
+def with_weight_decay(p, g, group, h):
+    """The gradient with the group's weight decay: L2 (``g + weight_decay * p``), or with
+    ``decoupled_weight_decay`` (AdamW's) ``p *= 1 - lr * weight_decay`` and ``g`` unchanged."""
+    if group.get("weight_decay"):
+        if group.get("decoupled_weight_decay"):
+            p.assign(p * (1 - h["lr"] * h["weight_decay"]))
+        else:
+            g = g + p * h["weight_decay"]
+    return g
+
+
+def moments(m, v, g, b1, b2):
+    """Adam's moments, updated in place as PyTorch does (``m.lerp_(g, 1 - b1)``,
+    ``v.mul_(b2).addcmul_(g, g, 1 - b2)``); returns their new values."""
+    return m.assign_add((g - m) * (1 - b1)), v.assign(v * b2 + g * (1 - b2) * g)
+
+
 def as_count(step):
     """A step count (0-d int64) as float64, so that factors computed from it with Python floats
     (``beta ** t``) keep float64's precision, as PyTorch's Python-number arithmetic does, before
@@ -302,41 +505,43 @@ def as_count(step):
 
 
 def in_dtype(x, like):
-    """``x`` (a 0-d factor computed from a step count) cast to ``like``'s dtype, so that it
-    scales ``like`` without promoting it (NumPy promotes float32 * float64 0-d to float64)."""
+    """``x`` (a 0-d factor computed from a step count) cast to ``like``'s dtype."""
     return x if x.dtype is like.dtype else cast(x, dtype=like.dtype.name)
 
 
-def _number(value):
-    """A hyperparameter as a Python number (it may be a 0-d tensor, to change it under capture)."""
-    return value.item() if isinstance(value, Tensor) else value
-
-
-def _export(value, device):
-    """A state value as saved: tensors and arrays become plain Tensors (copies)."""
+def _export(key, value, device):
+    """A state value as saved: tensors and arrays become plain Tensors (copies), also inside
+    lists; the step count a 0-d float32 tensor, as PyTorch keeps it."""
+    if isinstance(value, list):
+        return [_export(key, v, device) for v in value]
     if isinstance(value, Tensor):
-        return Tensor._make(value._data.copy(), value.device)
+        value, device = value._data, value.device
     if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return Tensor._make(value.copy(), device)
+        array = value.astype(np.float32) if key == "step" and value.ndim == 0 else value.copy()
+        return Tensor._make(array, device)
     return copy.deepcopy(value)
 
 
-def _import(value, p, key, owner):
-    """A saved state value as an array on ``p``'s device: slots shaped like ``p`` in ``p``'s
-    dtype; ``step`` (a Python number or 0-d tensor, as older labkit and PyTorch save it) as a
-    0-d int64 count."""
+def _import(value, p, key, owner, scalars, shaped=True):
+    """A saved state value as an array on ``p``'s device: slots shaped like ``p`` (``shaped``)
+    in ``p``'s dtype; the rule's 0-d state (``scalars``: name -> dtype; the step count, which
+    PyTorch saves as a 0-d float32 tensor and older labkit as a number) in its own dtype.
+    Lists hold tensors of any shape (L-BFGS's history), imported as tensors."""
+    if isinstance(value, list):
+        return [Tensor._make(v, p.device) if hasattr(v, "shape") else v
+                for v in (_import(v, p, key, owner, scalars, False) for v in value)]
     if isinstance(value, Tensor):
         src, array = value.device, value._data
     elif hasattr(value, "shape") and hasattr(value, "dtype"):
         src, array = get_device("cpu:0"), value
-    elif key == "step" and isinstance(value, (int, float)):
+    elif key in scalars and isinstance(value, (int, float)):
         src, array = get_device("cpu:0"), np.asarray(value)
     else:
         return copy.deepcopy(value)
     array = transfer(array, src, p.device)
-    if key == "step" and array.ndim == 0:
-        return p.device.xp.asarray(array).astype(np.int64)   # a copy
-    if tuple(array.shape) != tuple(p.shape):
+    if key in scalars and array.ndim == 0:
+        return p.device.xp.asarray(array).astype(scalars[key])   # a copy
+    if shaped and tuple(array.shape) != tuple(p.shape):
         raise OptimizerStateError(f"{owner}.load_state_dict: state '{key}' has shape "
                                   f"{tuple(array.shape)}, but its parameter is {describe(p)}")
     if array.dtype.kind == "f":

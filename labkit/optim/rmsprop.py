@@ -1,57 +1,58 @@
-"""RMSProp: gradients scaled by a running average of their squares."""
+"""RMSprop: gradients scaled by a running average of their squares."""
 from ..tensor.ops.elementwise import sqrt
-from .optimizer import Optimizer
+from .optimizer import Optimizer, with_weight_decay
 
 
-class RMSProp(Optimizer):
+class RMSprop(Optimizer):
     """PyTorch's RMSprop. Per step, with gradient g of parameter p:
 
     ``g += weight_decay * p``; ``sq = alpha * sq + (1 - alpha) * g * g``;
     ``avg = sqrt(sq) + eps``, or with ``centered=True``:
     ``ga = alpha * ga + (1 - alpha) * g`` and ``avg = sqrt(sq - ga * ga) + eps``;
     with momentum ``buf = momentum * buf + g / avg`` and ``p -= lr * buf``, else
-    ``p -= lr * g / avg``.
+    ``p -= lr * g / avg``. ``RMSProp`` is the same class.
 
     >>> import labkit as lk
     >>> w = lk.nn.Parameter(lk.tensor([1.0]))
-    >>> opt = lk.optim.RMSProp([w], lr=0.01, alpha=0.0, eps=0.0)
+    >>> opt = lk.optim.RMSprop([w], lr=0.01, alpha=0.0, eps=0.0)
     >>> (w * w).sum().backward(); opt.step()
     >>> round(w.item(), 4)     # sq = g*g, so p -= lr * sign(g)
     0.99
     """
 
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
-                 centered=False):
-        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered))
+    _switches = ("weight_decay", "momentum")
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+                 centered=False, capturable=False, foreach=None, maximize=False,
+                 differentiable=False):
+        super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps,
+                                      centered=centered, weight_decay=weight_decay,
+                                      capturable=capturable, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable))
 
     def _check_group(self, group):
         super()._check_group(group)
-        if not 0.0 <= group["alpha"] <= 1.0:
-            raise ValueError(f"RMSProp: alpha must be in [0, 1], got {group['alpha']}")
-        for name in ("eps", "momentum"):
-            if group[name] < 0:
-                raise ValueError(f"RMSProp: {name} must be >= 0, got {group[name]}")
+        if not 0.0 <= group["alpha"]:
+            raise ValueError(f"RMSprop: alpha must be >= 0, got {group['alpha']}")
 
-    def _update(self, p, g, state, group):
-        alpha, momentum = group["alpha"], group["momentum"]
+    def _update(self, p, g, state, group, h):
+        alpha = h["alpha"]
         self._counter(state, "step", p).assign_add(1)
         sq = self._slot(state, "square_avg", p)
-        if group["weight_decay"]:
-            g = g + p * group["weight_decay"]
-        sq = sq.assign_add((g * g - sq) * (1.0 - alpha))
+        g = with_weight_decay(p, g, group, h)
+        sq = sq.assign(sq * alpha + g * (1 - alpha) * g)
         if group["centered"]:
             ga = self._slot(state, "grad_avg", p)
-            ga = ga.assign_add((g - ga) * (1.0 - alpha))
-            avg = sqrt(sq - ga * ga) + group["eps"]
+            ga = ga.assign_add((g - ga) * (1 - alpha))          # lerp_(g, 1 - alpha)
+            avg = sqrt(sq - ga * ga) + h["eps"]
         else:
-            avg = sqrt(sq) + group["eps"]
-        if momentum > 0:
+            avg = sqrt(sq) + h["eps"]
+        if group["momentum"]:
             buf = self._slot(state, "momentum_buffer", p)
-            buf = buf.assign(buf * momentum + g / avg)
-            p.assign_sub(buf * group["lr"])
+            buf = buf.assign(buf * h["momentum"] + g / avg)
+            p.assign_sub(buf * h["lr"])
         else:
-            p.assign_sub(g / avg * group["lr"])
+            p.assign_sub(g / avg * h["lr"])
 
 
-RMSprop = RMSProp   # PyTorch's spelling
+RMSProp = RMSprop   # labkit's earlier spelling

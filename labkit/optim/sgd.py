@@ -1,10 +1,10 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
 from ..tensor.ops.elementwise import cast
-from .optimizer import Optimizer
+from .optimizer import Optimizer, with_weight_decay
 
 
 class SGD(Optimizer):
-    """PyTorch's SGD. Per step, with gradient g of parameter p:
+    """PyTorch's SGD. Per step, with gradient g of parameter p (``-g`` with ``maximize``):
 
     ``g += weight_decay * p``; with momentum, ``buf = g`` on the first step and then
     ``buf = momentum * buf + (1 - dampening) * g``, and ``g = g + momentum * buf`` (Nesterov)
@@ -19,35 +19,36 @@ class SGD(Optimizer):
     -0.9
     """
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
-                 nesterov=False):
+    _switches = ("weight_decay", "momentum", "dampening")
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
+                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
+                 fused=None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov))
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=maximize, foreach=foreach,
+                                      differentiable=differentiable, fused=fused))
 
     def _check_group(self, group):
         super()._check_group(group)
-        if group["momentum"] < 0:
-            raise ValueError(f"SGD: momentum must be >= 0, got {group['momentum']}")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
 
-    def _update(self, p, g, state, group):
-        lr, momentum, wd = group["lr"], group["momentum"], group["weight_decay"]
-        if wd:
-            g = g + p * wd
-        if momentum:
+    def _update(self, p, g, state, group, h):
+        g = with_weight_decay(p, g, group, h)
+        if group["momentum"]:
             # The buffer starts at zero, so ``momentum * buf + g`` is exactly PyTorch's first
             # step (buf = g) with no Python test on the step number (which a trace would fix).
-            dampening = group["dampening"]
-            if dampening:   # the first step takes g undamped: pick the factor with an op
+            momentum = h["momentum"]
+            if group["dampening"]:   # the first step takes g undamped: pick the factor with an op
                 # (a buffer loaded without a count has had its first step: count from 1)
                 start = 1 if "momentum_buffer" in state else 0
                 step = self._counter(state, "step", p, start).assign_add(1)
             buf = self._slot(state, "momentum_buffer", p)
-            if dampening:
-                scale = 1.0 - cast(step != 1, dtype=p.dtype.name) * dampening
+            if group["dampening"]:
+                scale = 1.0 - cast(step != 1, dtype=p.dtype.name) * h["dampening"]
                 buf = buf.assign(buf * momentum + g * scale)
             else:
                 buf = buf.assign(buf * momentum + g)
             g = g + buf * momentum if group["nesterov"] else buf
-        p.assign_sub(g * lr)
+        p.assign_sub(g * h["lr"])

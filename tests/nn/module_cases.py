@@ -59,4 +59,11 @@ def collected():
     return found
 
 
-ALL = collected()
+def __getattr__(name):
+    # ``ALL`` is gathered on first use, not when this module is imported: a case module
+    # (imported first, e.g. by --doctest-modules) imports this one, and gathering then would
+    # find that case module half-initialised, without its MODULE_CASES.
+    if name == "ALL":
+        globals()["ALL"] = found = collected()
+        return found
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,12 +8,15 @@ what SGD's weight update in a captured training step turns into. The matmul's tr
 
 It applies when the product is a 2-D matmul of floating-point values of the target's dtype and
 shape, whose only user is the update (and a factor's multiply's only user is the product); the
-factor is a Python number. The new op runs where the update stood, so it reads the operands
+factor is a Python number, and at most one factor may be a 0-d tensor (the learning rate of a
+captured optimiser step, which a scheduler changes between runs): it becomes the new op's
+``scale`` input. The new op runs where the update stood, so it reads the operands
 later than the matmul did: when a side effect lies in between, it applies only if neither
 operand may share memory with state (``base.mutable_values``). The result differs from the
 original only by rounding.
 """
 from ..ir import Node
+from ...tensor.ops import elementwise as ew
 from ...tensor.ops import linalg, state
 from .base import (Rewriter, epochs, graph_pass, mutable_values, output_indices, scalar_factor,
                    users)
@@ -34,30 +37,51 @@ class _Facts:
             self.use[node.index] == [user.index] and node.index not in self.outputs
 
 
+def _factor(node, scales):
+    """``(x, number)`` when ``node`` is ``x`` times a Python number; ``(x, 1.0)`` when it is
+    ``x`` times a 0-d floating-point tensor (a learning rate read when the graph runs), which
+    then goes into ``scales`` with the multiply, if none is there yet; else None."""
+    scaled = scalar_factor(node)
+    if scaled is not None or scales or node.kind != "op" or node.op is not ew.mul or \
+            node.attrs or len(node.inputs) != 2:
+        return scaled
+    x, y = node.inputs
+    for t, s in ((x, y), (y, x)):
+        if isinstance(t, Node) and isinstance(s, Node) and s.shape == () and t.shape != () \
+                and s.dtype.is_floating:
+            scales.append((s, node))
+            return t, 1.0
+    return None
+
+
 def _match(update, facts):
-    """(a, b, alpha, [nodes folded in], the matmul's transpose flags) when ``update`` can become
-    assign_add_matmul, else None."""
+    """(a, b, alpha, [nodes folded in], the matmul's transpose flags, [0-d scale]) when
+    ``update`` can become assign_add_matmul, else None."""
     if update.kind != "op" or update.op not in _SIGN or update.attrs:
         return None
     target, value = update.inputs
     if not isinstance(target, Node) or not facts.only_feeds(value, update):
         return None
-    alpha, folded = _SIGN[update.op], []
-    scaled = scalar_factor(value)
+    alpha, folded, scales = _SIGN[update.op], [], []
+    scaled = _factor(value, scales)
     if scaled is not None and facts.only_feeds(scaled[0], value):
         folded.append(value)
         value, factor = scaled
         alpha *= factor
+    else:
+        scales.clear()
     if value.op is not linalg.matmul:
         return None
     folded.append(value)
     operands = []
     for operand in value.inputs:
-        scaled = scalar_factor(operand) if isinstance(operand, Node) else None
+        found = list(scales)
+        scaled = _factor(operand, found) if isinstance(operand, Node) else None
         if scaled is not None and facts.only_feeds(operand, value):
             folded.append(operand)
             operand, factor = scaled
             alpha *= factor
+            scales = found
         operands.append(operand)
     a, b = operands
     dtype = target.dtype
@@ -71,7 +95,11 @@ def _match(update, facts):
     if any(facts.epoch[n.index] != facts.epoch[update.index] for n in folded) and \
             (a.index in facts.mutable or b.index in facts.mutable):
         return None
-    return a, b, float(alpha), folded, dict(value.attrs)
+    # the scale is read where the update stands, not where its multiply stood
+    if any(s.index in facts.mutable and facts.epoch[user.index] != facts.epoch[update.index]
+           for s, user in scales):
+        return None
+    return a, b, float(alpha), folded, dict(value.attrs), [s for s, _ in scales]
 
 
 @graph_pass("matmul_update")
@@ -106,9 +134,9 @@ def matmul_update(graph, record):
         if n.index not in found:
             rw.copy(n)
             continue
-        a, b, alpha, folded, flags = found[n.index]
-        target = rw.arg(n.inputs[0])
-        rw.map[n.index] = rw.add("op", state.assign_add_matmul, (target, rw.arg(a), rw.arg(b)),
+        a, b, alpha, folded, flags, scales = found[n.index]
+        inputs = (rw.arg(n.inputs[0]), rw.arg(a), rw.arg(b)) + tuple(rw.arg(s) for s in scales)
+        rw.map[n.index] = rw.add("op", state.assign_add_matmul, inputs,
                                  dict(flags, alpha=alpha), n.shape, n.dtype, n.device, n.name,
                                  like=n, exact_name=True)
         record.fused.append((n.name, [n.name] + [f.name for f in folded]))

@@ -97,11 +97,15 @@ def assign_sub(xp, target, value):
     return target
 
 
-def _assign_matmul_rule(target, a, b, alpha=1.0, transpose_a=False, transpose_b=False):
+def _assign_matmul_rule(target, a, b, *scale, alpha=1.0, transpose_a=False, transpose_b=False):
     name = "assign_add_matmul"
-    if not all(dtype_of(x).is_floating for x in (target, a, b)):
+    if not all(dtype_of(x).is_floating for x in (target, a, b) + scale):
         raise DTypeError(f"{name}: needs floating-point tensors; got target {describe(target)}, "
-                         f"{describe(a)} @ {describe(b)}")
+                         f"{describe(a)} @ {describe(b)}"
+                         + (f", scale {describe(scale[0])}" if scale else ""))
+    if len(scale) > 1 or (scale and shape_of(scale[0]) != ()):
+        raise ShapeError(f"{name}: the optional scale is one 0-d tensor, got "
+                         f"{', '.join(describe(s) for s in scale)}")
     shape, dtype = matmul.shape(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
     return _assign_rule(name)(target, types.SimpleNamespace(shape=shape, dtype=dtype))
 
@@ -112,7 +116,7 @@ _BLAS_MIN_SIZE = 16384
 
 
 def _assign_matmul_batch(inputs, bdims, alpha=1.0, **flags):
-    (target, a, b), (dt, da, db) = inputs, bdims
+    (target, a, b), (dt, da, db) = inputs[:3], bdims[:3]
     target = _batched_target("assign_add_matmul", target, dt)
     if da is None and db is None:
         update, du = matmul(a, b, **{k: v for k, v in flags.items() if v}), None
@@ -120,14 +124,21 @@ def _assign_matmul_batch(inputs, bdims, alpha=1.0, **flags):
         update, du = matmul_batch((a, b), (da, db), **flags)
     if alpha != 1.0:
         update = mul(update, alpha)
+    for scale, ds in zip(inputs[3:], bdims[3:]):
+        if ds is not None and du is None:
+            update, du = mul(aligned(scale, ds, update.ndim), update), 0
+        else:
+            update = mul(update, scale if ds is None else aligned(scale, ds, update.ndim - 1))
     return assign_add(target, update if du is None else aligned(update, du, target.ndim - 1)), 0
 
 
 @op("assign_add_matmul", shape=_assign_matmul_rule, vjp=None, stateful=True, writes=0,
     batch=_assign_matmul_batch)
-def assign_add_matmul(xp, target, a, b, alpha=1.0, transpose_a=False, transpose_b=False):
-    """``target += alpha * (a @ b)`` in place, atomically; returns ``target``. ``transpose_a``
-    / ``transpose_b`` as for ``matmul``.
+def assign_add_matmul(xp, target, a, b, *scale, alpha=1.0, transpose_a=False,
+                      transpose_b=False):
+    """``target += alpha * scale * (a @ b)`` in place, atomically; returns ``target``.
+    ``scale`` (optional) is a 0-d tensor read when the op runs (a learning rate that a
+    scheduler changes); ``transpose_a`` / ``transpose_b`` as for ``matmul``.
 
     On the CPU, for a large float32/float64 target, this is one BLAS GEMM that accumulates into
     ``target`` (``beta=1``, ``labkit.devices.host_blas``) instead of a product and a second pass
@@ -141,14 +152,16 @@ def assign_add_matmul(xp, target, a, b, alpha=1.0, transpose_a=False, transpose_
     [[-1.0, -1.0], [-1.0, -1.0]]
     """
     a, b = transposed(xp, a, b, transpose_a, transpose_b)
+    if scale:     # a number for BLAS on the host; on a GPU a 0-d array (reading it would sync)
+        alpha = alpha * (float(scale[0]) if xp is np else scale[0].astype(target.dtype))
     with _lock(target):
         if xp is not np or target.size < _BLAS_MIN_SIZE or \
                 not host_blas.gemm(target, a, b, alpha, 1.0):
-            if alpha not in (1.0, -1.0):     # scale the smaller operand, not the product
+            if scale or alpha not in (1.0, -1.0):     # scale the smaller operand, not the product
                 if a.size <= b.size:
                     a = xp.multiply(a, alpha)
                 else:
                     b = xp.multiply(b, alpha)
-            update = xp.subtract if alpha == -1.0 else xp.add
+            update = xp.subtract if not scale and alpha == -1.0 else xp.add
             update(target, xp.matmul(a, b), out=target, casting="same_kind")
     return target

@@ -1,0 +1,67 @@
+"""Distances and normalisation: ``F.pairwise_distance``, ``F.cosine_similarity``,
+``F.normalize``, as PyTorch computes them (the losses that compare embeddings use them).
+
+>>> import labkit as lk
+>>> import labkit.nn.functional as F
+>>> a, b = lk.tensor([[3.0, 4.0]]), lk.tensor([[4.0, 3.0]])
+>>> round(F.cosine_similarity(a, b).item(), 4), round(F.pairwise_distance(a, b, eps=0).item(), 4)
+(0.96, 1.4142)
+>>> F.normalize(a).tolist()
+[[0.6000000238418579, 0.800000011920929]]
+"""
+from ...errors import ShapeError, describe
+from ...tensor.ops.elementwise import add, div, mul, stop_gradient, sub
+from ...tensor.ops.elementwise_math import clamp_min
+from ...tensor.ops.norm import vector_norm
+from ...tensor.ops.reduce import sum as _sum
+from ...tensor.ops.shape import broadcast_to
+from ...tensor.shape_rules import broadcast_shapes, normalize_dim
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """The ``p``-norm of ``x1 - x2 + eps`` over the last dimension (inputs broadcast).
+
+    >>> import labkit as lk
+    >>> lk.nn.functional.pairwise_distance(lk.zeros(2, 3), lk.ones(2, 3), eps=0).tolist()
+    [1.7320507764816284, 1.7320507764816284]
+    """
+    ndim = max(x1.ndim, x2.ndim)
+    if ndim == 0:
+        raise ShapeError(f"pairwise_distance: the inputs need a dimension to measure along; got "
+                         f"{describe(x1)} and {describe(x2)}")
+    return vector_norm(add(sub(x1, x2), eps), ord=float(p), dim=ndim - 1, keepdim=keepdim)
+
+
+def _floor(x, eps):
+    """``x`` clamped below at ``eps``, with the gradient of ``x`` itself (PyTorch clamps the
+    norms under no_grad)."""
+    return add(x, stop_gradient(sub(clamp_min(x, eps), x)))
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """``sum(x1 / |x1| * x2 / |x2|)`` over ``dim`` (inputs broadcast; each norm at least ``eps``).
+
+    >>> import labkit as lk
+    >>> lk.nn.functional.cosine_similarity(lk.tensor([1.0, 0.0]), lk.tensor([1.0, 1.0]), dim=0).item()
+    0.7071067690849304
+    """
+    d = normalize_dim("cosine_similarity", dim, max(x1.ndim, x2.ndim),
+                      x1 if x1.ndim >= x2.ndim else x2)
+    if tuple(x1.shape) != tuple(x2.shape):    # the norms are taken after broadcasting
+        shape = broadcast_shapes("cosine_similarity", x1, x2)
+        x1, x2 = broadcast_to(x1, shape=shape), broadcast_to(x2, shape=shape)
+    n1 = _floor(vector_norm(x1, ord=2.0, dim=d, keepdim=True), eps)
+    n2 = _floor(vector_norm(x2, ord=2.0, dim=d, keepdim=True), eps)
+    return _sum(mul(div(x1, n1), div(x2, n2)), dim=d)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``input`` divided by its ``p``-norm over ``dim`` (at least ``eps``).
+
+    >>> import labkit as lk
+    >>> lk.nn.functional.normalize(lk.tensor([3.0, 4.0]), dim=0).tolist()
+    [0.6000000238418579, 0.800000011920929]
+    """
+    if out is not None:
+        raise TypeError("normalize: out= is not supported; use the returned tensor")
+    return div(input, clamp_min(vector_norm(input, ord=float(p), dim=dim, keepdim=True), eps))
