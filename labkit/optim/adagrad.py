@@ -7,7 +7,9 @@ class Adagrad(Optimizer):
     """PyTorch's Adagrad. Per step t (from 1), with gradient g of parameter p:
 
     ``g += weight_decay * p``; ``clr = lr / (1 + (t - 1) * lr_decay)``;
-    ``sum += g * g``; ``p -= clr * g / (sqrt(sum) + eps)``.
+    ``sum += g * g``; ``p -= clr * g / (sqrt(sum) + eps)``. As in PyTorch, every parameter's
+    ``sum`` starts at the constructor's ``initial_accumulator_value`` (a group's own value is
+    not used), and the state exists from construction on.
 
     >>> import labkit as lk
     >>> w = lk.nn.Parameter(lk.tensor([3.0]))
@@ -26,10 +28,19 @@ class Adagrad(Optimizer):
                                       initial_accumulator_value=initial_accumulator_value,
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, fused=fused))
+        for group in self.param_groups:
+            for p in group["params"]:
+                self._state_of(p)
+
+    def _state_of(self, p):
+        state = self.state.setdefault(p, {})
+        self._counter(state, "step", p)
+        self._slot(state, "sum", p, self.defaults["initial_accumulator_value"])
+        return state
 
     def _update(self, p, g, state, group, h):
         step = as_count(self._counter(state, "step", p).assign_add(1))
-        acc = self._slot(state, "sum", p, group["initial_accumulator_value"])
+        acc = self._state_of(p)["sum"]
         g = with_weight_decay(p, g, group, h)
         clr = h["lr"]
         if group["lr_decay"]:

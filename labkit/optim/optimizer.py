@@ -195,6 +195,7 @@ class Optimizer:
     _switches = ("weight_decay",)
     _scalar_state = {"step": np.int64}     # 0-d state of the rule, and its dtype
     _shaped_state = True                    # other state is shaped like its parameter
+    _internal_state = ()                    # labkit's own state, not in PyTorch's state_dict
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
@@ -403,9 +404,10 @@ class Optimizer:
         state = {}
         for group in self.param_groups:
             for p in group["params"]:
-                if p in self.state:
-                    state[index[id(p)]] = {k: _export(k, v, p.device)
-                                           for k, v in self.state[p].items()}
+                saved = {k: _export(k, v, p.device) for k, v in self.state.get(p, {}).items()
+                         if k not in self._internal_state}
+                if saved:                        # as PyTorch: no entry for a rule without state
+                    state[index[id(p)]] = saved
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):

@@ -20,6 +20,7 @@ class SGD(Optimizer):
     """
 
     _switches = ("weight_decay", "momentum", "dampening")
+    _internal_state = ("step",)    # (with dampening) whether the buffer has had its first step
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False,

@@ -23,14 +23,16 @@ def _ops(graph):
     return [n.op_name for n in graph.nodes if n.kind == "op"]
 
 
-def _mlp_step(seed=0, steps=3):
-    """Parameters after ``steps`` captured SGD steps of a 2-layer MLP, and the step function."""
+def _mlp_step(seed=0, steps=3, scheduled=False):
+    """Parameters after ``steps`` captured SGD steps of a 2-layer MLP (with ``scheduled``, the
+    rate changed by StepLR between steps), the losses, and the step's graph."""
     rng = np.random.default_rng(seed)
     params = [lk.tensor(rng.standard_normal(s).astype(np.float32) * 0.1, requires_grad=True)
               for s in [(64, 200), (200,), (200, 10), (10,)]]
     x = lk.tensor(rng.standard_normal((32, 64)).astype(np.float32))
     y = lk.tensor(rng.integers(0, 10, 32))
     opt = lk.optim.SGD(params, lr=0.1)
+    sched = lk.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.3)
 
     @lk.function
     def step(x, y):
@@ -41,7 +43,11 @@ def _mlp_step(seed=0, steps=3):
         opt.zero_grad()
         return loss
 
-    losses = [step(x, y).item() for _ in range(steps)]
+    losses = []
+    for _ in range(steps):
+        losses.append(step(x, y).item())
+        if scheduled:
+            sched.step()
     return [p.numpy() for p in params], losses, step.graph(x, y)
 
 
@@ -74,6 +80,52 @@ def test_blas_and_numpy_paths_of_the_op_agree(monkeypatch):
     want = w0 - 0.25 * (a.numpy() @ b.numpy())
     for r in results:
         np.testing.assert_allclose(r, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_scale_input_multiplies_the_update_on_both_paths(monkeypatch):
+    rng = np.random.default_rng(4)
+    w0 = rng.standard_normal((300, 200))
+    a, b = lk.tensor(rng.standard_normal((300, 16))), lk.tensor(rng.standard_normal((16, 200)))
+    scale = lk.tensor(0.3, dtype=lk.float64)
+    for min_size in (0, 10 ** 9):
+        monkeypatch.setattr(state, "_BLAS_MIN_SIZE", min_size)
+        w = lk.tensor(w0.copy())
+        state.assign_add_matmul(w, a, b, scale, alpha=-1.0)
+        np.testing.assert_allclose(w.numpy(), w0 - 0.3 * (a.numpy() @ b.numpy()), rtol=1e-10,
+                                   atol=1e-12)
+    with pytest.raises(lk.ShapeError, match="one 0-d tensor"):
+        state.assign_add_matmul(lk.tensor(w0), a, b, lk.ones(2, dtype=lk.float64))
+
+
+def test_a_learning_rate_tensor_folds_in_as_the_scale():
+    """SGD's captured update reads its rate from a 0-d tensor (so a scheduler can change it):
+    the pass still makes one assign_add_matmul, which reads the rate when it runs."""
+    w = lk.zeros((40, 30))
+    rate = lk.tensor(0.1, dtype=lk.float64)
+    with lk.Graph() as g:
+        h = lk.placeholder((8, 40), name="h")
+        dz = lk.placeholder((8, 30), name="dz")
+        w.assign_sub((h.transpose() @ dz) * rate)
+    opt = passes.matmul_update(g)
+    fused = [n for n in opt.nodes if n.op_name == "assign_add_matmul"]
+    assert len(fused) == 1 and fused[0].attrs["alpha"] == -1.0 and len(fused[0].inputs) == 4
+    feeds = {opt.node("h"): np.ones((8, 40), np.float32), opt.node("dz"): np.ones((8, 30),
+                                                                               np.float32)}
+    opt.run([fused[0]], feeds)
+    np.testing.assert_allclose(w.numpy(), -0.8, rtol=1e-6)
+    rate._data[...] = 1.0                   # a new rate, the same graph
+    opt.run([fused[0]], feeds)
+    np.testing.assert_allclose(w.numpy(), -8.8, rtol=1e-6)
+
+
+def test_scheduled_sgd_step_fuses_and_matches_the_pass_off():
+    fused, fused_losses, graph = _mlp_step(steps=6, scheduled=True)
+    assert _ops(graph).count("assign_add_matmul") == 2
+    lk.config.disable_pass("matmul_update")
+    plain, plain_losses, _ = _mlp_step(steps=6, scheduled=True)
+    np.testing.assert_allclose(fused_losses, plain_losses, rtol=1e-5)
+    for a, b in zip(fused, plain):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def _run_update(build, shapes, arith=True):
