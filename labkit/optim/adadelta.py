@@ -1,6 +1,6 @@
 """Adadelta: steps scaled by the ratio of running RMS of past updates and of gradients."""
 from ..tensor.ops.elementwise import sqrt
-from .optimizer import Optimizer, with_weight_decay
+from .optimizer import Optimizer, in_dtype, with_weight_decay
 
 
 class Adadelta(Optimizer):
@@ -34,7 +34,8 @@ class Adadelta(Optimizer):
         self._counter(state, "step", p).assign_add(1)
         sq, acc = self._slot(state, "square_avg", p), self._slot(state, "acc_delta", p)
         g = with_weight_decay(p, g, group, h)
-        sq = sq.assign(sq * rho + g * (1 - rho) * g)
+        rest = h.derived("1-rho", lambda: in_dtype(1 - h.exact("rho"), p))
+        sq = sq.assign(sq * rho + g * rest * g)
         delta = sqrt(acc + eps) / sqrt(sq + eps) * g
-        acc.assign(acc * rho + delta * (1 - rho) * delta)
+        acc.assign(acc * rho + delta * rest * delta)
         p.assign_sub(delta * h["lr"])

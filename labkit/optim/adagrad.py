@@ -44,6 +44,6 @@ class Adagrad(Optimizer):
         g = with_weight_decay(p, g, group, h)
         clr = h["lr"]
         if group["lr_decay"]:
-            clr = in_dtype(clr / (1 + (step - 1) * h["lr_decay"]), p)
+            clr = in_dtype(h.exact("lr") / (1 + (step - 1) * h.exact("lr_decay")), p)
         acc = acc.assign_add(g * g)
         p.assign_sub(g / (sqrt(acc) + h["eps"]) * clr)

@@ -33,15 +33,15 @@ class Adam(Optimizer):
                                       decoupled_weight_decay=decoupled_weight_decay))
 
     def _update(self, p, g, state, group, h):
-        b1, b2 = h["betas"]
+        b1, b2 = h.exact("betas")
         step = as_count(self._counter(state, "step", p).assign_add(1))
         g = with_weight_decay(p, g, group, h)
         m, v = moments(self._slot(state, "exp_avg", p), self._slot(state, "exp_avg_sq", p), g,
-                       b1, b2)
+                       p, h)
         if group["amsgrad"]:
             vmax = self._slot(state, "max_exp_avg_sq", p)
             v = vmax.assign(maximum(vmax, v))
-        step_size = in_dtype(h["lr"] / (1 - b1 ** step), p)
+        step_size = in_dtype(h.exact("lr") / (1 - b1 ** step), p)
         bias2_sqrt = in_dtype(sqrt(1 - b2 ** step), p)
         p.assign_sub(m / (sqrt(v) / bias2_sqrt + h["eps"]) * step_size)
 

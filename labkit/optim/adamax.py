@@ -26,11 +26,11 @@ class Adamax(Optimizer):
                                       capturable=capturable))
 
     def _update(self, p, g, state, group, h):
-        b1, b2 = h["betas"]
+        b1 = h.exact("betas")[0]
         step = as_count(self._counter(state, "step", p).assign_add(1))
         m, u = self._slot(state, "exp_avg", p), self._slot(state, "exp_inf", p)
         g = with_weight_decay(p, g, group, h)
-        m = m.assign_add((g - m) * (1 - b1))                    # lerp_(g, 1 - b1)
-        u = u.assign(maximum(u * b2, _abs(g) + h["eps"]))
-        clr = in_dtype(h["lr"] / (1 - b1 ** step), p)
+        m = m.assign_add((g - m) * h.derived("1-b1", lambda: in_dtype(1 - b1, p)))  # lerp_
+        u = u.assign(maximum(u * h["betas"][1], _abs(g) + h["eps"]))
+        clr = in_dtype(h.exact("lr") / (1 - b1 ** step), p)
         p.assign_sub(m / u * clr)

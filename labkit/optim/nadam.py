@@ -35,8 +35,8 @@ class NAdam(Optimizer):
                                       capturable=capturable, differentiable=differentiable))
 
     def _update(self, p, g, state, group, h):
-        b1, b2 = h["betas"]
-        lr, decay = h["lr"], h["momentum_decay"]
+        b1, b2 = h.exact("betas")
+        lr, decay = h.exact("lr"), h.exact("momentum_decay")
         step = as_count(self._counter(state, "step", p).assign_add(1))
         mu_product = self._counter(state, "mu_product", p, 1.0, np.float64)
         g = with_weight_decay(p, g, group, h)
@@ -44,7 +44,7 @@ class NAdam(Optimizer):
         mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * decay))
         mu_product = mu_product.assign(mu_product * mu)
         m, v = moments(self._slot(state, "exp_avg", p), self._slot(state, "exp_avg_sq", p), g,
-                       b1, b2)
+                       p, h)
         denom = sqrt(v / in_dtype(1 - b2 ** step, p)) + h["eps"]
         p.assign_sub(g / denom * in_dtype(lr * (1.0 - mu) / (1.0 - mu_product), p))
         p.assign_sub(m / denom * in_dtype(lr * mu_next / (1.0 - mu_product * mu_next), p))

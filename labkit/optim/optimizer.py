@@ -68,6 +68,7 @@ from ..graph.capture import current_graph, name_scope, role
 from ..graph.grad_state import read_grad
 from ..graph.symbolic import SymbolicTensor
 from ..graph.variables import Variable
+from ..tensor.dtypes import float64
 from ..tensor.ops.elementwise import cast, neg
 from ..tensor.tensor import Tensor
 
@@ -78,16 +79,16 @@ class OptimizerStateError(LabkitError, ValueError):
 
 class ParamGroup(dict):
     """One parameter group: a dict as in PyTorch (``group["lr"]`` is the number last set), which
-    also keeps, for captured steps, each numeric hyperparameter as a 0-d float64 tensor.
+    also keeps, for captured steps, each numeric hyperparameter as 0-d tensors.
 
-    ``group.live(key, device)`` is that tensor (a tuple of them for ``betas``), made at first use
-    (when a step is traced); every later ``group[key] = value`` writes the value into it, so a
-    graph holding it sees the change when it next runs.
+    ``group.live(key, device, dtype)`` is such a tensor (a tuple of them for ``betas``), made at
+    first use (when a step is traced); every later ``group[key] = value`` writes the value into
+    each, so a graph holding them sees the change when it next runs.
 
     >>> import labkit as lk
     >>> opt = lk.optim.SGD([lk.nn.Parameter(lk.zeros(2))], lr=0.1)
     >>> group = opt.param_groups[0]
-    >>> rate = group.live("lr", lk.device("cpu"))
+    >>> rate = group.live("lr", lk.device("cpu"), lk.float64)
     >>> group["lr"] = 0.5
     >>> group["lr"], rate.item()
     (0.5, 0.5)
@@ -95,13 +96,13 @@ class ParamGroup(dict):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._live = {}         # (key, device) -> 0-d tensor, or a tuple of them
+        self._live = {}         # (key, device, dtype) -> 0-d tensor, or a tuple of them
         self._traced = {}       # switch -> the truth value a captured rule was traced with
 
     def __setitem__(self, key, value):
         dict.__setitem__(self, key, value)
         if self._live:
-            for (k, device), held in self._live.items():
+            for (k, _, _), held in self._live.items():
                 if k == key:
                     _write(held, value, key)
         traced = self._traced.get(key)
@@ -121,21 +122,28 @@ class ParamGroup(dict):
             self[key] = default
         return dict.__getitem__(self, key)
 
-    def live(self, key, device):
-        """``self[key]`` as a captured step reads it on ``device``: a 0-d float64 tensor that
-        follows every assignment to ``self[key]`` (a tuple of them for a tuple of numbers); a
-        tensor hyperparameter itself; anything else (bools, None, strings) as it is."""
+    def exact(self, key):
+        """``self[key]``: what a rule does exact arithmetic with (see ``_Live.exact``)."""
+        return dict.__getitem__(self, key)
+
+    def derived(self, name, make):
+        """``make()``: a factor computed from hyperparameters (see ``_Live.derived``)."""
+        return make()
+
+    def live(self, key, device, dtype):
+        """``self[key]`` as a captured step reads it on ``device``: a 0-d tensor of ``dtype``
+        that follows every assignment to ``self[key]`` (a tuple of them for a tuple of numbers);
+        a tensor hyperparameter itself; anything else (bools, None, strings) as it is."""
         value = dict.__getitem__(self, key)
         if not _is_number(value) and not (isinstance(value, tuple) and value and
                                           all(_is_number(v) for v in value)):
             return value
-        held = self._live.get((key, device))
+        held = self._live.get((key, device, dtype))
         if held is None:
             def own(v):
-                return Variable._own(device.xp.full((), float(v), dtype=np.float64), device,
-                                     key)
+                return Variable._own(device.xp.full((), float(v), dtype=dtype.np), device, key)
             held = tuple(own(v) for v in value) if isinstance(value, tuple) else own(value)
-            self._live[(key, device)] = held
+            self._live[(key, device, dtype)] = held
         return held
 
     def trace_switches(self, switches):
@@ -150,15 +158,32 @@ class ParamGroup(dict):
 
 
 class _Live:
-    """What a captured rule computes with: ``group[key]`` as ``group.live(key, device)``."""
+    """What a captured rule computes with, for parameters of one device and dtype:
+    ``h[key]`` is the hyperparameter as a live 0-d tensor of the parameters' dtype (to scale
+    them: PyTorch, too, casts a Python number to the tensor's dtype), ``h.exact(key)`` one in
+    float64 (for factors computed from it, as PyTorch computes them with Python floats; cast
+    them with ``in_dtype`` before they meet a parameter). Eagerly both are the group's number."""
 
-    __slots__ = ("group", "device")
+    __slots__ = ("group", "device", "dtype", "made")
 
-    def __init__(self, group, device):
-        self.group, self.device = group, device
+    def __init__(self, group, device, dtype):
+        self.group, self.device, self.dtype = group, device, dtype
+        self.made = {}
 
     def __getitem__(self, key):
-        return self.group.live(key, self.device)
+        return self.group.live(key, self.device, self.dtype)
+
+    def exact(self, key):
+        return self.group.live(key, self.device, float64)
+
+    def derived(self, name, make):
+        """``make()`` (a factor computed from hyperparameters alone, such as ``1 - beta1``),
+        made once for all the group's parameters of this device and dtype: its nodes read only
+        live values, which change between runs of the graph, never within one."""
+        made = self.made.get(name)
+        if made is None:
+            made = self.made[name] = make()
+        return made
 
 
 def _is_number(value):
@@ -340,9 +365,9 @@ class Optimizer:
                     if state is None:
                         state = self.state[p] = {}
                     if capturing:
-                        h = views.get(p.device)
+                        h = views.get((p.device, p.dtype))
                         if h is None:
-                            h = views[p.device] = _Live(group, p.device)
+                            h = views[(p.device, p.dtype)] = _Live(group, p.device, p.dtype)
                     else:
                         h = group
                     if group.get("maximize"):
@@ -355,7 +380,8 @@ class Optimizer:
         for ``maximize``), in labkit ops.
 
         Compute with the hyperparameters of ``h`` (Python numbers eagerly, live 0-d tensors
-        under capture); make Python decisions (``if group["weight_decay"]:``) on ``group``'s
+        under capture: ``h[key]`` to scale tensors, ``h.exact(key)`` for factors computed from
+        it, cast with ``in_dtype``; see ``_Live``); make Python decisions (``if group["weight_decay"]:``) on ``group``'s
         numbers, and list those hyperparameters in ``_switches``. Change ``p`` and the slots
         only with ``assign`` / ``assign_add`` / ``assign_sub`` and read a slot's new value from
         what the assign returns (so a graph orders the read after the write). ``g`` must not be
@@ -487,16 +513,21 @@ def with_weight_decay(p, g, group, h):
     ``decoupled_weight_decay`` (AdamW's) ``p *= 1 - lr * weight_decay`` and ``g`` unchanged."""
     if group.get("weight_decay"):
         if group.get("decoupled_weight_decay"):
-            p.assign(p * (1 - h["lr"] * h["weight_decay"]))
+            p.assign(p * h.derived("decay", lambda: in_dtype(
+                1 - h.exact("lr") * h.exact("weight_decay"), p)))
         else:
             g = g + p * h["weight_decay"]
     return g
 
 
-def moments(m, v, g, b1, b2):
-    """Adam's moments, updated in place as PyTorch does (``m.lerp_(g, 1 - b1)``,
-    ``v.mul_(b2).addcmul_(g, g, 1 - b2)``); returns their new values."""
-    return m.assign_add((g - m) * (1 - b1)), v.assign(v * b2 + g * (1 - b2) * g)
+def moments(m, v, g, p, h):
+    """Adam's moments ``m = b1 m + (1 - b1) g`` and ``v = b2 v + (1 - b2) g g`` of parameter
+    ``p``, updated in place as ``m += (g - m)(1 - b1)`` (PyTorch's ``lerp_``) and
+    ``v += (g g - v)(1 - b2)`` (one pass fewer than PyTorch's ``mul_(b2).addcmul_``, equal to
+    it but for rounding); returns their new values."""
+    b1, b2 = h.exact("betas")
+    return (m.assign_add((g - m) * h.derived("1-b1", lambda: in_dtype(1 - b1, p))),
+            v.assign_add((g * g - v) * h.derived("1-b2", lambda: in_dtype(1 - b2, p))))
 
 
 def as_count(step):
@@ -507,8 +538,12 @@ def as_count(step):
 
 
 def in_dtype(x, like):
-    """``x`` (a 0-d factor computed from a step count) cast to ``like``'s dtype."""
-    return x if x.dtype is like.dtype else cast(x, dtype=like.dtype.name)
+    """``x`` (a factor computed from hyperparameters or a step count: a Python number eagerly,
+    a 0-d tensor under capture or from a step count) to scale ``like``: a number as it is, a
+    tensor cast to ``like``'s dtype."""
+    if not isinstance(x, Tensor) or x.dtype is like.dtype:
+        return x
+    return cast(x, dtype=like.dtype.name)
 
 
 def _export(key, value, device):

@@ -28,11 +28,11 @@ class RAdam(Optimizer):
                                       differentiable=differentiable))
 
     def _update(self, p, g, state, group, h):
-        b1, b2 = h["betas"]
+        b1, b2 = h.exact("betas")
         step = as_count(self._counter(state, "step", p).assign_add(1))
         g = with_weight_decay(p, g, group, h)
         m, v = moments(self._slot(state, "exp_avg", p), self._slot(state, "exp_avg_sq", p), g,
-                       b1, b2)
+                       p, h)
         bias2 = 1 - b2 ** step
         rho_inf = 2 / (1 - b2) - 1
         rho_t = rho_inf - 2 * step * b2 ** step / bias2

@@ -1,6 +1,6 @@
 """RMSprop: gradients scaled by a running average of their squares."""
 from ..tensor.ops.elementwise import sqrt
-from .optimizer import Optimizer, with_weight_decay
+from .optimizer import Optimizer, in_dtype, with_weight_decay
 
 
 class RMSprop(Optimizer):
@@ -40,10 +40,11 @@ class RMSprop(Optimizer):
         self._counter(state, "step", p).assign_add(1)
         sq = self._slot(state, "square_avg", p)
         g = with_weight_decay(p, g, group, h)
-        sq = sq.assign(sq * alpha + g * (1 - alpha) * g)
+        rest = h.derived("1-alpha", lambda: in_dtype(1 - h.exact("alpha"), p))
+        sq = sq.assign(sq * alpha + g * rest * g)
         if group["centered"]:
             ga = self._slot(state, "grad_avg", p)
-            ga = ga.assign_add((g - ga) * (1 - alpha))          # lerp_(g, 1 - alpha)
+            ga = ga.assign_add((g - ga) * rest)                 # lerp_(g, 1 - alpha)
             avg = sqrt(sq - ga * ga) + h["eps"]
         else:
             avg = sqrt(sq) + h["eps"]

@@ -256,6 +256,21 @@ def test_captured_sgd_step_scales_the_small_operand_and_matches_eager():
     assert len(fused) == 1 and fused[0][1][1].startswith("SGD/")
 
 
+def test_a_tensor_factor_moves_only_when_the_graph_does_not_write_it():
+    h, dz = lk.tensor(np.ones((8, 40))), lk.tensor(np.ones((8, 30)))
+    for written in (False, True):
+        rate = lk.tensor(0.5, dtype=lk.float64)
+        with lk.Graph() as g:
+            x = lk.placeholder((8, 40), name="x", dtype=lk.float64)
+            grad = x.transpose() @ dz
+            fetches = [rate.assign(2.0)] if written else []   # a write between the two
+            out = grad * rate
+        opt = passes.run_passes(g, ["arithmetic"], outputs=[out] + fetches)
+        assert len(opt.history[-1].fused) == (0 if written else 1)
+        got = opt.run(list(opt.outputs), {opt.node("x"): h.numpy()})[0]
+        np.testing.assert_allclose(got, (2.0 if written else 0.5) * 8.0)
+
+
 # ---- fusion --------------------------------------------------------------------------------------
 def every_fusable_op(x, y, b):
     """A chain over every fusable op, with broadcasting (b is a row)."""

@@ -396,6 +396,21 @@ def mutable_values(graph, find=None):
     return {n.index for n in graph.nodes if find(n.index) in roots}
 
 
+def unwritten_scalars(graph):
+    """Indices of 0-d floating-point captures that no side effect of the graph writes into
+    (a learning rate that changes between runs): a read of one may move across side effects
+    within a run."""
+    find = alias_classes(graph)
+    written = set()
+    for n in graph.nodes:
+        if has_side_effects(n):
+            written.add(find(n.index))
+            targets = n.inputs[:1] if n.op in ASSIGN_OPS else n.inputs
+            written.update(find(a.index) for a in targets if isinstance(a, Node))
+    return {n.index for n in graph.nodes if n.kind == CAPTURE and n.shape == () and
+            n.dtype.is_floating and find(n.index) not in written}
+
+
 def reads_mutable(node, mutable):
     return any(isinstance(a, Node) and a.index in mutable for a in node.inputs)
 

@@ -19,7 +19,7 @@ from ..ir import Node
 from ...tensor.ops import elementwise as ew
 from ...tensor.ops import linalg, state
 from .base import (Rewriter, epochs, graph_pass, mutable_values, output_indices, scalar_factor,
-                   users)
+                   unwritten_scalars, users)
 
 _SIGN = {state.assign_add: 1.0, state.assign_sub: -1.0}
 
@@ -30,6 +30,7 @@ class _Facts:
         self.outputs = output_indices(graph)
         self.epoch = epochs(graph)
         self.mutable = mutable_values(graph)
+        self.unwritten = unwritten_scalars(graph)
 
     def only_feeds(self, node, user):
         """``node`` is an op result read by ``user`` alone and not fetched."""
@@ -96,8 +97,8 @@ def _match(update, facts):
             (a.index in facts.mutable or b.index in facts.mutable):
         return None
     # the scale is read where the update stands, not where its multiply stood
-    if any(s.index in facts.mutable and facts.epoch[user.index] != facts.epoch[update.index]
-           for s, user in scales):
+    if any(s.index in facts.mutable and s.index not in facts.unwritten and
+           facts.epoch[user.index] != facts.epoch[update.index] for s, user in scales):
         return None
     return a, b, float(alpha), folded, dict(value.attrs), [s for s, _ in scales]
 

@@ -299,14 +299,11 @@ def nll_loss_backward(xp, g, target, *weight, classes, reduction="mean", ignore_
     if not target.size:
         return out
     w = _target_weights(xp, target, kept, weight, dtype)
-    if reduction == "mean":
-        with _quiet(xp):
-            value = -(g / (w.sum(dtype=dtype) if w is not None else dtype.type(target.size)))
+    if w is None:
+        value = -(g / dtype.type(target.size)) if reduction == "mean" else -g
     else:
-        value = -g
-    if w is not None:
         with _quiet(xp):
-            value = value * w
+            value = (-(g / w.sum(dtype=dtype)) if reduction == "mean" else -g) * w
         if kept is not None:
             value = xp.where(kept, value, dtype.type(0))
     out[_index(xp, target)] = value
