@@ -10,7 +10,7 @@ stateless layers live in ``labkit.nn.functional``; initialisers in ``labkit.nn.i
 >>> net[0].weight.grad.shape
 (16, 4)
 """
-from . import functional, init
+from . import functional, init, utils
 from .activation import Flatten, Identity, ReLU, Sigmoid, Softmax, Tanh
 from .container import ModuleList, Sequential
 from .conv import Conv2d, MaxPool2d
@@ -19,8 +19,9 @@ from .embedding import Embedding
 from .linear import Linear
 from .module import IncompatibleKeys, Module, StateDictError
 from .parameter import Parameter
-from .recurrent import LSTM, RNN
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv2d", "MaxPool2d",
            "Flatten", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax", "Embedding", "RNN",
-           "LSTM", "Dropout", "StateDictError", "IncompatibleKeys", "functional", "init"]
+           "LSTM", "GRU", "RNNBase", "RNNCell", "LSTMCell", "GRUCell", "RNNCellBase", "Dropout",
+           "StateDictError", "IncompatibleKeys", "functional", "init", "utils"]

@@ -12,7 +12,8 @@ import labkit as lk
 from .module_cases import ALL
 
 # lk.nn classes that are not layers to run on an input (bases, parameter containers...)
-NOT_LAYERS = {"Module", "Parameter", "ModuleDict", "ParameterList", "ParameterDict"}
+NOT_LAYERS = {"Module", "Parameter", "ModuleDict", "ParameterList", "ParameterDict", "RNNBase",
+              "RNNCellBase"}
 
 
 def _arrays(case, rng):
