@@ -50,7 +50,9 @@ def ints(shape, high):
 
 
 def collected():
-    """Every ``MODULE_CASES`` of ``tests/nn/cases/``, by module name."""
+    """Every ``MODULE_CASES`` of ``tests/nn/cases/``, by module name. Called by the test module,
+    not when this one is imported: a case module imports this one, and collecting then would
+    see that case module half made (its cases missing)."""
     from . import cases
     found = []
     for info in sorted(pkgutil.iter_modules(cases.__path__), key=lambda m: m.name):
@@ -58,5 +60,3 @@ def collected():
                          "MODULE_CASES", [])
     return found
 
-
-ALL = collected()

@@ -31,7 +31,7 @@ def backward_both(ours, theirs, rng):
     (theirs * torch.tensor(cot)).sum().backward()
 
 
-# ---- pad_sequence / pack / unpack against torch ---------------------------------------------------
+# ---- pad_sequence / pack / unpack against torch ------------------------------------------------
 @pytest.mark.parametrize("batch_first", [False, True])
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_pad_sequence_matches_torch(batch_first, side):

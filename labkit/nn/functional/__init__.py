@@ -16,6 +16,7 @@ from ...tensor.ops.elementwise import relu, sigmoid, tanh
 from ...tensor.ops.softmax import log_softmax, softmax
 from ...tensor.public.indexing import one_hot
 from ...tensor.public.layout import pad
+from .attention import multi_head_attention_forward, scaled_dot_product_attention
 from .dropout import dropout
 from .linear import linear
 from .loss import cross_entropy, mse_loss, nll_loss
@@ -23,4 +24,5 @@ from .sparse import embedding
 
 __all__ = ["relu", "sigmoid", "tanh", "softmax", "log_softmax", "linear", "conv2d",
            "max_pool2d", "avg_pool2d", "cross_entropy", "nll_loss", "mse_loss", "dropout",
-           "embedding", "pad", "one_hot"]
+           "embedding", "pad", "one_hot", "scaled_dot_product_attention",
+           "multi_head_attention_forward"]

@@ -2,21 +2,7 @@
 layers, both directions, batch-first, unbatched, initial states, packed sequences (sorted and
 not), and RNNCell / LSTMCell / GRUCell."""
 from ..module_cases import ModuleCase, normal
-
-
-def wrapped(build, call):
-    """A module holding ``build(nn)`` as ``m`` whose forward is ``call(nn, m, *inputs)`` (for
-    calls the harness cannot spell: state pairs, packing)."""
-    def make(nn):
-        class Wrapped(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.m = build(nn)
-
-            def forward(self, *inputs):
-                return call(nn, self.m, *inputs)
-        return Wrapped()
-    return make
+from .calls import wrapped
 
 
 def with_states(*shapes):
