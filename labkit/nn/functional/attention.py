@@ -11,12 +11,12 @@ import math
 import warnings
 
 from ...errors import DTypeError, ShapeError, describe
-from ...tensor.creation import ones, zeros
+from ...tensor.creation import full, zeros
 from ...tensor.ops.composite import mean, unsqueeze
 from ...tensor.ops.elementwise import (add, cast, eq, logical_and, logical_not, logical_or, mul,
                                        where)
 from ...tensor.ops.index import _getitem, getitem_slices
-from ...tensor.ops.layout import pad, tril
+from ...tensor.ops.layout import pad, triu
 from ...tensor.ops.linalg import matmul, matmul_t
 from ...tensor.ops.shape import broadcast_to, concat, permute, reshape
 from ...tensor.ops.softmax import softmax
@@ -38,9 +38,9 @@ class Mask:
         self.allowed, self.additive = allowed, additive
 
     def apply(self, scores):
-        if self.allowed is not None:
-            return where(self.allowed, scores, _NEG_INF)
-        return add(scores, self.additive)
+        # an addition, even for a boolean mask: its backward is the cotangent itself, where a
+        # select would make a second select
+        return add(scores, self.as_additive(scores.dtype))
 
     def dead_rows(self):
         """Where a query row may attend to nothing (bool, (..., L, 1))."""
@@ -82,7 +82,8 @@ def _merge(a, b, dtype):
 
 def _causal(q, k):
     """Top-left aligned causal mask (L, S): query i attends to keys 0..i, as PyTorch's."""
-    return tril(ones((q.shape[-2], k.shape[-2]), dtype="bool", device=q.device), diagonal=0)
+    return Mask(additive=triu(full((q.shape[-2], k.shape[-2]), _NEG_INF, dtype=q.dtype,
+                                   device=q.device), diagonal=1))
 
 
 # ---- the attention itself ----------------------------------------------------------------------
@@ -104,7 +105,7 @@ def attend(q, k, v, mask, dropout_p, scale, safe):
         scores = mask.apply(scores)
     weights = softmax(scores, dim=-1)
     if dead is not None:
-        weights = where(dead, 0.0, weights)
+        weights = mul(weights, cast(logical_not(dead), dtype=weights.dtype.name))
     if dropout_p > 0.0:
         weights = _dropout(weights, dropout_p, True)
     return matmul(weights, v), weights
@@ -143,7 +144,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         key, value = _share_heads(name, query, key), _share_heads(name, query, value)
     mask = None
     if is_causal:
-        mask = Mask(allowed=_causal(query, key))
+        mask = _causal(query, key)
     elif attn_mask is not None:
         check_mask_dtype(name, attn_mask)
         mask = Mask(allowed=attn_mask) if attn_mask.dtype.name == "bool_" else \
@@ -324,7 +325,7 @@ def multi_head_attention(query, key, value, num_heads, in_proj_weight, in_proj_b
             weights = _getitem(weights, spec=(("i", 0),))
     else:
         if causal_only:
-            mask = Mask(allowed=_causal(q, k))
+            mask = _causal(q, k)
         out = attend(q, k, v, mask, dropout_p, 1.0 / math.sqrt(head_dim),
                      safe=not causal_only)[0]
         weights = None
