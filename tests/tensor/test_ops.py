@@ -336,8 +336,9 @@ def check_vmap(case, samples, seed, device):
             np.testing.assert_array_equal(g, e, err_msg=where)
         else:
             np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12, equal_nan=True, err_msg=where)
+    # (indexing loops over the examples where a 0-d boolean mask meets batched index tensors)
     ruled = [n for n in log.names if REGISTRY.get(n) is not None and
-             REGISTRY[n].batch is not None and n not in ("getitem", "index_add")]
+             REGISTRY[n].batch is not None and n not in ("getitem", "index_add", "index_put")]
     assert not ruled, f"{where}: ops with a batching rule ran one example at a time: {ruled}"
 
 
@@ -414,6 +415,24 @@ def test_vmap_gradients_random(case, device, data):
 
 
 # ---- the table is complete ---------------------------------------------------------------
+# Registered ops without a batching rule (lk.vmap runs them once per example, with a
+# VmapFallbackWarning), each with the reason a rule is impossible or pointless. None now: the
+# ops whose result's size depends on each example's values have a rule that refuses them
+# (case_kit.DATA_DEPENDENT). A new op without a rule fails the test below until it has one, or
+# is listed here with its reason.
+WITHOUT_BATCHING_RULE = {}
+
+
+def test_every_registered_op_has_a_batching_rule():
+    missing = sorted(name for name, o in REGISTRY.items() if o.batch is None)
+    assert missing == sorted(WITHOUT_BATCHING_RULE), (
+        f"registered ops without a batching rule (lk.vmap runs them one example at a time): "
+        f"{sorted(set(missing) - set(WITHOUT_BATCHING_RULE))}. Declare one beside the op's vjp "
+        f"(@op(..., batch=rule), shared families in labkit/tensor/batching.py), or list the op "
+        f"in WITHOUT_BATCHING_RULE with the reason it cannot have one. Listed but ruled now: "
+        f"{sorted(set(WITHOUT_BATCHING_RULE) - set(missing))}")
+
+
 def _uncovered(registry):
     return sorted(set(registry) - {c.op for c in PRIMITIVE_CASES})
 

@@ -632,7 +632,7 @@ def _repeat_interleave_rule(repeats, output_size=None):
 
 
 @op("repeat_interleave", shape=_repeat_interleave_rule, vjp=None, batch=data_dependent(
-    "the sum of its repeats, and output_size would be one example's",
+    "the sum of its repeats; an output_size would be one example's",
     "Repeat by an int, or by repeats shared by every example (in_axes None for them)."))
 def repeat_interleave(xp, repeats, output_size=None):
     """``i`` repeated ``repeats[i]`` times, for each ``i`` in order (int64): the index that
@@ -662,7 +662,8 @@ def _one_hot_batch(inputs, bdims, num_classes=-1):
         raise DataDependentShapeError(
             "one_hot", "lk.vmap cannot batch one_hot without num_classes: the number of classes "
                        "would be read from each example's largest index, so the examples' "
-                       "results need not have one shape. Pass num_classes=.")
+                       "results need not have one shape (PyTorch's vmap refuses it too). Pass "
+                       "num_classes=.")
     return one_hot(inputs[0], num_classes=num_classes), bdims[0]    # (classes come last)
 
 
