@@ -9,7 +9,9 @@ import torch
 
 import labkit as lk
 
-from .module_cases import ALL
+from .module_cases import collected
+
+ALL = collected()
 
 # lk.nn classes that are not layers to run on an input (bases, parameter containers...)
 NOT_LAYERS = {"Module", "Parameter", "ModuleDict", "ParameterList", "ParameterDict"}
