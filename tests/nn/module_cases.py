@@ -50,13 +50,10 @@ def ints(shape, high):
 
 
 def collected():
-    """Every ``MODULE_CASES`` of ``tests/nn/cases/``, by module name. Called by the test module,
-    not when this one is imported: a case module imports this one, and collecting then would
-    see that case module half made (its cases missing)."""
+    """Every ``MODULE_CASES`` of ``tests/nn/cases/``, by module name."""
     from . import cases
     found = []
     for info in sorted(pkgutil.iter_modules(cases.__path__), key=lambda m: m.name):
         found += getattr(importlib.import_module(f"{cases.__name__}.{info.name}"),
                          "MODULE_CASES", [])
     return found
-
