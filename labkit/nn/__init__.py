@@ -12,6 +12,7 @@ stateless layers live in ``labkit.nn.functional``; initialisers in ``labkit.nn.i
 """
 from . import functional, init, utils
 from .activation import Flatten, Identity, ReLU, Sigmoid, Softmax, Tanh
+from .attention import MultiheadAttention
 from .container import ModuleList, Sequential
 from .conv import Conv2d, MaxPool2d
 from .distance import CosineSimilarity, PairwiseDistance
@@ -25,12 +26,17 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropy
                    TripletMarginWithDistanceLoss)
 from .module import IncompatibleKeys, Module, StateDictError
 from .parameter import Parameter
-from .recurrent import LSTM, RNN
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv2d", "MaxPool2d",
            "Flatten", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax", "Embedding", "RNN",
-           "LSTM", "Dropout", "StateDictError", "IncompatibleKeys", "functional", "init",
-           "utils", "PairwiseDistance", "CosineSimilarity",
+           "LSTM", "GRU", "RNNBase", "RNNCell", "LSTMCell", "GRUCell", "RNNCellBase",
+           "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+           "TransformerEncoderLayer", "TransformerDecoderLayer", "Dropout", "StateDictError",
+           "IncompatibleKeys", "functional", "init", "utils", "PairwiseDistance",
+           "CosineSimilarity",
            # losses
            "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "NLLLoss", "CrossEntropyLoss",
            "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss",

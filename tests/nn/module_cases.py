@@ -57,13 +57,3 @@ def collected():
         found += getattr(importlib.import_module(f"{cases.__name__}.{info.name}"),
                          "MODULE_CASES", [])
     return found
-
-
-def __getattr__(name):
-    # ``ALL`` is gathered on first use, not when this module is imported: a case module
-    # (imported first, e.g. by --doctest-modules) imports this one, and gathering then would
-    # find that case module half-initialised, without its MODULE_CASES.
-    if name == "ALL":
-        globals()["ALL"] = found = collected()
-        return found
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

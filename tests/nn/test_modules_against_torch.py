@@ -9,10 +9,13 @@ import torch
 
 import labkit as lk
 
-from .module_cases import ALL
+from .module_cases import collected
+
+ALL = collected()
 
 # lk.nn classes that are not layers to run on an input (bases, parameter containers...)
-NOT_LAYERS = {"Module", "Parameter", "ModuleDict", "ParameterList", "ParameterDict"}
+NOT_LAYERS = {"Module", "Parameter", "ModuleDict", "ParameterList", "ParameterDict", "RNNBase",
+              "RNNCellBase"}
 
 
 def _arrays(case, rng):

@@ -16,6 +16,7 @@ from ...tensor.ops.elementwise import relu, sigmoid, tanh
 from ...tensor.ops.softmax import log_softmax, softmax
 from ...tensor.public.indexing import one_hot
 from ...tensor.public.layout import pad
+from .attention import multi_head_attention_forward, scaled_dot_product_attention
 from .distance import cosine_similarity, normalize, pairwise_distance
 from .dropout import dropout
 from .linear import linear
@@ -28,6 +29,7 @@ from .sparse import embedding
 
 __all__ = ["relu", "sigmoid", "tanh", "softmax", "log_softmax", "linear", "conv2d",
            "max_pool2d", "avg_pool2d", "dropout", "embedding", "pad", "one_hot",
+           "scaled_dot_product_attention", "multi_head_attention_forward",
            # losses
            "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
