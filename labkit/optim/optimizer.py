@@ -55,6 +55,7 @@ reference, and ``lr.assign(0.01)`` changes it.
 A captured function may also hold ``opt.step()`` alone, with ``backward()`` run eagerly
 before each call: the graph then reads each parameter's ``.grad`` when it runs.
 """
+import collections
 import copy
 import numbers
 import warnings
@@ -224,7 +225,8 @@ class Optimizer:
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
-        self.state = {}          # parameter -> {slot name: tensor owned by the optimiser}
+        # parameter -> {slot name: tensor owned by the optimiser}; {} for one without state yet
+        self.state = collections.defaultdict(dict)
         self.param_groups = []
         if isinstance(params, Tensor):
             raise TypeError(f"{type(self).__name__}: params must be an iterable of tensors "
@@ -361,9 +363,7 @@ class Optimizer:
                         raise ValueError(
                             f"{type(self).__name__}: the gradient {describe(g)} does not "
                             f"match its parameter {describe(p)}; was .grad set by hand?")
-                    state = self.state.get(p)
-                    if state is None:
-                        state = self.state[p] = {}
+                    state = self.state[p]
                     if capturing:
                         h = views.get((p.device, p.dtype))
                         if h is None:
@@ -493,7 +493,7 @@ class Optimizer:
                     values[k] = slot
                 elif hasattr(array, "shape"):
                     values[k] = Variable._own(array, p.device, k)
-        self.state = new_state
+        self.state = collections.defaultdict(dict, new_state)
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]

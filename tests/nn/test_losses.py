@@ -476,3 +476,44 @@ def test_normalize(p, dim):
     x = normal(4, 3)
     x[1] = 0.0
     compare(lambda F, x: F.normalize(x, p=p, dim=dim), [x])
+
+
+# ---- captured equals eager ------------------------------------------------------------------------
+CAPTURED = {
+    "cross_entropy": (lambda x, t, w: LF.cross_entropy(x, t, weight=w, ignore_index=1,
+                                                       label_smoothing=0.2),
+                      lambda: (normal(6, 4), classes(4, 6), np.array([0.5, 1.0, 2.0, 1.5]))),
+    "cross_entropy_soft": (lambda x, t: LF.cross_entropy(x, t, label_smoothing=0.1),
+                           lambda: (normal(5, 4), probabilities(5, 4))),
+    "nll_loss": (lambda x, t: LF.nll_loss(x, t, reduction="sum"),
+                 lambda: (normal(2, 3, 4), classes(3, 2, 4))),
+    "bce": (lambda x, t: LF.binary_cross_entropy(x.sigmoid(), t),
+            lambda: (normal(4, 3), np.random.default_rng(2).uniform(0, 1, (4, 3)))),
+    "bce_logits": (lambda x, t, pw: LF.binary_cross_entropy_with_logits(x, t, pos_weight=pw),
+                   lambda: (normal(4, 3), np.random.default_rng(2).uniform(0, 1, (4, 3)),
+                            np.array([1.0, 2.0, 0.5]))),
+    "huber": (lambda x, y: LF.huber_loss(x, y, delta=0.5), lambda: (normal(4, 3), normal(3))),
+    "kl_div": (lambda x, t: LF.kl_div(x.log_softmax(1), t, reduction="batchmean"),
+               lambda: (normal(4, 5), probabilities(4, 5))),
+    "gaussian_nll": (lambda x, t, v: LF.gaussian_nll_loss(x, t, v),
+                     lambda: (normal(4, 3), normal(4, 3), np.full((4, 1), 0.5))),
+    "triplet": (lambda a, p, n: LF.triplet_margin_loss(a, p, n, swap=True),
+                lambda: (normal(5, 4), normal(5, 4) * 0.5, normal(5, 4) * 0.2)),
+    "cosine_embedding": (lambda a, b, t: LF.cosine_embedding_loss(a, b, t, margin=0.1),
+                         lambda: (normal(5, 4), normal(5, 4) + 0.3,
+                                  np.array([1.0, -1.0, 1.0, -1.0, -1.0]))),
+    "multi_margin": (lambda x, t: LF.multi_margin_loss(x, t, p=2),
+                     lambda: (normal(5, 4), classes(4, 5))),
+}
+
+
+@pytest.mark.parametrize("name", list(CAPTURED))
+def test_captured_loss_and_gradient_equal_eager(name):
+    fn, make = CAPTURED[name]
+    args = [lk.tensor(a) for a in make()]
+    grad = lk.grad(fn)                          # with respect to the first input
+    captured, captured_grad = lk.function(fn), lk.function(grad)
+    np.testing.assert_allclose(captured(*args).numpy(), fn(*args).numpy(), rtol=1e-13)
+    np.testing.assert_allclose(captured_grad(*args).numpy(), grad(*args).numpy(), rtol=1e-12,
+                               atol=1e-15)
+    assert len(captured.traces) == len(captured_grad.traces) == 1
