@@ -352,7 +352,8 @@ class TripletMarginWithDistanceLoss(_Loss):
     ``F.triplet_margin_with_distance_loss``).
 
     >>> import labkit as lk
-    >>> crit = lk.nn.TripletMarginWithDistanceLoss(distance_function=lambda x, y: (x - y).abs().sum(-1))
+    >>> l1 = lambda x, y: (x - y).abs().sum(-1)
+    >>> crit = lk.nn.TripletMarginWithDistanceLoss(distance_function=l1)
     >>> crit(lk.tensor([[0.0]]), lk.tensor([[1.0]]), lk.tensor([[1.5]])).item()
     0.5
     """

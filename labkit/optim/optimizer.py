@@ -381,8 +381,9 @@ class Optimizer:
 
         Compute with the hyperparameters of ``h`` (Python numbers eagerly, live 0-d tensors
         under capture: ``h[key]`` to scale tensors, ``h.exact(key)`` for factors computed from
-        it, cast with ``in_dtype``; see ``_Live``); make Python decisions (``if group["weight_decay"]:``) on ``group``'s
-        numbers, and list those hyperparameters in ``_switches``. Change ``p`` and the slots
+        it, cast with ``in_dtype``; see ``_Live``); make Python decisions
+        (``if group["weight_decay"]:``) on ``group``'s numbers, and list those hyperparameters
+        in ``_switches``. Change ``p`` and the slots
         only with ``assign`` / ``assign_add`` / ``assign_sub`` and read a slot's new value from
         what the assign returns (so a graph orders the read after the write). ``g`` must not be
         written to: gradients may share memory. No Python decision may depend on a slot's value
@@ -417,7 +418,8 @@ class Optimizer:
         >>> opt = lk.optim.Adam([w])
         >>> w.sum().backward(); opt.step()
         >>> saved = opt.state_dict()
-        >>> sorted(saved["state"][0]), saved["state"][0]["step"].item(), saved["param_groups"][0]["params"]
+        >>> state, group = saved["state"][0], saved["param_groups"][0]
+        >>> sorted(state), state["step"].item(), group["params"]
         (['exp_avg', 'exp_avg_sq', 'step'], 1.0, [0])
         """
         index, groups = {}, []

@@ -478,7 +478,7 @@ def test_normalize(p, dim):
     compare(lambda F, x: F.normalize(x, p=p, dim=dim), [x])
 
 
-# ---- captured equals eager ------------------------------------------------------------------------
+# ---- captured equals eager ----------------------------------------------------------------------
 CAPTURED = {
     "cross_entropy": (lambda x, t, w: LF.cross_entropy(x, t, weight=w, ignore_index=1,
                                                        label_smoothing=0.2),

@@ -7,9 +7,10 @@ elements. It applies when the factor is a Python number, or a 0-d tensor read fr
 graph that no node of the graph writes (the learning rate of a captured optimiser step, which a
 scheduler changes between runs: reading it earlier in a run reads the same value), the
 matmul's only user is that multiply, the matmul's result is not an output, and the operand is
-smaller than the result; both are floating-point of one dtype. Of two operands the same size, the one that is not a transposed view
-is scaled. The new nodes take the matmul's place in the order, so no read moves
-across a side effect. The result differs from the original only by rounding.
+smaller than the result; both are floating-point of one dtype. Of two operands the same size,
+the one that is not a transposed view is scaled. The new nodes take the matmul's place in the
+order, so no read moves across a side effect (but that of such a 0-d factor, which no side
+effect changes). The result differs from the original only by rounding.
 """
 import math
 

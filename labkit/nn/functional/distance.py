@@ -42,7 +42,8 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """``sum(x1 / |x1| * x2 / |x2|)`` over ``dim`` (inputs broadcast; each norm at least ``eps``).
 
     >>> import labkit as lk
-    >>> lk.nn.functional.cosine_similarity(lk.tensor([1.0, 0.0]), lk.tensor([1.0, 1.0]), dim=0).item()
+    >>> a, b = lk.tensor([1.0, 0.0]), lk.tensor([1.0, 1.0])
+    >>> lk.nn.functional.cosine_similarity(a, b, dim=0).item()
     0.7071067690849304
     """
     d = normalize_dim("cosine_similarity", dim, max(x1.ndim, x2.ndim),

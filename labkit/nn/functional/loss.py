@@ -345,7 +345,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     ``beta=0`` is the L1 loss).
 
     >>> import labkit as lk
-    >>> lk.nn.functional.smooth_l1_loss(lk.tensor([0.5, 3.0]), lk.zeros(2), reduction="none").tolist()
+    >>> F = lk.nn.functional
+    >>> F.smooth_l1_loss(lk.tensor([0.5, 3.0]), lk.zeros(2), reduction="none").tolist()
     [0.125, 2.5]
     """
     _broadcast_warning("smooth_l1_loss", input, target)
@@ -498,7 +499,8 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 
     >>> import labkit as lk
     >>> F = lk.nn.functional
-    >>> F.hinge_embedding_loss(lk.tensor([0.3, 0.3]), lk.tensor([1.0, -1.0]), reduction="none").tolist()
+    >>> x, y = lk.tensor([0.3, 0.3]), lk.tensor([1.0, -1.0])
+    >>> F.hinge_embedding_loss(x, y, reduction="none").tolist()
     [0.30000001192092896, 0.699999988079071]
     """
     reduction = legacy_reduction(size_average, reduce, reduction)

@@ -25,7 +25,6 @@ finds out whether any target is outside the classes.
 [[-0.5, 0.0], [0.0, -0.5]]
 """
 import contextlib
-import math
 
 import numpy as np
 
