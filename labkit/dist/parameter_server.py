@@ -47,7 +47,7 @@ import time
 
 import numpy as np
 
-from ..nn.embedding import Embedding
+from ..nn.sparse import Embedding
 from ..nn.functional import cross_entropy, embedding as _embedding
 from ..nn.parameter import Parameter
 from ..profiler.events import OpEvent

@@ -11,16 +11,48 @@ stateless layers live in ``labkit.nn.functional``; initialisers in ``labkit.nn.i
 (16, 4)
 """
 from . import functional, init
-from .activation import Flatten, Identity, ReLU, Sigmoid, Softmax, Tanh
-from .container import ModuleList, Sequential
-from .conv import Conv2d, MaxPool2d
-from .dropout import Dropout
-from .embedding import Embedding
-from .linear import Linear
+from .activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish,
+                         Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
+                         Sigmoid, SiLU, Softmax, Softmin, Softplus, Softshrink, Softsign, Tanh,
+                         Tanhshrink, Threshold)
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .distance import CosineSimilarity, PairwiseDistance
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, FeatureAlphaDropout
+from .flatten import Flatten, Unflatten
+from .instancenorm import InstanceNorm1d, InstanceNorm2d
+from .linear import Bilinear, Identity, Linear
 from .module import IncompatibleKeys, Module, StateDictError
+from .normalization import GroupNorm, LayerNorm, RMSNorm
 from .parameter import Parameter
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+                      AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
 from .recurrent import LSTM, RNN
+from .sparse import Embedding, EmbeddingBag
+from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv2d", "MaxPool2d",
-           "Flatten", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax", "Embedding", "RNN",
-           "LSTM", "Dropout", "StateDictError", "IncompatibleKeys", "functional", "init"]
+__all__ = ["Module", "Parameter", "StateDictError", "IncompatibleKeys", "functional", "init",
+           # containers
+           "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
+           # linear, shape
+           "Identity", "Linear", "Bilinear", "Flatten", "Unflatten",
+           # activations
+           "CELU", "ELU", "GELU", "GLU", "SELU", "Hardshrink", "Hardsigmoid", "Hardswish",
+           "Hardtanh", "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "PReLU", "ReLU", "ReLU6",
+           "Sigmoid", "SiLU", "Softmax", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh",
+           "Tanhshrink", "Threshold",
+           # normalisation
+           "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
+           "LayerNorm", "GroupNorm", "RMSNorm",
+           # dropout
+           "Dropout", "Dropout1d", "Dropout2d", "AlphaDropout", "FeatureAlphaDropout",
+           # convolution, pooling, resizing
+           "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d",
+           "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "Upsample", "UpsamplingNearest2d",
+           "UpsamplingBilinear2d",
+           # lookups, distances
+           "Embedding", "EmbeddingBag", "CosineSimilarity", "PairwiseDistance",
+           # recurrent
+           "RNN", "LSTM"]
