@@ -13,7 +13,15 @@ from .module import Module
 from .parameter import Parameter
 
 
-class _Inplace(Module):
+class _Elementwise(Module):
+    """An activation without options: ``_function`` applied to the input."""
+    _function = None
+
+    def forward(self, input):
+        return type(self)._function(input)
+
+
+class _Inplace(_Elementwise):
     """An activation with only PyTorch's ``inplace`` flag."""
 
     def __init__(self, inplace=False):
@@ -35,51 +43,37 @@ class ReLU(_Inplace):
     >>> lk.nn.ReLU()(lk.tensor([-1.0, 2.0])).tolist()
     [0.0, 2.0]
     """
-
-    def forward(self, input):
-        return F.relu(input)
+    _function = staticmethod(F.relu)
 
 
 class ReLU6(_Inplace):
     """``min(max(x, 0), 6)``."""
-
-    def forward(self, input):
-        return F.relu6(input)
+    _function = staticmethod(F.relu6)
 
 
 class SELU(_Inplace):
     """Scaled ELU with the self-normalising constants."""
-
-    def forward(self, input):
-        return F.selu(input)
+    _function = staticmethod(F.selu)
 
 
 class SiLU(_Inplace):
     """``x * sigmoid(x)``."""
-
-    def forward(self, input):
-        return F.silu(input)
+    _function = staticmethod(F.silu)
 
 
 class Mish(_Inplace):
     """``x * tanh(softplus(x))``."""
-
-    def forward(self, input):
-        return F.mish(input)
+    _function = staticmethod(F.mish)
 
 
 class Hardsigmoid(_Inplace):
     """``relu6(x + 3) / 6``."""
-
-    def forward(self, input):
-        return F.hardsigmoid(input)
+    _function = staticmethod(F.hardsigmoid)
 
 
 class Hardswish(_Inplace):
     """``x * relu6(x + 3) / 6``."""
-
-    def forward(self, input):
-        return F.hardswish(input)
+    _function = staticmethod(F.hardswish)
 
 
 class Threshold(Module):
@@ -208,39 +202,29 @@ class Hardshrink(_Shrink):
         return F.hardshrink(input, self.lambd)
 
 
-class Tanh(Module):
+class Tanh(_Elementwise):
     """``tanh(x)``."""
-
-    def forward(self, input):
-        return F.tanh(input)
+    _function = staticmethod(F.tanh)
 
 
-class Sigmoid(Module):
+class Sigmoid(_Elementwise):
     """``1 / (1 + exp(-x))``."""
-
-    def forward(self, input):
-        return F.sigmoid(input)
+    _function = staticmethod(F.sigmoid)
 
 
-class Softsign(Module):
+class Softsign(_Elementwise):
     """``x / (1 + |x|)``."""
-
-    def forward(self, input):
-        return F.softsign(input)
+    _function = staticmethod(F.softsign)
 
 
-class LogSigmoid(Module):
+class LogSigmoid(_Elementwise):
     """``log(sigmoid(x))``."""
-
-    def forward(self, input):
-        return F.logsigmoid(input)
+    _function = staticmethod(F.logsigmoid)
 
 
-class Tanhshrink(Module):
+class Tanhshrink(_Elementwise):
     """``x - tanh(x)``."""
-
-    def forward(self, input):
-        return F.tanhshrink(input)
+    _function = staticmethod(F.tanhshrink)
 
 
 class GLU(Module):

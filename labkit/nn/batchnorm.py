@@ -12,14 +12,14 @@ them with ``momentum`` (``momentum=None``: a cumulative average over the batches
 >>> [round(v, 1) for v in bn.running_mean.tolist()] != [0.0, 0.0, 0.0], int(bn.num_batches_tracked)
 (True, 1)
 >>> bn
-BatchNorm1d(3, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)
+BatchNorm1d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
 """
+from ..autodiff import no_grad
 from ..errors import ShapeError, describe
 from ..tensor.creation import ones, tensor, zeros
 from ..tensor.dtypes import int64
 from ..tensor.ops.elementwise import cast, div
 from ..tensor.ops.state import assign_add
-from ..autodiff import no_grad
 from . import functional as F
 from . import init
 from .module import Module
@@ -80,7 +80,8 @@ class _NormBase(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class _BatchNorm(_NormBase):

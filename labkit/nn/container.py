@@ -223,12 +223,20 @@ def _as_parameter(value):
     return value
 
 
-def _describe_entry(key, value):
+# PyTorch's legacy tensor type names, which ParameterDict's repr shows
+_TYPE_NAMES = {"float16": "HalfTensor", "float32": "FloatTensor", "float64": "DoubleTensor",
+               "int8": "CharTensor", "int16": "ShortTensor", "int32": "IntTensor",
+               "int64": "LongTensor", "uint8": "ByteTensor", "bool_": "BoolTensor"}
+
+
+def _describe_entry(key, value, typename):
+    """A line of ParameterList's (dtype) or ParameterDict's (type name) repr."""
     if isinstance(value, Tensor):
         size = "x".join(str(s) for s in value.shape)
         where = f" ({value.device.name})" if value.device.type != "cpu" else ""
         kind = "Parameter" if isinstance(value, Parameter) else "Tensor"
-        return f"  ({key}): {kind} containing: [{value.dtype} of size {size}{where}]"
+        what = f"lk.{_TYPE_NAMES[value.dtype.name]}" if typename else f"{value.dtype}"
+        return f"  ({key}): {kind} containing: [{what} of size {size}{where}]"
     return f"  ({key}): Object of type: {type(value).__name__}"
 
 
@@ -250,8 +258,11 @@ class _ParameterContainer(Module):
             raise KeyError(key)
         return getattr(self, key)
 
+    _typename = False
+
     def extra_repr(self):
-        return "\n".join(_describe_entry(k, self._get(k)) for k in self._order)
+        return "\n".join(_describe_entry(k, self._get(k), self._typename)
+                         for k in self._order)
 
     def __len__(self):
         return len(self._order)
@@ -305,6 +316,8 @@ class ParameterDict(_ParameterContainer):
     >>> sorted(n for n, _ in p.named_parameters()), type(p["shift"]).__name__
     (['scale', 'shift'], 'Parameter')
     """
+
+    _typename = True
 
     def __init__(self, parameters=None):
         super().__init__()

@@ -1,7 +1,8 @@
 """``CosineSimilarity`` and ``PairwiseDistance``.
 
 >>> import labkit as lk
->>> lk.nn.CosineSimilarity(dim=1)(lk.ones(2, 3), lk.ones(2, 3)).tolist()
+>>> y = lk.nn.CosineSimilarity(dim=1)(lk.ones(2, 3), 2 * lk.ones(2, 3))
+>>> [round(v, 4) for v in y.tolist()]
 [1.0, 1.0]
 """
 from . import functional as F

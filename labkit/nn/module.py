@@ -564,7 +564,7 @@ class Module:
         >>> {k: v.shape for k, v in lk.nn.Linear(2, 3).state_dict().items()}
         {'weight': (3, 2), 'bias': (3,)}
         """
-        if args:                    # PyTorch's old positional form: (destination, prefix, keep_vars)
+        if args:            # PyTorch's old positional form: (destination, prefix, keep_vars)
             destination, prefix, keep_vars = (list(args) + [destination, prefix, keep_vars][
                 len(args):])[:3]
         out = OrderedDict() if destination is None else destination
@@ -572,13 +572,16 @@ class Module:
             out[prefix + k] = t if keep_vars else t.detach()
         return out
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copy values from ``state_dict`` into this model's parameters and buffers, in place.
 
         With ``strict=True`` (default) the keys must match exactly; with ``strict=False`` only
-        the matching keys are loaded and the rest are returned. A shape mismatch is always an
-        error. Nothing is changed when an error is raised. Values may be Tensors or NumPy
-        arrays; they are copied to each parameter's device and dtype.
+        the matching keys are loaded, and the others are returned as PyTorch reports them:
+        ``missing_keys`` in the model's order, ``unexpected_keys`` module by module. A shape
+        mismatch is always an error. Nothing is changed when an error is raised. Values may be
+        Tensors or NumPy arrays; they are copied to each parameter's device and dtype
+        (``assign=True`` puts the given tensors in place of the parameters and buffers
+        instead, keeping which parameters require grad).
 
         >>> import labkit as lk
         >>> a, b = lk.nn.Linear(2, 3), lk.nn.Linear(2, 3)
@@ -592,7 +595,7 @@ class Module:
                             f"model.state_dict()), got {type(state_dict).__name__}")
         own = dict(self._state_items())
         missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
+        unexpected = self._unexpected_keys(state_dict)
         mismatched = []
         for key, target in own.items():
             if key in state_dict:
@@ -603,8 +606,38 @@ class Module:
             raise StateDictError(self._mismatch_text(missing, unexpected, mismatched, strict))
         for key, target in own.items():
             if key in state_dict:
-                _copy_into(target, state_dict[key])
+                if assign:
+                    self._assign_member(key, target, state_dict[key])
+                else:
+                    _copy_into(target, state_dict[key])
         return IncompatibleKeys(missing, unexpected)
+
+    def _unexpected_keys(self, state_dict):
+        """The keys no module claims, module by module in traversal order (PyTorch's)."""
+        out = []
+        for prefix, module in self._walk(remove_duplicate=False):
+            prefix = f"{prefix}." if prefix else ""
+            local = {k for k, p in module._parameters.items() if p is not None}
+            local |= {k for k, b in module._buffers.items()
+                      if b is not None and k in module._persistent}
+            for key in state_dict:
+                if key.startswith(prefix):
+                    first = key[len(prefix):].split(".", 1)[0]
+                    if first not in module._modules and first not in local:
+                        out.append(key)
+        return out
+
+    def _assign_member(self, key, target, value):
+        path, _, name = key.rpartition(".")
+        module = self.get_submodule(path)
+        if not isinstance(value, Tensor):
+            from ..tensor.creation import tensor
+            value = tensor(np.asarray(value))
+        if name in module._parameters:
+            module._parameters[name] = Parameter(value, requires_grad=target.requires_grad)
+            _name_parameters(key, module._parameters[name])
+        else:
+            module._buffers[name] = value
 
     def _mismatch_text(self, missing, unexpected, mismatched, strict):
         lines = [f"load_state_dict: the state dict does not fit this {type(self).__name__}."]

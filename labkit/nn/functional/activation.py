@@ -13,6 +13,7 @@ taken cannot turn a gradient into NaN.
 [0.0, 0.8413447141647339]
 """
 import math
+import warnings
 
 from ...errors import ShapeError, describe
 from ...tensor.dtypes import as_dtype
@@ -294,6 +295,8 @@ def prelu(input, weight):
 
 def _softmax_dim(name, input, dim):
     if dim is None:         # PyTorch's legacy choice for an unspecified dim
+        warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the "
+                      f"call to include dim=X as an argument.", stacklevel=3)
         return 0 if input.ndim in (0, 1, 3) else 1
     return dim
 

@@ -19,8 +19,9 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     the norm's gradient on.
 
     >>> import labkit as lk
-    >>> lk.nn.functional.cosine_similarity(lk.ones(2, 3), lk.ones(2, 3), dim=1).tolist()
-    [1.0, 1.0]
+    >>> y = lk.nn.functional.cosine_similarity(lk.ones(2, 3), -lk.ones(2, 3), dim=1)
+    >>> [round(v, 4) for v in y.tolist()]
+    [-1.0, -1.0]
     """
     shape = broadcast_shapes("cosine_similarity", x1, x2)
     x1 = x1 if tuple(x1.shape) == shape else broadcast_to(x1, shape=shape)

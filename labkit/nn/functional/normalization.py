@@ -190,8 +190,8 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """``x / max(||x||_p, eps)`` along ``dim``.
 
     >>> import labkit as lk
-    >>> lk.nn.functional.normalize(lk.tensor([[3.0, 4.0]])).tolist()
-    [[0.6000000238418457, 0.800000011920929]]
+    >>> [round(v, 4) for v in lk.nn.functional.normalize(lk.tensor([[3.0, 4.0]]))[0].tolist()]
+    [0.6, 0.8]
     """
     if out is not None:
         raise TypeError("normalize: out= is not supported; use the returned tensor")

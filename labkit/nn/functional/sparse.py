@@ -100,8 +100,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 
 
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
-                  scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
-                  padding_idx=None):
+                  scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
+                  include_last_offset=False, padding_idx=None):
     """Sums, means or maxima of bags of rows of ``weight``: a 2-d ``input`` (B, L) holds one
     bag per row; a 1-d one is cut into bags at ``offsets`` (the start of each bag; with
     ``include_last_offset`` the last offset is the end). Entries equal to ``padding_idx`` are

@@ -22,7 +22,6 @@ from ...errors import ShapeError, describe
 from ...tensor import creation
 from ...tensor.ops.elementwise import add, mul
 from ...tensor.ops.index import take
-from ...tensor.ops.shape import reshape
 
 _LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
 MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area")

@@ -1,6 +1,6 @@
 """Cases of the normalisation layers: batch norm (training, eval, cumulative momentum, without
 running statistics or affine parameters), instance, layer, group and RMS norm."""
-from ..module_cases import ModuleCase, normal
+from ..module_cases import ModuleCase
 
 
 def _shifted(shape):
