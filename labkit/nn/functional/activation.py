@@ -12,7 +12,6 @@ taken cannot turn a gradient into NaN.
 >>> F.gelu(lk.tensor([0.0, 1.0])).tolist()
 [0.0, 0.8413447141647339]
 """
-import math
 import warnings
 
 from ...errors import ShapeError, describe
@@ -21,7 +20,8 @@ from ...tensor.ops.composite import split
 from ...tensor.ops.elementwise import abs, add, cast, div, exp, ge, gt, le, logical_and, lt, mul
 from ...tensor.ops.elementwise import neg, relu as _relu, sigmoid as _sigmoid, sub
 from ...tensor.ops.elementwise import tanh as _tanh, where
-from ...tensor.ops.elementwise_math import erf, expm1, log1p
+from ...tensor.ops.elementwise_math import expm1, log1p
+from ...tensor.ops.nn_kernels import gelu as _gelu
 from ...tensor.ops.shape import reshape
 from ...tensor.ops.softmax import log_softmax as _log_softmax
 from ...tensor.ops.softmax import softmax as _softmax
@@ -108,19 +108,13 @@ def celu(input, alpha=1.0, inplace=False):
 
 def gelu(input, approximate="none"):
     """``x * Phi(x)`` (``approximate='none'``, with ``erf``) or its tanh approximation
-    (``approximate='tanh'``).
+    (``approximate='tanh'``); one op each way (``labkit.tensor.ops.nn_kernels``).
 
     >>> import labkit as lk
     >>> round(lk.nn.functional.gelu(lk.tensor([1.0]), approximate="tanh").item(), 4)
     0.8412
     """
-    if approximate == "none":
-        return mul(mul(input, 0.5), add(erf(mul(input, 1.0 / math.sqrt(2.0))), 1.0))
-    if approximate == "tanh":
-        inner = mul(add(input, mul(mul(mul(input, input), input), 0.044715)),
-                    math.sqrt(2.0 / math.pi))
-        return mul(mul(input, 0.5), add(_tanh(inner), 1.0))
-    raise ValueError(f"gelu: approximate={approximate!r} is not 'none' or 'tanh'")
+    return _gelu(input, approximate=approximate)
 
 
 def silu(input, inplace=False):

@@ -18,16 +18,10 @@ from ...errors import ShapeError, describe
 from ...tensor.ops.composite import mean
 from ...tensor.ops.elementwise import add, cast, div, mul, sqrt, sub
 from ...tensor.ops.elementwise_math import clamp_min
+from ...tensor.ops.nn_kernels import layer_norm as _layer_norm
 from ...tensor.ops.norm import vector_norm
 from ...tensor.ops.shape import reshape
 from ...tensor.ops.state import assign
-
-
-def _normalized(x, dims, eps):
-    """``(x - mean) / sqrt(var + eps)`` over ``dims``, with the biased variance."""
-    centered = sub(x, mean(x, dim=dims, keepdim=True))
-    var = mean(mul(centered, centered), dim=dims, keepdim=True)
-    return div(centered, sqrt(add(var, eps)))
 
 
 def _affine(y, weight, bias, shape=None):
@@ -57,7 +51,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
     """
     dims = _last_dims("layer_norm", input, normalized_shape)
-    return _affine(_normalized(input, dims, eps), weight, bias)
+    return _affine(_layer_norm(input, ndim=len(dims), eps=eps), weight, bias)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
@@ -88,7 +82,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
                          f"1) of {describe(input)}")
     n, c = input.shape[:2]
     grouped = reshape(input, shape=(n, num_groups, -1))
-    y = reshape(_normalized(grouped, (2,), eps), shape=input.shape)
+    y = reshape(_layer_norm(grouped, ndim=1, eps=eps), shape=input.shape)
     return _affine(y, weight, bias, (c,) + (1,) * (input.ndim - 2))
 
 
