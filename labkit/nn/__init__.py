@@ -13,18 +13,22 @@ stateless layers live in ``labkit.nn.functional``; initialisers in ``labkit.nn.i
 from . import functional, init
 from .activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish,
                          Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
-                         Sigmoid, SiLU, Softmax, Softmin, Softplus, Softshrink, Softsign, Tanh,
-                         Tanhshrink, Threshold)
+                         Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus, Softshrink,
+                         Softsign, Tanh, Tanhshrink, Threshold)
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
+from .fold import Fold, Unfold
 from .instancenorm import InstanceNorm1d, InstanceNorm2d
 from .linear import Bilinear, Identity, Linear
 from .module import IncompatibleKeys, Module, StateDictError
 from .normalization import GroupNorm, LayerNorm, RMSNorm
+from .padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d,
+                      ReflectionPad1d, ReflectionPad2d, ReplicationPad1d, ReplicationPad2d,
+                      ZeroPad1d, ZeroPad2d)
 from .parameter import Parameter
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
                       AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
@@ -36,12 +40,12 @@ __all__ = ["Module", "Parameter", "StateDictError", "IncompatibleKeys", "functio
            # containers
            "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
            # linear, shape
-           "Identity", "Linear", "Bilinear", "Flatten", "Unflatten",
+           "Identity", "Linear", "Bilinear", "Flatten", "Unflatten", "Fold", "Unfold",
            # activations
            "CELU", "ELU", "GELU", "GLU", "SELU", "Hardshrink", "Hardsigmoid", "Hardswish",
            "Hardtanh", "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "PReLU", "ReLU", "ReLU6",
-           "Sigmoid", "SiLU", "Softmax", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh",
-           "Tanhshrink", "Threshold",
+           "Sigmoid", "SiLU", "Softmax", "Softmax2d", "Softmin", "Softplus", "Softshrink",
+           "Softsign", "Tanh", "Tanhshrink", "Threshold",
            # normalisation
            "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
            "LayerNorm", "GroupNorm", "RMSNorm",
@@ -51,7 +55,9 @@ __all__ = ["Module", "Parameter", "StateDictError", "IncompatibleKeys", "functio
            "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d",
            "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "Upsample", "UpsamplingNearest2d",
-           "UpsamplingBilinear2d",
+           "UpsamplingBilinear2d", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
+           "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
+           "CircularPad1d", "CircularPad2d",
            # lookups, distances
            "Embedding", "EmbeddingBag", "CosineSimilarity", "PairwiseDistance",
            # recurrent

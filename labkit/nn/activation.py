@@ -6,6 +6,7 @@ place and returned).
 >>> lk.nn.Sequential(lk.nn.Linear(2, 3), lk.nn.GELU(), lk.nn.Linear(3, 1))(lk.ones(4, 2)).shape
 (4, 1)
 """
+from ..errors import ShapeError, describe
 from ..tensor.creation import full
 from . import functional as F
 from . import init as _init
@@ -274,6 +275,15 @@ class Softmin(_SoftmaxFamily):
 
     def forward(self, input):
         return F.softmin(input, self.dim)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of (N, C, H, W) or (C, H, W) inputs, at each position."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ShapeError(f"Softmax2d: expected a 3-d or 4-d input, got {describe(input)}")
+        return F.softmax(input, -3)
 
 
 class PReLU(Module):

@@ -18,6 +18,7 @@ registers it, so ``parameters()``, ``state_dict()``, ``to(device)``, ``train()``
 >>> list(model.state_dict())
 ['hidden.weight', 'hidden.bias', 'out.weight', 'out.bias']
 """
+import re
 import threading
 from collections import OrderedDict
 from typing import NamedTuple
@@ -741,8 +742,5 @@ def _to_args(args, kwargs):
 
 
 def _is_device(text):
-    try:
-        get_device(text)
-        return True
-    except LabkitError:
-        return False
+    """Whether ``text`` names a device ('cpu', 'gpu:1', 'cuda'...), whether or not it exists."""
+    return re.fullmatch(r"(cpu|gpu|cuda)(:\d+)?", text.strip().lower()) is not None

@@ -452,7 +452,7 @@ def _most_common(values):
 
 # ---- reprs and errors ----------------------------------------------------------------------------
 FAMILIES = ["activation", "linear", "container", "conv", "pooling", "normalization", "dropout",
-            "sparse", "upsampling", "distance"]
+            "sparse", "upsampling", "distance", "padding"]
 
 
 def _family_cases():

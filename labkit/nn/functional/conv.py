@@ -1,4 +1,5 @@
-"""Convolutions: ``F.conv1d``, ``F.conv2d``, ``F.conv_transpose1d``, ``F.conv_transpose2d``.
+"""Convolutions: ``F.conv1d``, ``F.conv2d``, ``F.conv_transpose1d``, ``F.conv_transpose2d``, and
+the windows they are made of, ``F.unfold`` (im2col) and ``F.fold`` (col2im).
 
 All are written on the tensor layer's ``unfold`` / ``fold`` primitives (labkit/tensor/ops/conv.py):
 a convolution is ``unfold`` and one matrix product per group, a transposed convolution is the
@@ -15,7 +16,9 @@ the 2-d ones on a height-1 image. An unbatched input (no N dimension) is accepte
 from ...errors import ShapeError, describe
 from ...tensor.ops.composite import squeeze, unsqueeze
 from ...tensor.ops.conv import conv2d as _conv2d
-from ...tensor.ops.conv import fold, pair
+from ...tensor.ops.conv import fold as fold_
+from ...tensor.ops.conv import out_size, pair
+from ...tensor.ops.conv import unfold as _unfold
 from ...tensor.ops.elementwise import add
 from ...tensor.ops.linalg import matmul_t
 from ...tensor.ops.shape import permute, reshape
@@ -125,11 +128,11 @@ def _conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, 
     cols = permute(reshape(cols, shape=(cout, kh, kw, n, h, w)), dims=(3, 0, 1, 2, 4, 5))
     geo = dict(kernel_size=(kh, kw), stride=stride, dilation=dilation)
     if all(op_ < s for op_, s in zip(output_padding, stride)):
-        out = fold(cols, image_shape=(n, cout) + out_hw, padding=padding, **geo)
+        out = fold_(cols, image_shape=(n, cout) + out_hw, padding=padding, **geo)
     else:       # output_padding beyond the stride: fold the whole image, then crop or pad
         full = tuple((size - 1) * s + d * (k - 1) + 1 for size, s, d, k in
                      zip((h, w), stride, dilation, (kh, kw)))
-        out = fold(cols, image_shape=(n, cout) + full, padding=(0, 0), **geo)
+        out = fold_(cols, image_shape=(n, cout) + full, padding=(0, 0), **geo)
         out = pad(out, (-padding[1], out_hw[1] + padding[1] - full[1],
                         -padding[0], out_hw[0] + padding[0] - full[0]))
     if bias is not None:
@@ -157,3 +160,55 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
             (0, one(output_padding, "output_padding")), int(groups),
             (1, one(dilation, "dilation"))), 2)
     return batched(run, input, 1, "conv_transpose1d")
+
+
+def _pairs(kernel_size, dilation, padding, stride):
+    return dict(kernel_size=pair(kernel_size, "kernel_size"), dilation=pair(dilation, "dilation"),
+                padding=pair(padding, "padding"), stride=pair(stride, "stride"))
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """Sliding windows of (N, C, H, W) ``input`` as columns (im2col): (N, C * kh * kw, L) with L
+    the number of windows.
+
+    >>> import labkit as lk
+    >>> lk.nn.functional.unfold(lk.ones(2, 3, 4, 4), 2).shape
+    (2, 12, 9)
+    """
+    geo = _pairs(kernel_size, dilation, padding, stride)
+
+    def run(x):
+        cols = _unfold(x, **geo)                                  # (N, C, kh, kw, OH, OW)
+        n, c, kh, kw, oh, ow = cols.shape
+        return reshape(cols, shape=(n, c * kh * kw, oh * ow))
+    return batched(run, input, 2, "unfold")
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """The adjoint of ``unfold`` (col2im): columns (N, C * kh * kw, L) summed back into images
+    (N, C, *output_size), overlapping windows adding up.
+
+    >>> import labkit as lk
+    >>> lk.nn.functional.fold(lk.ones(1, 4, 4), (3, 3), 2).tolist()[0][0]
+    [[1.0, 2.0, 1.0], [2.0, 4.0, 2.0], [1.0, 2.0, 1.0]]
+    """
+    geo = _pairs(kernel_size, dilation, padding, stride)
+    h, w = pair(output_size, "output_size")
+    (kh, kw) = geo["kernel_size"]
+
+    def run(x):
+        n, ck, length = x.shape
+        oh = out_size(h, kh, geo["stride"][0], geo["padding"][0], geo["dilation"][0])
+        ow = out_size(w, kw, geo["stride"][1], geo["padding"][1], geo["dilation"][1])
+        if ck % (kh * kw) or oh * ow != length:
+            raise ShapeError(f"fold: input {describe(x)} does not hold {kh}x{kw} windows of "
+                             f"{oh}x{ow} positions in an image of {(h, w)} (expected "
+                             f"(N, C * {kh * kw}, {oh * ow}))")
+        c = ck // (kh * kw)
+        return fold_(reshape(x, shape=(n, c, kh, kw, oh, ow)), image_shape=(n, c, h, w), **geo)
+    if input.ndim == 2:
+        return squeeze(run(unsqueeze(input, 0)), 0)
+    if input.ndim != 3:
+        raise ShapeError(f"fold expects (N, C * kh * kw, L) or (C * kh * kw, L) input, got "
+                         f"{describe(input)}")
+    return run(input)

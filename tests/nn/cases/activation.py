@@ -39,6 +39,7 @@ MODULE_CASES = [
     ModuleCase("softmax_implicit_dim", lambda nn: nn.Softmax(), normal((2, 3, 4)),
                module="Softmax"),
     ModuleCase("tanh_3d", lambda nn: nn.Tanh(), normal((2, 3, 4))),
+    ModuleCase("softmax2d", lambda nn: nn.Softmax2d(), normal((2, 3, 2, 2))),
     ModuleCase("sigmoid_big", lambda nn: nn.Sigmoid(), lambda rng: rng.standard_normal(7) * 30,
                module="Sigmoid"),
 ]

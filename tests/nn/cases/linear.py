@@ -15,3 +15,11 @@ MODULE_CASES = [
     ModuleCase("unflatten_last", lambda nn: nn.Unflatten(-1, (2, 2, 3)), normal((2, 12)),
                module="Unflatten"),
 ]
+
+MODULE_CASES += [
+    ModuleCase("unfold", lambda nn: nn.Unfold((2, 3), dilation=(1, 2), padding=1, stride=2),
+               normal((2, 3, 5, 6))),
+    ModuleCase("fold", lambda nn: nn.Fold((4, 5), 2, padding=1, stride=(1, 2)),
+               normal((2, 8, 15))),
+    ModuleCase("fold_unbatched", lambda nn: nn.Fold(3, 2), normal((4, 4)), module="Fold"),
+]

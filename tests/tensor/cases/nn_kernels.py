@@ -25,6 +25,11 @@ def _through(f, x, g):
     return torch.autograd.grad(f(x_), x_, g, create_graph=True)[0]
 
 
+def _shifted(rng, shape):
+    """Values with a mean and spread far from layer norm's output (0 and 1)."""
+    return _arr(normal(rng, shape) * 3 + 1)
+
+
 def _ln(x, ndim, eps):
     return TF.layer_norm(x, x.shape[x.ndim - ndim:], eps=eps)
 
@@ -56,13 +61,13 @@ PRIMITIVE_CASES = [
          _gelu_params(), _GELU_EDGES, op="gelu_backward"),
     Case("layer_norm", lambda x, ndim, eps: K.layer_norm(x, ndim=ndim, eps=eps),
          torch_ref(_ln),
-         lambda rng, shape, ndim, eps: Sample((_arr(normal(rng, shape) * 3 + 1),),
+         lambda rng, shape, ndim, eps: Sample((_shifted(rng, shape),),
                                               {"ndim": ndim, "eps": eps}),
          _ln_params(), _LN_EDGES, op="layer_norm", rtol=1e-6, atol=1e-8),
     Case("layer_norm_backward", lambda g, x, ndim, eps: K.layer_norm_backward(
         g, x, ndim=ndim, eps=eps),
          torch_ref(lambda g, x, ndim, eps: _through(lambda v: _ln(v, ndim, eps), x, g)),
-         lambda rng, shape, ndim, eps: Sample((normal(rng, shape), _arr(normal(rng, shape) * 3 + 1)),
+         lambda rng, shape, ndim, eps: Sample((normal(rng, shape), _shifted(rng, shape)),
                                               {"ndim": ndim, "eps": eps}),
          _ln_params(), _LN_EDGES, op="layer_norm_backward", rtol=1e-6, atol=1e-8),
 ]
