@@ -46,6 +46,21 @@ class LinAlgError(LabkitError, RuntimeError):
     definite for ``cholesky`` (PyTorch's ``torch.linalg.LinAlgError``)."""
 
 
+class VmapError(LabkitError, RuntimeError):
+    """What lk.vmap cannot do: read one example's value (``item()``, ``bool()``, NumPy) inside
+    the vmapped function, or stack examples whose results differ in shape."""
+
+
+class DataDependentShapeError(VmapError):
+    """An op whose result's shape depends on each example's values (nonzero, unique, a boolean
+    mask, repeat_interleave by a tensor), refused by lk.vmap as PyTorch's vmap refuses it.
+    ``op`` names the op."""
+
+    def __init__(self, op, message):
+        super().__init__(message)
+        self.op = op
+
+
 def describe(value):
     """A short description of an op argument for error messages: shape, dtype and device."""
     shape = getattr(value, "shape", None)

@@ -33,7 +33,7 @@ import os
 import sys
 import warnings
 
-from ..errors import GradError, LabkitError, ShapeError, describe
+from ..errors import GradError, LabkitError, ShapeError, VmapError, describe
 from ..tensor import dispatch
 from ..tensor.dispatch import Mode
 from ..tensor.ops.composite import stack
@@ -43,11 +43,6 @@ from ..tensor.ops.shape import batch_size, broadcast_to, expand_dims, materializ
 from ..tensor.tape import TapeNode
 from ..tensor.tensor import Tensor
 from . import trees
-
-
-class VmapError(LabkitError, RuntimeError):
-    """What lk.vmap cannot do: read one example's value (``item()``, ``bool()``, NumPy) inside
-    the vmapped function, or stack examples whose results differ in shape."""
 
 
 class VmapFallbackWarning(UserWarning):

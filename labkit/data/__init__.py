@@ -1,4 +1,5 @@
-"""Datasets and loaders: ``Dataset``, ``TensorDataset``, ``DataLoader`` and the ``digits()`` set.
+"""Datasets, samplers and loaders, as ``torch.utils.data`` (also reachable as
+``lk.utils.data``), and the ``digits()`` set.
 
 >>> import labkit as lk
 >>> train, test = lk.data.digits()
@@ -6,8 +7,17 @@
 >>> images.shape, labels.shape
 ((32, 1, 8, 8), (32,))
 """
-from .dataset import Dataset, TensorDataset
+from .collate import default_collate, default_convert
+from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, StackDataset,
+                      Subset, TensorDataset, random_split)
 from .digits import digits
-from .loader import DataLoader, default_collate
+from .loader import DataLoader
+from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
+                      SubsetRandomSampler, WeightedRandomSampler)
+from .worker import WorkerInfo, get_worker_info
 
-__all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate", "digits"]
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset",
+           "ChainDataset", "Subset", "random_split", "default_collate", "default_convert",
+           "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
+           "WeightedRandomSampler", "BatchSampler", "DataLoader", "WorkerInfo",
+           "get_worker_info", "digits"]

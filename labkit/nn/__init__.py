@@ -10,11 +10,12 @@ stateless layers live in ``labkit.nn.functional``; initialisers in ``labkit.nn.i
 >>> net[0].weight.grad.shape
 (16, 4)
 """
-from . import functional, init
+from . import functional, init, utils
 from .activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish,
                          Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
                          Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus, Softshrink,
                          Softsign, Tanh, Tanhshrink, Threshold)
+from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
@@ -32,11 +33,14 @@ from .padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d
 from .parameter import Parameter
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
                       AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
-from .recurrent import LSTM, RNN
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .sparse import Embedding, EmbeddingBag
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = ["Module", "Parameter", "StateDictError", "IncompatibleKeys", "functional", "init",
+           "utils",
            # containers
            "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
            # linear, shape
@@ -60,5 +64,7 @@ __all__ = ["Module", "Parameter", "StateDictError", "IncompatibleKeys", "functio
            "CircularPad1d", "CircularPad2d",
            # lookups, distances
            "Embedding", "EmbeddingBag", "CosineSimilarity", "PairwiseDistance",
-           # recurrent
-           "RNN", "LSTM"]
+           # recurrent, attention, transformer
+           "RNN", "LSTM", "GRU", "RNNBase", "RNNCell", "LSTMCell", "GRUCell", "RNNCellBase",
+           "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+           "TransformerEncoderLayer", "TransformerDecoderLayer"]

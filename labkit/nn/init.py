@@ -38,10 +38,9 @@ def _fill(t, host_values):
 
 
 def _gen(generator):
-    if generator is not None:
-        raise NotImplementedError("nn.init: generator= is not supported; labkit draws from "
-                                  "the generator lk.manual_seed seeds")
-    return _random.generator()
+    """The NumPy generator to draw from: ``generator``'s (an ``lk.Generator``), else the one
+    ``lk.manual_seed`` seeds."""
+    return _random.numpy_generator(generator)
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):

@@ -19,8 +19,8 @@ from .ops.reduce import argmax, argmin, max, min, sum
 from .ops.shape import broadcast_to, concat, permute, reshape
 from .ops.softmax import log_softmax, softmax
 from .ops.state import assign, assign_add, assign_sub
-from .random import (bernoulli, manual_seed, multinomial, normal, rand, rand_like, randint,
-                     randint_like, randn, randn_like, randperm)
+from .random import (Generator, bernoulli, manual_seed, multinomial, normal, rand, rand_like,
+                     randint, randint_like, randn, randn_like, randperm)
 from .tensor import Tensor
 from .public import PUBLIC as _PUBLIC
 from .public.comparisons import PUBLIC_COMPARISONS as _COMPARISONS

@@ -1,17 +1,20 @@
 """Random tensors, reproducible with ``lk.manual_seed`` on every device, in PyTorch's signatures.
 
-Values are drawn on the host from one NumPy generator and then moved to the target device, so the
-same seed gives the same numbers on CPU and GPU. These are plain functions, not graph ops (a
-captured function draws its numbers once, when it is traced).
+Values are drawn on the host from one NumPy generator (or from ``generator=``, an
+``lk.Generator``) and then moved to the target device, so the same seed gives the same numbers on
+CPU and GPU. These are plain functions, not graph ops (a captured function draws its numbers
+once, when it is traced).
 
 >>> import labkit as lk
 >>> lk.manual_seed(0); x = lk.randint(0, 10, (3,)); x.dtype, x.shape
 (lk.int64, (3,))
 """
+import copy
 import numbers
 
 import numpy as np
 
+from ..devices import get_device
 from ..errors import DTypeError, ShapeError, describe
 from .creation import _place, _shape
 from .dtypes import as_dtype, get_default_dtype, int64, result_type
@@ -31,6 +34,62 @@ def generator():
     return _generator
 
 
+class Generator:
+    """A random stream of its own, as ``torch.Generator``: give it as ``generator=`` to the
+    data loaders, samplers and ``random_split`` so that their draws neither use nor disturb the
+    stream that ``lk.manual_seed`` seeds. Unseeded, it starts from fresh entropy.
+
+    >>> import labkit as lk
+    >>> g = lk.Generator().manual_seed(42)
+    >>> g.initial_seed(), lk.data.random_split(range(4), [2, 2], generator=g)[0].indices
+    (42, [3, 2])
+    """
+
+    def __init__(self, device="cpu"):
+        self.device = get_device(device)
+        self.seed()
+
+    def manual_seed(self, seed):
+        """Restart the stream from ``seed``; returns the generator (as PyTorch's does)."""
+        self._seed = int(seed)
+        self._rng = np.random.default_rng(self._seed)
+        return self
+
+    def seed(self):
+        """Restart the stream from a fresh non-deterministic seed, and return that seed."""
+        self.manual_seed(int(np.random.SeedSequence().entropy) % 2 ** 63)
+        return self._seed
+
+    def initial_seed(self):
+        """The seed the stream was last started from."""
+        return self._seed
+
+    def get_state(self):
+        """The stream's position, for ``set_state`` (a dict here, a byte tensor in PyTorch)."""
+        return copy.deepcopy(self._rng.bit_generator.state)
+
+    def set_state(self, state):
+        """Return the stream to a position ``get_state`` gave."""
+        self._rng.bit_generator.state = state
+        return self
+
+    def __repr__(self):
+        return f"lk.Generator(device='{self.device.name}', initial_seed={self._seed})"
+
+
+def numpy_generator(generator=None):
+    """The NumPy Generator a draw should use: ``generator``'s (an ``lk.Generator``, or a NumPy
+    Generator as it is), or labkit's global one (seeded by ``lk.manual_seed``) when None."""
+    if generator is None:
+        return _generator
+    if isinstance(generator, Generator):
+        return generator._rng
+    if isinstance(generator, np.random.Generator):
+        return generator
+    raise TypeError(f"generator= takes an lk.Generator (or a NumPy Generator), got "
+                    f"{type(generator).__name__}")
+
+
 def _float_dtype(name, dtype):
     if not dtype.is_floating:
         raise DTypeError(f"{name}: draws floating-point values, but the dtype is {dtype}; pass "
@@ -38,16 +97,18 @@ def _float_dtype(name, dtype):
     return dtype
 
 
-def rand(*shape, dtype=None, device=None, requires_grad=False):
+def rand(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) (float32 by default)."""
     d = _float_dtype("rand", as_dtype(dtype) or get_default_dtype())
-    return _place(_generator.random(_shape(shape)).astype(d.np), device, requires_grad)
+    return _place(numpy_generator(generator).random(_shape(shape)).astype(d.np), device,
+                  requires_grad)
 
 
-def randn(*shape, dtype=None, device=None, requires_grad=False):
+def randn(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples (float32 by default)."""
     d = _float_dtype("randn", as_dtype(dtype) or get_default_dtype())
-    return _place(_generator.standard_normal(_shape(shape)).astype(d.np), device, requires_grad)
+    return _place(numpy_generator(generator).standard_normal(_shape(shape)).astype(d.np), device,
+                  requires_grad)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False):
@@ -67,18 +128,18 @@ def randn_like(input, *, dtype=None, device=None, requires_grad=False):
                  device=device or input.device, requires_grad=requires_grad)
 
 
-def _integers(name, low, high, size, dtype, device, requires_grad):
+def _integers(name, low, high, size, dtype, device, requires_grad, generator=None):
     low, high = int(low), int(high)
     if low >= high:
         raise ShapeError(f"{name}: low={low} must be less than high={high} (values are drawn "
                          f"from [low, high))")
     d = as_dtype(dtype) or int64
-    values = _generator.integers(low, high, size=_shape((size,) if isinstance(size, int)
-                                                        else (tuple(size),)))
+    values = numpy_generator(generator).integers(
+        low, high, size=_shape((size,) if isinstance(size, int) else (tuple(size),)))
     return _place(values.astype(d.np), device, requires_grad)
 
 
-def randint(*args, size=None, low=None, high=None, dtype=None, device=None,
+def randint(*args, size=None, low=None, high=None, generator=None, dtype=None, device=None,
             requires_grad=False):
     """Integers uniform in [low, high) (int64 by default): ``randint(high, size)`` or
     ``randint(low, high, size)``, ``size`` a tuple; keywords too.
@@ -102,7 +163,7 @@ def randint(*args, size=None, low=None, high=None, dtype=None, device=None,
         low = args.pop() if args else 0
     if args:
         raise TypeError("randint() takes at most low, high and size as positional arguments")
-    return _integers("randint", low, high, size, dtype, device, requires_grad)
+    return _integers("randint", low, high, size, dtype, device, requires_grad, generator)
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
@@ -119,7 +180,7 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_g
                      device or input.device, requires_grad)
 
 
-def randperm(n, *, dtype=None, device=None, requires_grad=False):
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0..n-1 (int64 by default).
 
     >>> import labkit as lk
@@ -127,7 +188,8 @@ def randperm(n, *, dtype=None, device=None, requires_grad=False):
     [0, 1, 2, 3]
     """
     d = as_dtype(dtype) or int64
-    return _place(_generator.permutation(int(n)).astype(d.np), device, requires_grad)
+    return _place(numpy_generator(generator).permutation(int(n)).astype(d.np), device,
+                  requires_grad)
 
 
 def _host(x):
@@ -135,7 +197,7 @@ def _host(x):
     return x.numpy().astype(np.float64) if isinstance(x, Tensor) else x
 
 
-def bernoulli(input, p=None):
+def bernoulli(input, p=None, *, generator=None):
     """Ones with probability ``input`` (a tensor of probabilities), zeros otherwise, in
     ``input``'s dtype; ``bernoulli(input, p)``: probability ``p`` (a number or a tensor) in
     ``input``'s shape.
@@ -150,11 +212,11 @@ def bernoulli(input, p=None):
                          f"{describe(input)}; convert with x.float()")
     if np.any((np.asarray(probs) < 0) | (np.asarray(probs) > 1)) or np.any(np.isnan(probs)):
         raise ShapeError("bernoulli: probabilities must lie in [0, 1]")
-    draws = _generator.random(input.shape) < probs
+    draws = numpy_generator(generator).random(input.shape) < probs
     return _place(draws.astype(input.dtype.np), input.device, False)
 
 
-def multinomial(input, num_samples, replacement=False):
+def multinomial(input, num_samples, replacement=False, *, generator=None):
     """Indices drawn from the categories of each row of ``input`` (1-D or 2-D, non-negative
     weights that need not sum to 1): ``num_samples`` per row (int64), each category at most
     once unless ``replacement``.
@@ -184,20 +246,21 @@ def multinomial(input, num_samples, replacement=False):
         with np.errstate(divide="ignore"):
             # exponential races: the first num_samples arrivals are a draw without replacement
             # (categories of weight 0 never arrive: they come last, in order, as in PyTorch)
-            keys = _generator.exponential(size=(rows, k)) / w
+            keys = numpy_generator(generator).exponential(size=(rows, k)) / w
         out = np.argsort(keys, axis=1, kind="stable")[:, :num_samples]
     else:
         cdf = np.cumsum(w, axis=1) / w.sum(axis=1, keepdims=True)
         cdf[:, -1] = 1.0
         offset = np.arange(rows)[:, None]
-        u = _generator.random((rows, num_samples))
+        u = numpy_generator(generator).random((rows, num_samples))
         out = np.searchsorted((cdf + offset).ravel(), (u + offset).ravel(), side="right")
         out = out.reshape(rows, num_samples) - offset * k
     out = out.astype(np.int64)
     return _place(out if input.ndim == 2 else out[0], input.device, False)
 
 
-def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, requires_grad=False):
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False):
     """Normal samples: ``normal(mean, std)`` with a tensor mean and/or std (their broadcast
     shape, their dtype) or ``normal(mean, std, size)`` with numbers (float32 by default).
 
@@ -225,5 +288,5 @@ def normal(mean=0.0, std=1.0, size=None, *, dtype=None, device=None, requires_gr
     m, s = _host(mean), _host(std)
     if np.any(np.asarray(s) < 0):
         raise ShapeError("normal: std must be >= 0")
-    values = m + s * _generator.standard_normal(shape)
+    values = m + s * numpy_generator(generator).standard_normal(shape)
     return _place(np.asarray(values).astype(d.np), device, requires_grad)

@@ -369,6 +369,61 @@ def test_custom_vjp_under_vmap_uses_its_rule():
     assert batch.tolist() == [[1.0, 0.2], [1.0, 0.2]]
 
 
+# ---- results whose size depends on the values: refused, as PyTorch's vmap refuses them -----------
+@pytest.mark.parametrize("name, f", [
+    ("nonzero", lambda x: lk.nonzero(x)),
+    ("unique", lambda x: lk.unique(x)),
+    ("getitem", lambda x: x[x > 0]),
+    ("getitem", lambda x: lk.masked_select(x, x > 0)),
+    ("index_put", lambda x: x.index_put((x > 0,), lk.tensor(1))),
+    ("repeat_interleave", lambda x: lk.repeat_interleave(x)),
+    ("repeat_interleave", lambda x: lk.arange(2).repeat_interleave(x, output_size=3)),
+    ("one_hot", lambda x: lk.nn.functional.one_hot(x)),
+])
+def test_data_dependent_sizes_are_refused_naming_the_op(name, f):
+    xs = lk.tensor([[1, 2], [0, 1]])       # each example's result would have its own size
+    with pytest.raises(lk.autodiff.DataDependentShapeError) as info:
+        lk.vmap(f)(xs)
+    assert info.value.op == name and isinstance(info.value, VmapError)
+    assert f"lk.vmap cannot batch {name}" in str(info.value) and "PyTorch" in str(info.value)
+
+
+def test_data_dependent_ops_on_values_shared_by_the_examples_are_batched():
+    xs = lk.tensor(np.arange(12.0).reshape(2, 2, 3))
+    mask = lk.tensor([True, False, True])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", VmapFallbackWarning)
+        _close(lk.vmap(lambda x: x[:, mask])(xs), xs[:, :, mask])
+        # a shared mask beside a batched index: indexed by its True positions
+        rows = lk.tensor([1, 0])
+        _close(lk.vmap(lambda x, i: x[i, mask])(xs, rows),
+               lk.stack([xs[0, 1, mask], xs[1, 0, mask]]))
+        _close(lk.vmap(lambda x: x.repeat_interleave(lk.tensor([2, 0, 1]), dim=1))(xs),
+               xs.repeat_interleave(lk.tensor([2, 0, 1]), dim=2))
+        assert lk.vmap(lambda i: lk.nn.functional.one_hot(i, 3))(
+            lk.tensor([[0, 2], [1, 1]])).tolist() == [[[1, 0, 0], [0, 0, 1]],
+                                                    [[0, 1, 0], [0, 1, 0]]]
+
+
+@pytest.mark.parametrize("f", [
+    lambda x, i: x[0, :, i],                  # an int apart from a tensor: PyTorch's layout
+    lambda x, i: x[i, :, 1],
+    lambda x, i: x[:, i, ..., i],             # ... standing for no dimension
+    lambda x, i: x[None, i, :, i],
+    lambda x, i: x[i[:, None], 1:, i[None]],
+])
+def test_indexing_under_vmap_has_pytorchs_layout(f):
+    import torch
+    rng = np.random.default_rng(5)
+    x, i = rng.standard_normal((3, 2, 4, 2)), rng.integers(0, 2, (3, 2))
+    for in_dims in ((0, 0), (0, None), (None, 0)):
+        xb = x if in_dims[0] is not None else x[0]
+        ib = i if in_dims[1] is not None else i[0]
+        want = torch.func.vmap(f, in_dims=in_dims)(torch.from_numpy(xb), torch.from_numpy(ib))
+        got = lk.vmap(f, in_axes=in_dims)(lk.tensor(xb), lk.tensor(ib))
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 def test_vmap_costs_nothing_when_unused():
     from labkit.tensor import dispatch
     from labkit.tensor.eager import EagerMode

@@ -57,6 +57,3 @@ def collected():
         found += getattr(importlib.import_module(f"{cases.__name__}.{info.name}"),
                          "MODULE_CASES", [])
     return found
-
-
-ALL = collected()

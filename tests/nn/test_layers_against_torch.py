@@ -403,6 +403,14 @@ def test_init_functions_match_pytorchs_distributions():
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
+def test_init_takes_a_generator():
+    g = lk.Generator().manual_seed(3)
+    a = nn.init.normal_(nn.Parameter(lk.zeros(5)), generator=g).numpy()
+    lk.manual_seed(0)
+    b = nn.init.normal_(nn.Parameter(lk.zeros(5)), generator=g.manual_seed(3)).numpy()
+    np.testing.assert_array_equal(a, b)
+
+
 def test_calculate_gain_and_fans_are_pytorchs():
     for name in ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
                  "conv_transpose3d", "sigmoid", "tanh", "relu", "leaky_relu", "selu"):

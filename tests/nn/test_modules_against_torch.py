@@ -11,12 +11,11 @@ import labkit as lk
 
 from .module_cases import collected
 
-# collected here, not imported: a case module that pytest imports first (for its doctests)
-# imports module_cases while it is itself half-imported, and module_cases' ALL misses its cases
 ALL = collected()
 
 # lk.nn classes that are not layers to run on an input (bases, parameter containers...)
-NOT_LAYERS = {"Module", "Parameter", "ModuleDict", "ParameterList", "ParameterDict"}
+NOT_LAYERS = {"Module", "Parameter", "ModuleDict", "ParameterList", "ParameterDict", "RNNBase",
+              "RNNCellBase"}
 
 
 def _arrays(case, rng):

@@ -236,3 +236,27 @@ def assert_clear_error(kind, call, name, shape_text, device):
     assert "lk." in msg and dev in msg, f"{name}: error lacks dtype or device: {msg}"
     assert isinstance(info.value, lk.LabkitError)
     return msg
+
+
+# ---- lk.vmap's refusals ---------------------------------------------------------------------------
+# Ops whose result's size depends on each example's values: lk.vmap refuses them (as PyTorch's
+# vmap does) when such a value differs between the examples, with a DataDependentShapeError
+# naming the op. A refusal by any other op is a failure.
+DATA_DEPENDENT = {
+    "nonzero": "how many elements are nonzero",
+    "unique": "how many values are distinct",
+    "repeat_interleave": "the sum of the repeats (a tensor)",
+    "one_hot": "the largest class index, without num_classes",
+    "getitem": "a boolean mask (x[mask], masked_select)",
+    "index_add": "a boolean mask (x[mask] += v)",
+    "index_put": "a boolean mask (x[mask] = v)",
+}
+
+
+def assert_vmap_refusal(error):
+    """``error`` (a DataDependentShapeError) is lk.vmap's refusal of an op in DATA_DEPENDENT,
+    naming it and the remedy."""
+    assert error.op in DATA_DEPENDENT, (
+        f"lk.vmap refused op {error.op} as data-dependent, which it should batch: {error}")
+    msg = str(error)
+    assert error.op in msg and "lk.vmap" in msg and "PyTorch" in msg, msg

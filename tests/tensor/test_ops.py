@@ -34,7 +34,7 @@ from labkit.tensor.eager import EagerMode
 from labkit.tensor.op import REGISTRY
 from labkit.tensor.shape_rules import same_as_first
 
-from .case_kit import assert_clear_error, torch_gradients
+from .case_kit import assert_clear_error, assert_vmap_refusal, torch_gradients
 from .op_cases import ALL_CASES, COMPOSITE_CASES, COMPOSITE_NAMES, PRIMITIVE_CASES, \
     sample_strategy
 
@@ -282,6 +282,20 @@ class _FallbackLog:
         return self.real(fn, name, inputs, bdims)
 
 
+def _per_example(run, examples, fn, axes, args):
+    """``run`` of each example's arguments; None where one example's arguments do not fit the
+    case's keyword arguments (they are the first example's: ``output_size``, the sum of that
+    example's repeats), having checked that lk.vmap refuses ``fn``: such a value is each
+    example's own, which the batch's one keyword cannot hold."""
+    try:
+        return [run(ex) for ex in examples]
+    except lk.LabkitError:
+        with pytest.raises(lk.autodiff.DataDependentShapeError) as info:
+            lk.vmap(fn, in_axes=axes)(*args)
+        assert_vmap_refusal(info.value)
+        return None
+
+
 def check_vmap(case, samples, seed, device):
     if not _same_shapes(samples):
         return
@@ -292,7 +306,9 @@ def check_vmap(case, samples, seed, device):
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         warnings.simplefilter("ignore", lk.autodiff.VmapFallbackWarning)
-        expected = [_numpy_outputs(fn(*ex)) for ex in examples]
+        expected = _per_example(lambda ex: _numpy_outputs(fn(*ex)), examples, fn, axes, args)
+        if expected is None:
+            return
         shapes = {tuple(e.shape for e in outs) for outs in expected}
         if len(shapes) > 1:       # a boolean mask picking another count in each example
             with pytest.raises(lk.LabkitError):
@@ -304,6 +320,9 @@ def check_vmap(case, samples, seed, device):
         batched.one_by_one = log
         try:
             got = _numpy_outputs(lk.vmap(fn, in_axes=axes, out_axes=out_axis)(*args))
+        except lk.autodiff.DataDependentShapeError as exc:
+            assert_vmap_refusal(exc)
+            return
         except lk.autodiff.VmapError as exc:     # the function reads values (x.item(), if x...)
             pytest.skip(f"{case.name} reads one example's values, so it cannot be vmapped: {exc}")
         finally:
@@ -317,8 +336,9 @@ def check_vmap(case, samples, seed, device):
             np.testing.assert_array_equal(g, e, err_msg=where)
         else:
             np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12, equal_nan=True, err_msg=where)
+    # (indexing loops over the examples where a 0-d boolean mask meets batched index tensors)
     ruled = [n for n in log.names if REGISTRY.get(n) is not None and
-             REGISTRY[n].batch is not None and n not in ("getitem", "index_add")]
+             REGISTRY[n].batch is not None and n not in ("getitem", "index_add", "index_put")]
     assert not ruled, f"{where}: ops with a batching rule ran one example at a time: {ruled}"
 
 
@@ -333,7 +353,10 @@ def check_vmap_gradients(case, samples, seed, device):
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         warnings.simplefilter("ignore", lk.autodiff.VmapFallbackWarning)
-        outs = [_combine(case.fn(*ex, **kwargs)) for ex in examples]
+        outs = _per_example(lambda ex: _combine(case.fn(*ex, **kwargs)), examples,
+                            lambda *xs: case.fn(*xs, **kwargs), axes, args)
+        if outs is None:
+            return
         out = outs[0]
         if len({o.shape for o in outs}) > 1 or not np.isfinite(out.numpy()).all():
             return        # a boolean mask picking another count in each example; nan/inf
@@ -345,6 +368,9 @@ def check_vmap_gradients(case, samples, seed, device):
         expected = [[g.numpy() for g in grad(*ex)] for ex in examples]
         try:
             got = lk.vmap(grad, in_axes=axes)(*args)
+        except lk.autodiff.DataDependentShapeError as exc:
+            assert_vmap_refusal(exc)
+            return
         except lk.autodiff.VmapError as exc:
             pytest.skip(f"{case.name} reads one example's values, so it cannot be vmapped: {exc}")
     for k, g in enumerate(got):
@@ -389,6 +415,24 @@ def test_vmap_gradients_random(case, device, data):
 
 
 # ---- the table is complete ---------------------------------------------------------------
+# Registered ops without a batching rule (lk.vmap runs them once per example, with a
+# VmapFallbackWarning), each with the reason a rule is impossible or pointless. None now: the
+# ops whose result's size depends on each example's values have a rule that refuses them
+# (case_kit.DATA_DEPENDENT). A new op without a rule fails the test below until it has one, or
+# is listed here with its reason.
+WITHOUT_BATCHING_RULE = {}
+
+
+def test_every_registered_op_has_a_batching_rule():
+    missing = sorted(name for name, o in REGISTRY.items() if o.batch is None)
+    assert missing == sorted(WITHOUT_BATCHING_RULE), (
+        f"registered ops without a batching rule (lk.vmap runs them one example at a time): "
+        f"{sorted(set(missing) - set(WITHOUT_BATCHING_RULE))}. Declare one beside the op's vjp "
+        f"(@op(..., batch=rule), shared families in labkit/tensor/batching.py), or list the op "
+        f"in WITHOUT_BATCHING_RULE with the reason it cannot have one. Listed but ruled now: "
+        f"{sorted(set(WITHOUT_BATCHING_RULE) - set(missing))}")
+
+
 def _uncovered(registry):
     return sorted(set(registry) - {c.op for c in PRIMITIVE_CASES})
 

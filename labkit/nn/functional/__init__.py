@@ -17,6 +17,7 @@ from .activation import (celu, elu, gelu, glu, hardshrink, hardsigmoid, hardswis
                          leaky_relu, log_softmax, logsigmoid, mish, prelu, relu, relu6, selu,
                          sigmoid, silu, softmax, softmin, softplus, softshrink, softsign, tanh,
                          tanhshrink, threshold)
+from .attention import multi_head_attention_forward, scaled_dot_product_attention
 from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold
 from .distance import cosine_similarity, pairwise_distance
 from .dropout import alpha_dropout, dropout, dropout1d, dropout2d, feature_alpha_dropout
@@ -44,5 +45,7 @@ __all__ = [
     "batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "normalize",
     "dropout", "dropout1d", "dropout2d", "alpha_dropout", "feature_alpha_dropout", "embedding",
     "embedding_bag", "one_hot", "cosine_similarity", "pairwise_distance",
+    # attention
+    "scaled_dot_product_attention", "multi_head_attention_forward",
     # losses
     "cross_entropy", "nll_loss", "mse_loss"]

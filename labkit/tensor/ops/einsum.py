@@ -19,7 +19,7 @@ import numpy as np
 from ...errors import ShapeError, describe
 from ..op import needs_grad, op
 from ..shape_rules import shape_of, ufunc_dtype
-from .shape import broadcast_to, reshape
+from .shape import broadcast_to, moved, reshape
 
 # PyTorch numbers labels A-Z then a-z; an implicit output lists them in that order
 LABELS = string.ascii_uppercase + string.ascii_lowercase
@@ -131,7 +131,19 @@ def _on_diagonal(gx, labels, term, sizes):
     return einsum(gx, *eyes, equation=",".join(terms) + "->" + full)
 
 
-@op("einsum", shape=_einsum_rule, vjp=_einsum_vjp)
+def _einsum_batch(inputs, bdims, equation):
+    """The batch dimension as one more label, first in each batched operand and the output."""
+    free = [c for c in LABELS if c not in equation]
+    if not free:                       # every label taken: one example at a time
+        return NotImplemented
+    terms, out = parse(equation)
+    b = free[0]
+    terms = [t if d is None else b + t for t, d in zip(terms, bdims)]
+    operands = [x if d is None else moved(x, d) for x, d in zip(inputs, bdims)]
+    return einsum(*operands, equation=",".join(terms) + "->" + b + out), 0
+
+
+@op("einsum", shape=_einsum_rule, vjp=_einsum_vjp, batch=_einsum_batch)
 def einsum(xp, *operands, equation):
     """Einstein summation over an explicit equation (one letter per dimension, ``->`` and the
     output given). Two operands without a repeated label run as one matrix product."""

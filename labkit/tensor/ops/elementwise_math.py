@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ...errors import DTypeError, NumericsError, describe
+from ..batching import ELEMENTWISE
 from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, elementwise, same_as_first, to_common, ufunc_dtype
 from ..tensor import Tensor
@@ -140,7 +141,7 @@ def _round_rule(x, decimals=0):
     return same_as_first(x)
 
 
-@op("round", shape=_round_rule, vjp=zero_vjp,
+@op("round", shape=_round_rule, vjp=zero_vjp, batch=ELEMENTWISE,
     into=lambda xp, decimals=0: functools.partial(xp.round, decimals=decimals))
 def round(xp, x, decimals=0):
     """Round half to even, to ``decimals`` decimal places (negative: to tens, hundreds...)."""
@@ -178,7 +179,7 @@ def _integer_division(name, fn):
 def _division_op(name, fn, ufunc, vjp):
     """An op dividing with rounding (``fn(xp, a, b, out=None)``), NumPy ``ufunc``'s dtype rule."""
     kernel = _integer_division(name, fn)
-    return op(name, shape=elementwise(ufunc, name), vjp=vjp,
+    return op(name, shape=elementwise(ufunc, name), vjp=vjp, batch=ELEMENTWISE,
               into=lambda xp: functools.partial(kernel, xp))(kernel)
 
 
@@ -257,7 +258,8 @@ def _clamp_into(xp):
     return clamp_into
 
 
-@op("clamp", shape=_ternary_rule("clamp", np.maximum), vjp=_clamp_vjp, into=_clamp_into)
+@op("clamp", shape=_ternary_rule("clamp", np.maximum), vjp=_clamp_vjp, into=_clamp_into,
+    batch=ELEMENTWISE)
 def clamp(xp, x, lo, hi):
     """``x`` limited to ``[lo, hi]`` (``hi`` wherever ``lo > hi``); NaN stays NaN."""
     x, lo, hi = to_common((x, lo, hi))
@@ -273,7 +275,7 @@ def _logit_vjp(g, out, x, eps=None):
 
 
 @op("logit", shape=lambda x, eps=None: (tuple(x.shape), ufunc_dtype("logit", np.log, x)),
-    vjp=_logit_vjp)
+    vjp=_logit_vjp, batch=ELEMENTWISE)
 def logit(xp, x, eps=None):
     """``log(z / (1 - z))`` where ``z`` is ``x`` clamped to ``[eps, 1 - eps]`` (no clamping when
     ``eps`` is None)."""
@@ -283,7 +285,7 @@ def logit(xp, x, eps=None):
     return xp.log(z / (1 - z))
 
 
-@op("nan_to_num", shape=same_as_first,
+@op("nan_to_num", shape=same_as_first, batch=ELEMENTWISE,
     vjp=lambda g, out, x, nan=0.0, posinf=None, neginf=None: (mul(g, isfinite(x)),))
 def nan_to_num(xp, x, nan=0.0, posinf=None, neginf=None):
     """``x`` with NaN, +inf and -inf replaced (the infinities by the dtype's largest finite
@@ -320,7 +322,7 @@ def special_op(name, fname, vjp, nin=1, fix=None):
             out = out.astype(want)
         return out if fix is None else fix(xp, out, *inputs)
     kernel.__name__ = name
-    return op(name, shape=elementwise(like, name), vjp=vjp)(kernel)
+    return op(name, shape=elementwise(like, name), vjp=vjp, batch=ELEMENTWISE)(kernel)
 
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -351,7 +353,7 @@ def _polygamma_rule(x, n):
     return elementwise(np.sin, "polygamma")(x)
 
 
-polygamma = op("polygamma", shape=_polygamma_rule,
+polygamma = op("polygamma", shape=_polygamma_rule, batch=ELEMENTWISE,
                vjp=lambda g, out, x, n: (mul(g, polygamma(x, n=n + 1)),))(_polygamma_kernel)
 
 
@@ -377,7 +379,7 @@ def _lerp_vjp(g, out, start, end, weight):
             mul(g, sub(end, start)) if needs_grad(weight) else None)
 
 
-@op("lerp", shape=_ternary_rule("lerp", np.add), vjp=_lerp_vjp)
+@op("lerp", shape=_ternary_rule("lerp", np.add), vjp=_lerp_vjp, batch=ELEMENTWISE)
 def lerp(xp, start, end, weight):
     """``start + weight * (end - start)``, computed from ``end`` where ``weight >= 0.5`` (as
     PyTorch does: exact at ``weight = 1``, and infinite where an infinite end point is)."""

@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
-from ...errors import DTypeError, ShapeError, describe
-from ..batching import ELEMENTWISE
+from ...errors import DataDependentShapeError, DTypeError, ShapeError, describe
+from ..batching import ALONG_DIM, ELEMENTWISE, data_dependent
 from ..op import needs_grad, op
 from ..shape_rules import normalize_dim, shape_of
 from ..tensor import Tensor
@@ -113,7 +113,8 @@ def _torch_move(spec, kinds, ndim):
     differ (NumPy puts the advanced dimensions first, PyTorch further in); else None.
 
     NumPy puts them first when the advanced indices, integers included, are not side by side;
-    PyTorch applies integers as selections first, so only the other advanced indices count."""
+    PyTorch applies integers as selections first, so only the other advanced indices count (and
+    an Ellipsis standing for no dimension does not keep them apart)."""
     roles = []          # per item: (role, dims it consumes, basic dims it makes, index ndim)
     for item in spec:
         k = item[0]
@@ -130,16 +131,17 @@ def _torch_move(spec, kinds, ndim):
         else:
             roles.append(("basic", 1 if k == "s" else 0, 1, 0))
     adv = [j for j, r in enumerate(roles) if r[0] == "adv"]
-    if not adv or not any(r[0] == "int" for r in roles):
+    if not adv or not any(r[0] in ("int", "e") for r in roles):
         return None
     numpy_adv = [j for j, r in enumerate(roles) if r[0] in ("adv", "int")]
     if numpy_adv[-1] - numpy_adv[0] == len(numpy_adv) - 1:
         return None                          # side by side: both keep them in place
-    kept = [j for j, r in enumerate(roles) if r[0] != "int"]
+    rest = ndim - sum(r[1] for r in roles)   # the dimensions an Ellipsis stands for
+    # (an Ellipsis standing for none keeps nothing apart in PyTorch, where NumPy's does)
+    kept = [j for j, r in enumerate(roles) if r[0] != "int" and (r[0] != "e" or rest)]
     torch_adv = [kept.index(j) for j in adv]
     if torch_adv[-1] - torch_adv[0] != len(torch_adv) - 1:
         return None                          # apart in PyTorch too: both put them first
-    rest = ndim - sum(r[1] for r in roles)   # the dimensions an Ellipsis stands for
     made = [rest if r[0] == "e" else r[2] for r in roles]
     b = max(r[3] for r in roles)
     p = sum(made[:adv[0]])
@@ -252,67 +254,135 @@ def _is_mask(t):
     return t.dtype.name == "bool_"
 
 
-def _index_plan(spec, idx, idx_bdims, x_ndim, x_batched, size):
-    """How to index a batch of examples (each of ``x_ndim`` dimensions) at once: ``(spec,
-    tensors, layout)`` such that ``x[spec]`` with the batch dimension first in ``x`` (if
-    ``x_batched``) gives the batched result laid out as ``layout`` says (``_batch_first``).
-    None where a boolean mask meets batched index tensors (then vmap goes example by example).
+def _torch_dims(spec, kinds, ndim):
+    """The dimensions of ``x[spec]`` (``x`` of ``ndim`` dimensions; ``kinds`` as ``_kinds``
+    gives them) in PyTorch's layout, which the kernels give, each named: ``("x", i)`` for x's
+    dimension i (kept by a slice, an Ellipsis, or no index), ``("new", n)`` for the n-th None,
+    ``("adv", k)`` for dimension k of the advanced indices' broadcast block.
 
-    NumPy's rule decides: index tensors (and ints, when there are any) next to each other put
-    their dimensions where they stand; separated (by a slice, None or ...), first."""
-    arrays = _has_arrays(spec)
-    advanced = [i for i, item in enumerate(spec) if item[0] in ("t", "i")] if arrays else []
-    adjacent = advanced == list(range(advanced[0], advanced[-1] + 1)) if advanced else True
-    ndims = [1 if _is_mask(t) else t.ndim - (d is not None) for t, d in zip(idx, idx_bdims)]
-    block = max(ndims, default=0)        # dimensions the index tensors give the result
-    if all(d is None for d in idx_bdims):
-        return ((_FULL,) + spec, list(idx), ("axis", 0 if adjacent else block))
-    if any(_is_mask(t) for t in idx):
-        return None
-    tensors = [t if d is None else aligned(t, d, block) for t, d in zip(idx, idx_bdims)]
-    before = _dims_before(spec, x_ndim)
-    if not x_batched:
-        return spec, tensors, ("axis", before if adjacent else 0)
-    from ..creation import arange
-    rows = arange(size, device=idx[0].device)
-    tensors.append(reshape(rows, shape=(size,) + (1,) * block))
-    spec = (("t", len(tensors) - 1),) + spec
-    if adjacent and before:     # NumPy puts (batch, block) first: the block goes back in place
-        return spec, tensors, ("block", block, before)
-    return spec, tensors, ("axis", 0)
-
-
-def _dims_before(spec, x_ndim):
-    """How many dimensions of the result come before its first index tensor (or int)."""
-    consumed = sum(1 for item in spec if item[0] in ("s", "i", "t"))
-    n = 0
+    PyTorch selects with the ints first; the other advanced indices (tensors, masks, bools)
+    put their block where they stand if they are side by side, else first."""
+    def consumes(item):
+        if item[0] == "t":
+            nd, is_bool = kinds[item[1]]
+            return nd if is_bool else 1
+        return 1 if item[0] in ("s", "i") else 0
+    rest = ndim - sum(consumes(item) for item in spec)      # what an Ellipsis stands for
+    kept = []        # per item PyTorch keeps: the names of the dims it makes; None: advanced
+    dim = new = block = 0
     for item in spec:
-        kind = item[0]
-        if kind in ("i", "t"):
-            break
-        n += (x_ndim - consumed) if kind == "e" else 1
-    return n
+        k = item[0]
+        if k == "t" and kinds[item[1]] != (0, False):        # (a 0-d integer tensor is an int)
+            nd, is_bool = kinds[item[1]]
+            kept.append(None)
+            block = max(block, 1 if is_bool else nd)
+        elif k == "b":
+            kept.append(None)
+            block = max(block, 1)
+        elif k == "s":
+            kept.append([("x", dim)])
+        elif k == "n":
+            kept.append([("new", new)])
+            new += 1
+        elif k == "e" and rest:
+            kept.append([("x", dim + i) for i in range(rest)])
+        dim += rest if k == "e" else consumes(item)
+    trailing = [("x", i) for i in range(dim, ndim)]
+    adv = [j for j, names in enumerate(kept) if names is None]
+
+    def basic(items):
+        return [name for names in items if names is not None for name in names]
+    if not adv:
+        return basic(kept) + trailing
+    advanced = [("adv", k) for k in range(block)]
+    if adv[-1] - adv[0] == len(adv) - 1:
+        return basic(kept[:adv[0]]) + advanced + basic(kept[adv[0]:]) + trailing
+    return advanced + basic(kept) + trailing
 
 
-def _batch_first(out, layout):
-    """The batched result of ``_index_plan`` with its batch dimension first, each example's
-    dimensions in order."""
-    if layout[0] == "axis":
-        return moved(out, layout[1])
-    _, block, before = layout          # (batch, block, before, after) -> (batch, before, block, after)
-    return permute(out, dims=_block_order(block, before, out.ndim))
+def _masks_as_integers(spec, idx, idx_bdims):
+    """``(spec, idx, idx_bdims)`` with each boolean mask of one or more dimensions (shared by
+    the examples) replaced by the integer indices of its True elements, one tensor per
+    dimension it covers, as PyTorch indexes with a mask; None where a 0-d mask is among them."""
+    out_spec, out_idx, out_bdims = [], [], []
+    for item in spec:
+        if item[0] != "t":
+            out_spec.append(item)
+            continue
+        t, d = idx[item[1]], idx_bdims[item[1]]
+        if not _is_mask(t):
+            columns = [t]
+        elif t.ndim == 0:
+            return None
+        else:
+            rows = nonzero(t)
+            columns = [_getitem(rows, spec=(_FULL, ("i", i))) for i in range(t.ndim)]
+        for c in columns:
+            out_spec.append(("t", len(out_idx)))
+            out_idx.append(c)
+            out_bdims.append(d)
+    return tuple(out_spec), out_idx, out_bdims
 
 
-def _block_order(block, before, ndim):
-    return ((0,) + tuple(range(block + 1, block + 1 + before)) + tuple(range(1, block + 1)) +
-            tuple(range(block + 1 + before, ndim)))
+def _refuse_mask(opname):
+    raise DataDependentShapeError(
+        opname, f"lk.vmap cannot batch {opname} with a boolean mask that differs from example "
+                f"to example (x[mask], masked_select): the size of the result depends on each "
+                f"example's mask, so the examples' results need not have one shape and cannot "
+                f"be stacked into one batch (PyTorch's vmap refuses it too). Keep shapes fixed: "
+                f"lk.where(mask, x, 0) instead of x[mask].")
 
 
-def _in_layout(values, layout):
-    """Values laid out batch first, each example's dimensions in order, put in ``layout``."""
-    if layout[0] == "axis":
-        return moved(values, 0, layout[1])
-    order = _block_order(layout[1], layout[2], values.ndim)
+def _index_plan(opname, spec, idx, idx_bdims, x_ndim, x_batched, size):
+    """How to index a batch of examples (each of ``x_ndim`` dimensions) at once: ``(spec,
+    tensors, order)`` such that ``x[spec]``, with the batch dimension first in ``x`` (if
+    ``x_batched``), gives the batch's result, which ``order`` permutes to batch first, each
+    example's dimensions in order (``_batch_first``). None where that takes a loop (a 0-d
+    mask beside batched index tensors). A mask that differs between examples is refused."""
+    if any(_is_mask(t) and d is not None for t, d in zip(idx, idx_bdims)):
+        _refuse_mask(opname)
+    example = _torch_dims(spec, tuple((len(shape_of(t)) - (d is not None), _is_mask(t))
+                                      for t, d in zip(idx, idx_bdims)), x_ndim)
+    if all(d is None for d in idx_bdims):
+        # the examples share the index: the batch is one more sliced dimension of x
+        spec, tensors, batch = (_FULL,) + spec, list(idx), ("x", 0)
+    else:
+        # the batch is the first dimension of the advanced block: the index tensors, batch
+        # first and padded to the block's rank, pick each example's own; ``rows`` picks x's
+        planned = _masks_as_integers(spec, idx, idx_bdims)
+        if planned is None:
+            return None
+        spec, idx, idx_bdims = planned
+        block = sum(1 for name in example if name[0] == "adv")
+        tensors = [t if d is None else aligned(t, d, block) for t, d in zip(idx, idx_bdims)]
+        if x_batched:
+            from ..creation import arange
+            rows = arange(size, device=idx[0].device)
+            tensors.append(reshape(rows, shape=(size,) + (1,) * block))
+            spec = (("t", len(tensors) - 1),) + spec
+        batch = ("adv", 0)
+
+    def as_example(name):
+        if name == batch:
+            return "batch"
+        if name[0] == "adv" == batch[0] or name[0] == "x" and x_batched:
+            return (name[0], name[1] - 1)
+        return name
+    got = [as_example(name) for name in _torch_dims(spec, _kinds(tensors), x_ndim + x_batched)]
+    return spec, tensors, tuple(got.index(name) for name in ["batch"] + example)
+
+
+def _batch_first(out, order):
+    """The batched result of ``_index_plan``, batch dimension first: ``(out, bdim)``."""
+    rest = tuple(i for i in range(len(order)) if i != order[0])
+    if order[1:] == rest:          # only the batch dimension is elsewhere: say where
+        return out, order[0]
+    return permute(out, dims=order), 0
+
+
+def _in_layout(values, order):
+    """Values laid out batch first, each example's dimensions in order, put in the layout of
+    ``x[spec]`` of ``_index_plan``."""
     inverse = [0] * len(order)
     for i, o in enumerate(order):
         inverse[o] = i
@@ -321,15 +391,14 @@ def _in_layout(values, layout):
 
 def _getitem_batch(inputs, bdims, spec):
     x, idx = inputs[0], inputs[1:]
-    plan = _index_plan(spec, idx, bdims[1:], x.ndim - (bdims[0] is not None),
+    plan = _index_plan("getitem", spec, idx, bdims[1:], x.ndim - (bdims[0] is not None),
                        bdims[0] is not None, batch_size(inputs, bdims))
     if plan is None:
         return NotImplemented
-    spec, tensors, layout = plan
+    spec, tensors, order = plan
     if bdims[0] is not None:
         x = moved(x, bdims[0])
-    out = _getitem(x, *tensors, spec=spec)
-    return (out, layout[1]) if layout[0] == "axis" else (_batch_first(out, layout), 0)
+    return _batch_first(_getitem(x, *tensors, spec=spec), order)
 
 
 def _getitem_vjp(g, out, x, *idx, spec):
@@ -395,34 +464,28 @@ def _index_add_vjp(g, out, base, values, *idx, spec):
     return (g, _getitem(g, *idx, spec=spec)) + (None,) * len(idx)
 
 
-def _result_ndim(spec, idx, idx_bdims, x_ndim):
-    """How many dimensions one example's ``x[spec]`` has."""
-    masks = sum(t.ndim - (d is not None) - 1 for t, d in zip(idx, idx_bdims) if _is_mask(t))
-    consumed = sum(1 for item in spec if item[0] in ("s", "i", "t")) + masks
-    rest = x_ndim - consumed
-    n = sum(1 for item in spec if item[0] in ("s", "n")) + rest
-    if _has_arrays(spec):
-        n += max((1 if _is_mask(t) else t.ndim - (d is not None)
-                  for t, d in zip(idx, idx_bdims)), default=0)
-    return n
+def _index_write_batch(opname):
+    """The batching rule of index_add / index_put (``opname``)."""
+    def rule(inputs, bdims, spec):
+        (base, values), idx = inputs[:2], inputs[2:]
+        (db, dv), didx = bdims[:2], bdims[2:]
+        size = batch_size(inputs, bdims)
+        base = materialized(base, db, size)
+        plan = _index_plan(opname, spec, idx, didx, base.ndim - 1, True, size)
+        if plan is None:
+            return NotImplemented
+        spec, tensors, order = plan
+        if isinstance(values, Tensor):     # batch first, the example's rank, in x[spec]'s layout
+            values = aligned(values if dv is not None else expand_dims(values, axes=(0,)),
+                             0 if dv is None else dv, len(order) - 1)
+            values = _in_layout(values, order)
+        fn = index_add if opname == "index_add" else index_put
+        return fn(base, values, *tensors, spec=spec), 0
+    return rule
 
 
-def _index_add_batch(inputs, bdims, spec):
-    (base, values), idx = inputs[:2], inputs[2:]
-    (db, dv), didx = bdims[:2], bdims[2:]
-    size = batch_size(inputs, bdims)
-    base = materialized(base, db, size)
-    plan = _index_plan(spec, idx, didx, base.ndim - 1, True, size)
-    if plan is None:
-        return NotImplemented
-    spec2, tensors, layout = plan
-    n = _result_ndim(spec, idx, didx, base.ndim - 1)
-    values = aligned(values if dv is not None else expand_dims(values, axes=(0,)),
-                     0 if dv is None else dv, n)
-    return index_add(base, _in_layout(values, layout), *tensors, spec=spec2), 0
-
-
-@op("index_add", shape=_index_put_rule("index_add"), vjp=_index_add_vjp, batch=_index_add_batch)
+@op("index_add", shape=_index_put_rule("index_add"), vjp=_index_add_vjp,
+    batch=_index_write_batch("index_add"))
 def index_add(xp, base, values, *idx, spec):
     """A copy of ``base`` with ``values`` added at ``index`` (repeated indices accumulate)."""
     out = base.copy()
@@ -447,7 +510,8 @@ def _index_put_vjp(g, out, base, values, *idx, spec):
             (_getitem(g, *idx, spec=spec) if needs_grad(values) else None)) + (None,) * len(idx)
 
 
-@op("index_put", shape=_index_put_rule("index_put"), vjp=_index_put_vjp)
+@op("index_put", shape=_index_put_rule("index_put"), vjp=_index_put_vjp,
+    batch=_index_write_batch("index_put"))
 def index_put(xp, base, values, *idx, spec):
     """A copy of ``base`` with ``values`` written at ``index`` (``x[index] = values``; where an
     index repeats, one of its values is kept). ``index_add`` accumulates instead."""
@@ -481,13 +545,7 @@ def _gather_vjp(g, out, x, index, dim):
     return _scatter_add(zeros_like(x), index, g, dim=dim), None
 
 
-def _gather_batch(inputs, bdims, dim):
-    size = batch_size(inputs, bdims)
-    x, index = (materialized(a, d, size) for a, d in zip(inputs, bdims))
-    return _gather(x, index, dim=normalize_dim("gather", dim, x.ndim - 1) + 1), 0
-
-
-@op("gather", shape=_gather_rule, vjp=_gather_vjp, batch=_gather_batch)
+@op("gather", shape=_gather_rule, vjp=_gather_vjp, batch=ALONG_DIM)
 def _gather(xp, x, index, dim):
     # PyTorch's gather lets index be smaller than x outside ``dim``; take_along_axis would
     # broadcast it instead, so x is first cut down to the index's extent there.
@@ -529,13 +587,7 @@ def _scatter_vjp(g, out, x, index, src, dim):
     return g, None, _gather(g, index, dim=dim)
 
 
-def _scatter_batch(inputs, bdims, dim):
-    size = batch_size(inputs, bdims)
-    x, index, src = (materialized(a, d, size) for a, d in zip(inputs, bdims))
-    return _scatter_add(x, index, src, dim=normalize_dim("scatter_add", dim, x.ndim - 1) + 1), 0
-
-
-@op("scatter_add", shape=_scatter_rule, vjp=_scatter_vjp, batch=_scatter_batch)
+@op("scatter_add", shape=_scatter_rule, vjp=_scatter_vjp, batch=ALONG_DIM)
 def _scatter_add(xp, x, index, src, dim):
     out = x.copy()
     add_at(xp, out, _along_axis_index(xp, index, _kernel_axis(dim, x.ndim)), src)
@@ -562,7 +614,9 @@ def _nonzero_rule(x):
     return (None, len(shape_of(x))), int64
 
 
-@op("nonzero", shape=_nonzero_rule, vjp=None)
+@op("nonzero", shape=_nonzero_rule, vjp=None, batch=data_dependent(
+    "how many of its elements are nonzero",
+    "Keep shapes fixed: a mask (x != 0) with lk.where, or compute it outside lk.vmap."))
 def nonzero(xp, x):
     """The indices of ``x``'s nonzero elements, one row each, in row-major order: shape
     (count, x.ndim), int64. The count is known only when the op runs."""
@@ -577,7 +631,9 @@ def _repeat_interleave_rule(repeats, output_size=None):
     return (output_size,), int64
 
 
-@op("repeat_interleave", shape=_repeat_interleave_rule, vjp=None)
+@op("repeat_interleave", shape=_repeat_interleave_rule, vjp=None, batch=data_dependent(
+    "the sum of its repeats; an output_size would be one example's",
+    "Repeat by an int, or by repeats shared by every example (in_axes None for them)."))
 def repeat_interleave(xp, repeats, output_size=None):
     """``i`` repeated ``repeats[i]`` times, for each ``i`` in order (int64): the index that
     ``x.repeat_interleave(repeats, dim)`` picks along ``dim``. ``output_size``, the sum of
@@ -601,7 +657,17 @@ def _one_hot_rule(x, num_classes=-1):
     return shape_of(x) + (num_classes if num_classes >= 0 else None,), int64
 
 
-@op("one_hot", shape=_one_hot_rule, vjp=None)
+def _one_hot_batch(inputs, bdims, num_classes=-1):
+    if num_classes < 0:
+        raise DataDependentShapeError(
+            "one_hot", "lk.vmap cannot batch one_hot without num_classes: the number of classes "
+                       "would be read from each example's largest index, so the examples' "
+                       "results need not have one shape (PyTorch's vmap refuses it too). Pass "
+                       "num_classes=.")
+    return one_hot(inputs[0], num_classes=num_classes), bdims[0]    # (classes come last)
+
+
+@op("one_hot", shape=_one_hot_rule, vjp=None, batch=_one_hot_batch)
 def one_hot(xp, x, num_classes=-1):
     """``x``'s class indices as one-hot rows: shape ``x.shape + (num_classes,)``, int64, 1 at
     each index. ``num_classes=-1``: one more than the largest index (read when the op runs)."""

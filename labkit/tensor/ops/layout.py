@@ -5,9 +5,12 @@ Each is one declaration: kernel (against ``xp``), shape/dtype rule, vjp in labki
 are written in each other (padding's in slicing).
 """
 from ...errors import ShapeError, describe
+from ..batching import LEADING
 from ..op import needs_grad, op
 from ..shape_rules import normalize_dim, shape_of
+from ..tensor import Tensor
 from .index import _getitem, zeros_like
+from .shape import aligned, batch_size, broadcast_to, materialized, moved
 
 
 # ---- constant padding ---------------------------------------------------------------------------
@@ -24,7 +27,11 @@ def _pad_vjp(g, out, x, widths, value=0):
     return (_getitem(g, spec=spec),)
 
 
-@op("pad", shape=_pad_rule, vjp=_pad_vjp)
+def _pad_batch(inputs, bdims, widths, value=0):
+    return pad(moved(inputs[0], bdims[0]), widths=((0, 0),) + tuple(widths), value=value), 0
+
+
+@op("pad", shape=_pad_rule, vjp=_pad_vjp, batch=_pad_batch)
 def pad(xp, x, widths, value=0):
     """``x`` with ``widths[d] = (before, after)`` elements of ``value`` added around each
     dimension ``d`` (``value`` converted to x's dtype, as PyTorch does)."""
@@ -54,9 +61,9 @@ def _triangle(name, upper):
 
 _tril_rule, _tril_kernel = _triangle("tril", upper=False)
 _triu_rule, _triu_kernel = _triangle("triu", upper=True)
-tril = op("tril", shape=_tril_rule,
+tril = op("tril", shape=_tril_rule, batch=LEADING,
           vjp=lambda g, out, x, diagonal=0: (tril(g, diagonal=diagonal),))(_tril_kernel)
-triu = op("triu", shape=_triu_rule,
+triu = op("triu", shape=_triu_rule, batch=LEADING,
           vjp=lambda g, out, x, diagonal=0: (triu(g, diagonal=diagonal),))(_triu_kernel)
 
 
@@ -92,7 +99,18 @@ def _diagonal_vjp(g, out, x, offset=0, dim1=0, dim2=1):
     return (diagonal_scatter(zeros_like(x), g, offset=offset, dim1=dim1, dim2=dim2),)
 
 
-@op("diagonal", shape=_diagonal_rule, vjp=_diagonal_vjp)
+def _shifted(name, nd, *dims):
+    """``dims`` of an example of ``nd`` dimensions, as dims of the batch (batch first)."""
+    return tuple(normalize_dim(name, d, nd) + 1 for d in dims)
+
+
+def _diagonal_batch(inputs, bdims, offset=0, dim1=0, dim2=1):
+    x = moved(inputs[0], bdims[0])
+    d1, d2 = _shifted("diagonal", x.ndim - 1, dim1, dim2)
+    return diagonal(x, offset=offset, dim1=d1, dim2=d2), 0
+
+
+@op("diagonal", shape=_diagonal_rule, vjp=_diagonal_vjp, batch=_diagonal_batch)
 def diagonal(xp, x, offset=0, dim1=0, dim2=1):
     """The ``offset``-th diagonal of the matrices in dimensions ``dim1``, ``dim2`` of ``x``, as
     its last dimension (a read-only view)."""
@@ -123,7 +141,19 @@ def _diagonal_scatter_vjp(g, out, x, src, offset=0, dim1=0, dim2=1):
             diagonal(g, **where) if needs_grad(src) else None)
 
 
-@op("diagonal_scatter", shape=_diagonal_scatter_rule, vjp=_diagonal_scatter_vjp)
+def _diagonal_scatter_batch(inputs, bdims, offset=0, dim1=0, dim2=1):
+    (x, src), (dx, ds) = inputs, bdims
+    x = materialized(x, dx, batch_size(inputs, bdims))
+    d1, d2 = _shifted("diagonal_scatter", x.ndim - 1, dim1, dim2)
+    if isinstance(src, Tensor):        # the batch's diagonals in full (src may be one number)
+        target = _diagonal_shape("diagonal_scatter", x, offset, d1, d2)
+        src = broadcast_to(src if ds is None else aligned(src, ds, len(target) - 1),
+                           shape=target)
+    return diagonal_scatter(x, src, offset=offset, dim1=d1, dim2=d2), 0
+
+
+@op("diagonal_scatter", shape=_diagonal_scatter_rule, vjp=_diagonal_scatter_vjp,
+    batch=_diagonal_scatter_batch)
 def diagonal_scatter(xp, x, src, offset=0, dim1=0, dim2=1):
     """A copy of ``x`` whose ``offset``-th diagonal in ``dim1``, ``dim2`` holds ``src``."""
     out = x.copy()
@@ -146,7 +176,13 @@ def _diag_embed_rule(x, offset=0, dim1=-2, dim2=-1):
     return tuple(n if i in (d1, d2) else next(batch) for i in range(len(s) + 1)), x.dtype
 
 
-@op("diag_embed", shape=_diag_embed_rule,
+def _diag_embed_batch(inputs, bdims, offset=0, dim1=-2, dim2=-1):
+    x = moved(inputs[0], bdims[0])
+    d1, d2 = _shifted("diag_embed", x.ndim, dim1, dim2)
+    return diag_embed(x, offset=offset, dim1=d1, dim2=d2), 0
+
+
+@op("diag_embed", shape=_diag_embed_rule, batch=_diag_embed_batch,
     vjp=lambda g, out, x, offset=0, dim1=-2, dim2=-1: (
         diagonal(g, offset=offset, dim1=dim1, dim2=dim2),))
 def diag_embed(xp, x, offset=0, dim1=-2, dim2=-1):

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, describe
+from ..batching import REDUCTION
 from ..op import op
 from ..shape_rules import normalize_dims, reduced_shape, shape_of
 from .elementwise import abs, cast, div, eq, mul, pow, sign, where
@@ -62,7 +63,7 @@ def _vjp(g, out, x, ord=2.0, dim=None, keepdim=False):
     return (_masked(div(mul(scaled, g), pow(safe_out, ord - 1)), zero),)
 
 
-@op("vector_norm", shape=_rule, vjp=_vjp)
+@op("vector_norm", shape=_rule, vjp=_vjp, batch=REDUCTION)
 def vector_norm(xp, x, ord=2.0, dim=None, keepdim=False):
     """``sum(|x|^ord) ^ (1/ord)`` over ``dim`` (None: every element); ``ord`` inf / -inf: the
     largest / smallest ``|x|``; 0: the number of non-zero elements."""

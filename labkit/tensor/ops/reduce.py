@@ -5,10 +5,10 @@ import math
 import numpy as np
 
 from ...errors import ShapeError, describe
-from ..batching import REDUCTION
+from ..batching import ONE_DIM_REDUCTION, REDUCTION
 from ..dtypes import from_numpy_dtype, int64
 from ..op import op
-from ..shape_rules import normalize_dim, normalize_dims, reduced_shape, shape_of
+from ..shape_rules import normalize_dims, reduced_shape, shape_of
 from .elementwise import cast, div, eq, mul
 from .shape import broadcast_like, broadcast_to, expand_dims, moved, reshape
 
@@ -228,22 +228,10 @@ def _arg_kernel(fn):
     return kernel
 
 
-def _arg_batch(name):
-    def rule(inputs, bdims, dim=None, keepdim=False):
-        fn = argmax if name == "argmax" else argmin
-        x = moved(inputs[0], bdims[0])
-        nd = x.ndim - 1
-        if dim is None or not nd:     # over the whole example, flattened
-            out = fn(reshape(x, shape=(x.shape[0], math.prod(x.shape[1:]))), dim=1)
-            return (reshape(out, shape=out.shape + (1,) * nd) if keepdim else out), 0
-        return fn(x, dim=normalize_dim(name, dim, nd) + 1, keepdim=keepdim), 0
-    return rule
-
-
 argmax = op("argmax", shape=_arg_rule("argmax"), vjp=None,
-            batch=_arg_batch("argmax"))(_arg_kernel("argmax"))
+            batch=ONE_DIM_REDUCTION)(_arg_kernel("argmax"))
 argmin = op("argmin", shape=_arg_rule("argmin"), vjp=None,
-            batch=_arg_batch("argmin"))(_arg_kernel("argmin"))
+            batch=ONE_DIM_REDUCTION)(_arg_kernel("argmin"))
 
 
 def sum_to_shape(g, shape):

@@ -12,6 +12,7 @@ which is what a forward scan's gradient needs.
 """
 import numpy as np
 
+from ..batching import ALONG_DIM
 from ..dtypes import from_numpy_dtype, int64
 from ..op import op
 from ..shape_rules import normalize_dim, shape_of
@@ -50,7 +51,7 @@ def _scan(xp, fn, x, dim, reverse):
     return fn(x, axis=a)
 
 
-@op("cumsum", shape=_scan_rule("cumsum", accumulated_dtype),
+@op("cumsum", shape=_scan_rule("cumsum", accumulated_dtype), batch=ALONG_DIM,
     vjp=lambda g, out, x, dim, reverse=False: (cumsum(g, dim=dim, reverse=not reverse),))
 def cumsum(xp, x, dim, reverse=False):
     """Running sums along ``dim`` (from the last element if ``reverse``)."""
@@ -73,7 +74,8 @@ def _cumprod_vjp(g, out, x, dim, reverse=False):
     return (where(first_zero, at_zero, grad),)
 
 
-@op("cumprod", shape=_scan_rule("cumprod", accumulated_dtype), vjp=_cumprod_vjp)
+@op("cumprod", shape=_scan_rule("cumprod", accumulated_dtype), vjp=_cumprod_vjp,
+    batch=ALONG_DIM)
 def cumprod(xp, x, dim, reverse=False):
     """Running products along ``dim`` (from the last element if ``reverse``)."""
     return _scan(xp, xp.cumprod, x, dim, reverse)
@@ -102,7 +104,8 @@ def doubling_scan(xp, fn, x, axis):
     return out
 
 
-@op("cumextremum_indices", shape=_scan_rule("cumextremum_indices", lambda x: int64), vjp=None)
+@op("cumextremum_indices", shape=_scan_rule("cumextremum_indices", lambda x: int64), vjp=None,
+    batch=ALONG_DIM)
 def cumextremum_indices(xp, x, dim, largest=True):
     """Where the running max (``largest``) or min along ``dim`` was last attained, as int64:
     PyTorch's cummax/cummin indices (a tie or a NaN takes the index over)."""

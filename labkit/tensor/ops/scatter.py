@@ -5,6 +5,7 @@ amin). Their vjps are PyTorch's, written in labkit ops (gather, scatter_add and 
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, describe
+from ..batching import ALONG_DIM
 from ..op import needs_grad, op
 from ..shape_rules import shape_of
 from .elementwise import cast, div, eq, mul, where
@@ -37,7 +38,7 @@ def _scatter_vjp(g, out, x, index, src, dim):
             _gather(g, index, dim=dim) if needs_grad(src) else None)
 
 
-@op("scatter", shape=_scatter_rule("scatter"), vjp=_scatter_vjp)
+@op("scatter", shape=_scatter_rule("scatter"), vjp=_scatter_vjp, batch=ALONG_DIM)
 def scatter(xp, x, index, src, dim):
     """A copy of ``x`` with ``src`` (a tensor of index's shape, or a number) written at
     ``index`` along ``dim``: ``out[i][index[i][j]] = src[i][j]`` for ``dim=1``. Where an
@@ -115,7 +116,8 @@ def _scatter_reduce_vjp(g, out, x, index, src, dim, reduce, include_self=True):
     return (gx if needs_grad(x) else None), None, (gs if needs_grad(src) else None)
 
 
-@op("scatter_reduce", shape=_scatter_rule("scatter_reduce"), vjp=_scatter_reduce_vjp)
+@op("scatter_reduce", shape=_scatter_rule("scatter_reduce"), vjp=_scatter_reduce_vjp,
+    batch=ALONG_DIM)
 def scatter_reduce(xp, x, index, src, dim, reduce, include_self=True):
     """A copy of ``x`` where the values of ``src`` at ``index`` along ``dim`` are combined into
     their positions by ``reduce`` ('sum', 'prod', 'mean', 'amax' or 'amin'), together with x's

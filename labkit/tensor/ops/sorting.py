@@ -15,10 +15,13 @@ import math
 import numpy as np
 
 from ...errors import ShapeError, describe
+from ..batching import ALONG_DIM, data_dependent
 from ..dtypes import int32, int64
 from ..op import op
 from ..shape_rules import normalize_dim, reduced_shape, shape_of
+from ..tensor import Tensor
 from .scan import running, scan_axis
+from .shape import batch_size, materialized, reshape
 
 
 def _dim_rule(name, x, dim, nonempty=False):
@@ -49,7 +52,7 @@ def argsort_kernel(xp, x, axis, descending=False):
     return (x.shape[axis] - 1) - xp.flip(flipped, axis)
 
 
-@op("argsort", shape=_argsort_rule, vjp=None)
+@op("argsort", shape=_argsort_rule, vjp=None, batch=ALONG_DIM)
 def argsort(xp, x, dim=-1, descending=False):
     """Indices that sort ``x`` along ``dim`` (stable; ascending unless ``descending``)."""
     a = scan_axis(dim, x.ndim)
@@ -67,7 +70,7 @@ def _selection_rule(name):
     return rule
 
 
-@op("median_indices", shape=_selection_rule("median"), vjp=None)
+@op("median_indices", shape=_selection_rule("median"), vjp=None, batch=ALONG_DIM)
 def median_indices(xp, x, dim, ignore_nan=False):
     """The index of the lower median along ``dim`` (reduced dim kept as size 1), as PyTorch's
     median picks it: a row holding NaN gives its first NaN, unless ``ignore_nan`` (nanmedian:
@@ -86,7 +89,7 @@ def median_indices(xp, x, dim, ignore_nan=False):
     return xp.take_along_axis(order, k.astype(xp.int64), axis=a).astype(xp.int64, copy=False)
 
 
-@op("mode_indices", shape=_selection_rule("mode"), vjp=None)
+@op("mode_indices", shape=_selection_rule("mode"), vjp=None, batch=ALONG_DIM)
 def mode_indices(xp, x, dim):
     """The index of the most frequent value along ``dim`` (reduced dim kept as size 1): the
     smallest such value, at its last position, as PyTorch's mode gives it."""
@@ -133,7 +136,10 @@ def _unique_rule(x, dim=None, consecutive=False, result="values"):
     return shape, (x.dtype if result == "values" else int64)
 
 
-@op("unique", shape=_unique_rule, vjp=None)
+@op("unique", shape=_unique_rule, vjp=None, batch=data_dependent(
+    "how many of its values are distinct",
+    "Compute it outside the vmapped function, or with fixed shapes (sort, then compare "
+    "neighbours)."))
 def unique(xp, x, dim=None, consecutive=False, result="values"):
     """The distinct elements of ``x`` (``dim`` None), or distinct slices along ``dim``, in
     ascending order; with ``consecutive``, only runs of equal neighbours collapse. ``result`` picks what is returned: the ``values``, the
@@ -183,7 +189,25 @@ def _searchsorted_rule(sorted_sequence, values, right=False, out_int32=False):
     return v, (int32 if out_int32 else int64)
 
 
-@op("searchsorted", shape=_searchsorted_rule, vjp=None)
+def _searchsorted_batch(inputs, bdims, **attrs):
+    (seq, values), (ds, dv) = inputs, bdims
+    if ds is None and seq.ndim == 1:      # one sorted row for every example: by value
+        return searchsorted(seq, values, **attrs), dv
+    size = batch_size(inputs, bdims)
+    seq = materialized(seq, ds, size)
+    if isinstance(values, Tensor):
+        values = materialized(values, dv, size)
+    else:
+        from ..creation import tensor
+        values = tensor(np.full((size,), values), device=seq.device)
+    if seq.ndim > 2:                      # a sorted row per row of values: batch first in both
+        return searchsorted(seq, values, **attrs), 0
+    shape = tuple(values.shape)           # 1-D rows: each example's values as one row
+    rows = reshape(values, shape=(size, math.prod(shape[1:])))
+    return reshape(searchsorted(seq, rows, **attrs), shape=shape), 0
+
+
+@op("searchsorted", shape=_searchsorted_rule, vjp=None, batch=_searchsorted_batch)
 def searchsorted(xp, sorted_sequence, values, right=False, out_int32=False):
     """For each value, the position in ``sorted_sequence`` (sorted along its last dimension)
     where it would go to keep the order: before equal elements, or after them if ``right``."""

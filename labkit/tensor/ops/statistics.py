@@ -10,6 +10,7 @@ among the elements equal to it (PyTorch's rule for ``median()``).
 [0.0, 6.0, 0.0]
 """
 from ...errors import ShapeError, describe
+from ..batching import ONE_DIM_REDUCTION, REDUCTION
 from ..dtypes import bool_
 from ..op import op
 from ..shape_rules import normalize_dims, reduced_shape, shape_of
@@ -61,7 +62,7 @@ def _prod_vjp(g, out, x, dim=None, keepdim=False):
     return (mul(g if keepdim else expand_dims(g, axes=(d,)), others),)
 
 
-@op("prod", shape=_prod_rule, vjp=_prod_vjp)
+@op("prod", shape=_prod_rule, vjp=_prod_vjp, batch=ONE_DIM_REDUCTION)
 def prod(xp, x, dim=None, keepdim=False):
     """Product over ``dim`` (None: every element; 1 for none), bool and int32 giving int64."""
     if not isinstance(dim, (int, type(None))):
@@ -77,13 +78,13 @@ def _logical_rule(name):
     return rule
 
 
-@op("all", shape=_logical_rule("all"), vjp=None)
+@op("all", shape=_logical_rule("all"), vjp=None, batch=REDUCTION)
 def all_(xp, x, dim=None, keepdim=False):
     """Whether every element over ``dim`` is nonzero (True over no elements)."""
     return xp.all(x, axis=_reduce_axes(dim, x.ndim), keepdims=keepdim)
 
 
-@op("any", shape=_logical_rule("any"), vjp=None)
+@op("any", shape=_logical_rule("any"), vjp=None, batch=REDUCTION)
 def any_(xp, x, dim=None, keepdim=False):
     """Whether some element over ``dim`` is nonzero (False over no elements)."""
     return xp.any(x, axis=_reduce_axes(dim, x.ndim), keepdims=keepdim)

@@ -172,6 +172,8 @@ TORCH_INDEX_EDGES = [
     dict(shape=(2, 3, 4), template=(1, ("arr", 0)), arrays=(("mask", (3, 4)),)),
     dict(shape=(2, 0, 4), template=(0, slice(None), [1, 1]), arrays=()),
     dict(shape=(3, 2), template=([], slice(None)), arrays=()),
+    # an Ellipsis standing for no dimension keeps nothing apart in PyTorch (NumPy: apart)
+    dict(shape=(3, 2, 4), template=(slice(None), [0], Ellipsis, [0, 1]), arrays=()),
 ]
 
 INDEXING = [

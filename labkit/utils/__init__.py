@@ -1,0 +1,19 @@
+"""``torch.utils``'s path to what labkit has of it: ``lk.utils.data`` is ``lk.data`` (so
+``torch.utils.data.DataLoader`` and ``from labkit.utils.data import DataLoader`` both work).
+
+>>> import labkit as lk
+>>> lk.utils.data.DataLoader is lk.data.DataLoader
+True
+"""
+import sys
+
+from .. import data
+from ..data import dataset, loader, sampler
+
+# the same module objects under PyTorch's names, never second copies of them
+sys.modules[f"{__name__}.data"] = data
+sys.modules[f"{__name__}.data.dataset"] = dataset
+sys.modules[f"{__name__}.data.sampler"] = sampler
+sys.modules[f"{__name__}.data.dataloader"] = loader
+
+__all__ = ["data"]
