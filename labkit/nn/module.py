@@ -34,6 +34,9 @@ from .hooks import BackwardHookCall, add_hook
 from .parameter import Parameter
 
 _running = threading.local()      # .stack: the modules whose forward is being captured
+# what Module.__init__ sets up (asked for before it ran: super().__init__() was not called)
+_STATE = ("_parameters", "_buffers", "_modules", "_persistent", "training", "_forward_pre_hooks",
+          "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 
 
 class StateDictError(LabkitError, RuntimeError):
@@ -266,8 +269,7 @@ class Module:
             table = d.get(registry)
             if table is not None and name in table:
                 return table[name]
-        if "_parameters" not in d and name in ("_parameters", "_buffers", "_modules",
-                                               "_persistent", "training"):
+        if "_parameters" not in d and name in _STATE:
             raise AttributeError(f"{type(self).__name__} was not initialised: call "
                                  f"super().__init__() at the start of its __init__")
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")

@@ -419,3 +419,14 @@ def test_module_dict_parameter_list_and_dict_as_pytorch():
         if lib is nn:
             ours = result
     assert ours == result
+
+
+def test_calling_a_module_whose_init_skipped_super_says_so():
+    class Forgot(nn.Module):
+        def __init__(self):
+            pass
+
+        def forward(self, x):
+            return x
+    with pytest.raises(AttributeError, match=r"super\(\).__init__\(\)"):
+        Forgot()(lk.ones(1))
