@@ -43,11 +43,12 @@ worker and are not served.
 >>> result.accuracy(test_set) > 0.9                                # doctest: +SKIP
 True
 """
+import collections
 import time
 
 import numpy as np
 
-from ..nn.embedding import Embedding
+from ..nn.sparse import Embedding
 from ..nn.functional import cross_entropy, embedding as _embedding
 from ..nn.parameter import Parameter
 from ..profiler.events import OpEvent
@@ -195,13 +196,13 @@ class _RowOptimizer:
         tmp.grad = Tensor._make(np.asarray(grad, dtype=self.table._data.dtype),
                                 self.table.device)
         self.opt.param_groups[0]["params"] = [tmp]
-        self.opt.state = {}
+        self.opt.state = collections.defaultdict(dict)
         self.opt.step()
         self.table._data[rows] = tmp._data
         for name, slot in self.opt.state[tmp].items():
             if slot.ndim == self.table.ndim:
                 self.full[name][rows] = slot._data
-        self.opt.state = {}
+        self.opt.state = collections.defaultdict(dict)
         self.opt.param_groups[0]["params"] = [self.table]
         self.touched += len(rows)
 

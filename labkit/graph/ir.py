@@ -102,16 +102,16 @@ class Graph:
         self.buffer_plan = None  # set by the buffer-reuse pass, read by the executor
 
     # ---- building ------------------------------------------------------------------------------
-    def _unique(self, base):
-        prefix = "/".join(self._scope)
+    def _unique(self, base, scoped=True):
+        prefix = "/".join(self._scope) if scoped else ""
         name = f"{prefix}/{base}" if prefix else base
         n = self._names.get(name, 0)
         self._names[name] = n + 1
         return name if n == 0 else f"{name}_{n}"
 
-    def add_node(self, kind, op, inputs, attrs, shape, dtype, device, name=None):
-        node = Node(self, self._unique(name or (op.name if kind == "op" else kind)), kind, op,
-                    inputs, attrs, shape, dtype, device)
+    def add_node(self, kind, op, inputs, attrs, shape, dtype, device, name=None, scoped=True):
+        node = Node(self, self._unique(name or (op.name if kind == "op" else kind), scoped),
+                    kind, op, inputs, attrs, shape, dtype, device)
         node.scope = "/".join(self._scope)
         node.index = len(self.nodes)
         self.nodes.append(node)
@@ -123,8 +123,10 @@ class Graph:
         node = self._captures.get(id(tensor))
         if node is None:
             name = getattr(tensor, "name", None)     # an lk.Variable is shown by its name
+            named = isinstance(name, str) and bool(name)
+            # a named tensor (parameter, variable) keeps its own name in any scope it is read in
             node = self.add_node(CAPTURE, None, (), {}, tensor.shape, tensor.dtype, tensor.device,
-                                 name=name if isinstance(name, str) and name else "capture")
+                                 name=name if named else "capture", scoped=not named)
             node.value = tensor
             self._captures[id(tensor)] = node
         return node

@@ -11,32 +11,68 @@ stateless layers live in ``labkit.nn.functional``; initialisers in ``labkit.nn.i
 (16, 4)
 """
 from . import functional, init, utils
-from .activation import Flatten, Identity, ReLU, Sigmoid, Softmax, Tanh
+from .activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish,
+                         Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
+                         Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus, Softshrink,
+                         Softsign, Tanh, Tanhshrink, Threshold)
 from .attention import MultiheadAttention
-from .container import ModuleList, Sequential
-from .conv import Conv2d, MaxPool2d
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .distance import CosineSimilarity, PairwiseDistance
-from .dropout import Dropout
-from .embedding import Embedding
-from .linear import Linear
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, FeatureAlphaDropout
+from .flatten import Flatten, Unflatten
+from .fold import Fold, Unfold
+from .instancenorm import InstanceNorm1d, InstanceNorm2d
+from .linear import Bilinear, Identity, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss,
                    GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss,
                    MarginRankingLoss, MSELoss, MultiLabelSoftMarginLoss, MultiMarginLoss,
                    NLLLoss, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss, TripletMarginLoss,
                    TripletMarginWithDistanceLoss)
 from .module import IncompatibleKeys, Module, StateDictError
+from .normalization import GroupNorm, LayerNorm, RMSNorm
+from .padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d,
+                      ReflectionPad1d, ReflectionPad2d, ReplicationPad1d, ReplicationPad2d,
+                      ZeroPad1d, ZeroPad2d)
 from .parameter import Parameter
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+                      AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .sparse import Embedding, EmbeddingBag
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
                           TransformerEncoder, TransformerEncoderLayer)
+from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "Linear", "Conv2d", "MaxPool2d",
-           "Flatten", "Identity", "ReLU", "Tanh", "Sigmoid", "Softmax", "Embedding", "RNN",
-           "LSTM", "GRU", "RNNBase", "RNNCell", "LSTMCell", "GRUCell", "RNNCellBase",
+__all__ = ["Module", "Parameter", "StateDictError", "IncompatibleKeys", "functional", "init",
+           "utils",
+           # containers
+           "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
+           # linear, shape
+           "Identity", "Linear", "Bilinear", "Flatten", "Unflatten", "Fold", "Unfold",
+           # activations
+           "CELU", "ELU", "GELU", "GLU", "SELU", "Hardshrink", "Hardsigmoid", "Hardswish",
+           "Hardtanh", "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "PReLU", "ReLU", "ReLU6",
+           "Sigmoid", "SiLU", "Softmax", "Softmax2d", "Softmin", "Softplus", "Softshrink",
+           "Softsign", "Tanh", "Tanhshrink", "Threshold",
+           # normalisation
+           "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
+           "LayerNorm", "GroupNorm", "RMSNorm",
+           # dropout
+           "Dropout", "Dropout1d", "Dropout2d", "AlphaDropout", "FeatureAlphaDropout",
+           # convolution, pooling, resizing
+           "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d",
+           "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "Upsample", "UpsamplingNearest2d",
+           "UpsamplingBilinear2d", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
+           "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
+           "CircularPad1d", "CircularPad2d",
+           # lookups, distances
+           "Embedding", "EmbeddingBag", "CosineSimilarity", "PairwiseDistance",
+           # recurrent, attention, transformer
+           "RNN", "LSTM", "GRU", "RNNBase", "RNNCell", "LSTMCell", "GRUCell", "RNNCellBase",
            "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
-           "TransformerEncoderLayer", "TransformerDecoderLayer", "Dropout", "StateDictError",
-           "IncompatibleKeys", "functional", "init", "utils", "PairwiseDistance",
-           "CosineSimilarity",
+           "TransformerEncoderLayer", "TransformerDecoderLayer",
            # losses
            "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "NLLLoss", "CrossEntropyLoss",
            "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss",

@@ -18,15 +18,25 @@ registers it, so ``parameters()``, ``state_dict()``, ``to(device)``, ``train()``
 >>> list(model.state_dict())
 ['hidden.weight', 'hidden.bias', 'out.weight', 'out.bias']
 """
+import re
+import threading
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
 
 from ..devices import Device, get_device, transfer
 from ..errors import DTypeError, LabkitError
-from ..tensor.dtypes import as_dtype
+from ..graph.capture import current_graph
+from ..tensor.dtypes import DType, as_dtype
 from ..tensor.tensor import Tensor
+from .hooks import BackwardHookCall, add_hook
 from .parameter import Parameter
+
+_running = threading.local()      # .stack: the modules whose forward is being captured
+# what Module.__init__ sets up (asked for before it ran: super().__init__() was not called)
+_STATE = ("_parameters", "_buffers", "_modules", "_persistent", "training", "_forward_pre_hooks",
+          "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 
 
 class StateDictError(LabkitError, RuntimeError):
@@ -37,6 +47,12 @@ class IncompatibleKeys(NamedTuple):
     """What ``load_state_dict`` returns: the keys it could not match (empty when strict)."""
     missing_keys: list
     unexpected_keys: list
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return f"IncompatibleKeys(missing_keys={self.missing_keys}, " \
+               f"unexpected_keys={self.unexpected_keys})"
 
 
 def _no_init_error(module, name):
@@ -68,6 +84,10 @@ class Module:
         d["_persistent"] = set()
         d["_modules"] = {}
         d["training"] = True
+        d["_forward_pre_hooks"] = OrderedDict()
+        d["_forward_hooks"] = OrderedDict()
+        d["_backward_pre_hooks"] = OrderedDict()
+        d["_backward_hooks"] = OrderedDict()
 
     # ---- calling --------------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
@@ -76,7 +96,127 @@ class Module:
             f"subclass; calling the module runs it.")
 
     def __call__(self, *args, **kwargs):
+        """Run ``forward`` (with the hooks, if any). Under graph capture the call's nodes are
+        in a name scope named by the module's attribute path in the module that called it
+        (``encoder/layers.0/attn``); the outermost module called adds no scope."""
+        if (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
+                or self._backward_pre_hooks or current_graph() is not None):
+            return self._call_impl(args, kwargs)
         return self.forward(*args, **kwargs)
+
+    def _call_impl(self, args, kwargs):
+        graph = current_graph()
+        if graph is None:
+            return self._hooked_forward(args, kwargs)
+        stack = getattr(_running, "stack", None)
+        if stack is None:
+            stack = _running.stack = []
+        scope = self._scope_in(stack[-1]) if stack else None
+        stack.append(self)
+        try:
+            if scope is None:
+                return self._hooked_forward(args, kwargs)
+            with graph.name_scope(scope):
+                return self._hooked_forward(args, kwargs)
+        finally:
+            stack.pop()
+
+    def _scope_in(self, caller):
+        """This module's attribute path inside ``caller`` (its class name if it is not there)."""
+        if caller is self:
+            return None
+        for name, m in caller._walk():
+            if m is self:
+                return name
+        return type(self).__name__
+
+    def _hooked_forward(self, args, kwargs):
+        for hook, opts in list(self._forward_pre_hooks.values()):
+            if opts["with_kwargs"]:
+                new = hook(self, args, kwargs)
+                if new is not None:
+                    if not (isinstance(new, tuple) and len(new) == 2):
+                        raise TypeError(f"{type(self).__name__}: a forward pre-hook registered "
+                                        f"with_kwargs=True must return None or (args, kwargs)")
+                    args, kwargs = new
+            else:
+                new = hook(self, args)
+                if new is not None:
+                    args = new if isinstance(new, tuple) else (new,)
+        call = None
+        if self._backward_hooks or self._backward_pre_hooks:
+            call = BackwardHookCall(self)
+            args = call.setup_inputs(args)
+        result = self.forward(*args, **kwargs)
+        for hook, opts in list(self._forward_hooks.values()):
+            new = hook(self, args, kwargs, result) if opts["with_kwargs"] else \
+                hook(self, args, result)
+            if new is not None:
+                result = new
+        if call is not None:
+            result = call.setup_outputs(result)
+        return result
+
+    # ---- hooks ----------------------------------------------------------------------------------
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """Call ``hook(module, args)`` before every ``forward``; it may return new ``args`` (a
+        tuple, or a single value that becomes a 1-tuple), or None to keep them. With
+        ``with_kwargs=True`` it is ``hook(module, args, kwargs)`` returning None or
+        ``(args, kwargs)``. Hooks run in registration order (``prepend=True`` puts this one
+        first). Returns a handle whose ``remove()`` unregisters it.
+
+        >>> import labkit as lk
+        >>> layer = lk.nn.Identity()
+        >>> h = layer.register_forward_pre_hook(lambda m, args: args[0] * 2)
+        >>> layer(lk.ones(2)).tolist()
+        [2.0, 2.0]
+        >>> h.remove(); layer(lk.ones(2)).tolist()
+        [1.0, 1.0]
+        """
+        return add_hook(self._forward_pre_hooks, hook, prepend, with_kwargs=with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
+                              always_call=False):
+        """Call ``hook(module, args, output)`` after every ``forward`` (``hook(module, args,
+        kwargs, output)`` with ``with_kwargs=True``); a value it returns replaces the output.
+        Returns a handle whose ``remove()`` unregisters it.
+
+        >>> import labkit as lk
+        >>> net = lk.nn.Sequential(lk.nn.Linear(3, 4), lk.nn.ReLU())
+        >>> shapes = []
+        >>> h = net[0].register_forward_hook(lambda m, args, out: shapes.append(out.shape))
+        >>> _ = net(lk.ones(2, 3)); shapes
+        [(2, 4)]
+        """
+        return add_hook(self._forward_hooks, hook, prepend, with_kwargs=with_kwargs)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """Call ``hook(module, grad_input, grad_output)`` when the gradients with respect to
+        the module's positional tensor inputs have been computed: tuples with one entry per
+        input / output (None for what is not a tensor or needs no gradient). It may return a
+        new ``grad_input`` tuple, used in their place. Under graph capture it runs once, when
+        the backward pass is traced, with symbolic tensors.
+
+        >>> import labkit as lk
+        >>> layer = lk.nn.Linear(3, 2)
+        >>> seen = []
+        >>> h = layer.register_full_backward_hook(
+        ...     lambda m, gin, gout: seen.append((gin[0].shape, gout[0].shape)))
+        >>> layer(lk.ones(4, 3, requires_grad=True)).sum().backward(); seen
+        [((4, 3), (4, 2))]
+        """
+        return add_hook(self._backward_hooks, hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """Call ``hook(module, grad_output)`` when the gradients with respect to the module's
+        outputs have been computed; it may return a new ``grad_output`` tuple."""
+        return add_hook(self._backward_pre_hooks, hook, prepend)
+
+    def register_backward_hook(self, hook):
+        raise NotImplementedError(
+            "register_backward_hook is PyTorch's deprecated form (its grad_input is that of the "
+            "module's last op); use register_full_backward_hook(hook), which has the same "
+            "signature and gives the gradients of the module's inputs")
 
     # ---- attribute registration -----------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -129,8 +269,7 @@ class Module:
             table = d.get(registry)
             if table is not None and name in table:
                 return table[name]
-        if "_parameters" not in d and name in ("_parameters", "_buffers", "_modules",
-                                               "_persistent", "training"):
+        if "_parameters" not in d and name in _STATE:
             raise AttributeError(f"{type(self).__name__} was not initialised: call "
                                  f"super().__init__() at the start of its __init__")
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
@@ -153,6 +292,7 @@ class Module:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter('{name}', ...) needs an lk.nn.Parameter or "
                             f"None, got {type(param).__name__}; wrap it: lk.nn.Parameter(t)")
+        _check_name("parameter", name)
         self._forget(name, keep="_parameters")
         self._parameters[name] = param
         if param is not None:
@@ -166,16 +306,23 @@ class Module:
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"register_buffer('{name}', ...) needs a Tensor or None, got "
                             f"{type(tensor).__name__}")
+        _check_name("buffer", name)
+        if name not in self._buffers and hasattr(self, name):
+            raise KeyError(f"register_buffer: attribute '{name}' already exists on "
+                           f"{type(self).__name__}; delete it first or pick another name")
         self._forget(name, keep="_buffers")
         self._buffers[name] = tensor
         if persistent:
             self._persistent.add(name)
+        else:
+            self._persistent.discard(name)
 
     def add_module(self, name, module):
         """Register ``module`` as a child under ``name`` (same as assigning it)."""
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module('{name}', ...) needs a Module, got "
                             f"{type(module).__name__}")
+        _check_name("module", name)
         self._forget(name, keep="_modules")
         self._modules[name] = module
         if module is not None:
@@ -199,9 +346,15 @@ class Module:
                         if m is not None]
             stack.extend(reversed(children))
 
-    def named_modules(self, prefix=""):
-        """(name, module) for this module ('') and every descendant, each once."""
-        return self._walk(prefix)
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(name, module) for this module ('') and every descendant, each once (every time it
+        is reached with ``remove_duplicate=False``)."""
+        for name, m in self._walk(prefix, remove_duplicate):
+            if memo is not None:
+                if m in memo:
+                    continue
+                memo.add(m)
+            yield name, m
 
     def modules(self):
         """This module and every descendant, each once."""
@@ -221,36 +374,83 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def _named_members(self, registry, prefix="", recurse=True):
+    def _named_members(self, registry, prefix="", recurse=True, remove_duplicate=True):
         seen = set()
-        walk = self._walk(prefix) if recurse else [(prefix, self)]
+        walk = self._walk(prefix, remove_duplicate) if recurse else [(prefix, self)]
         for mod_name, module in walk:
             for name, t in getattr(module, registry).items():
-                if t is None or id(t) in seen:
+                if t is None or (remove_duplicate and id(t) in seen):
                     continue
                 seen.add(id(t))
                 yield (f"{mod_name}.{name}" if mod_name else name), t
 
-    def named_parameters(self, prefix="", recurse=True):
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
         """(qualified name, Parameter) pairs; a parameter shared by two layers appears once.
 
         >>> import labkit as lk
         >>> [n for n, _ in lk.nn.Linear(2, 3).named_parameters()]
         ['weight', 'bias']
         """
-        return self._named_members("_parameters", prefix, recurse)
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
         """Every Parameter of this module and its descendants (what an optimiser needs)."""
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix="", recurse=True):
-        return self._named_members("_buffers", prefix, recurse)
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        """(qualified name, buffer) pairs, persistent or not (running statistics...).
+
+        >>> import labkit as lk
+        >>> [n for n, _ in lk.nn.BatchNorm1d(3).named_buffers()]
+        ['running_mean', 'running_var', 'num_batches_tracked']
+        """
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse=True):
+        """Every buffer of this module and its descendants."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
+
+    def get_submodule(self, target):
+        """The submodule at the dotted path ``target`` ('' is this module).
+
+        >>> import labkit as lk
+        >>> net = lk.nn.Sequential(lk.nn.Linear(2, 3), lk.nn.ReLU())
+        >>> net.get_submodule("1")
+        ReLU()
+        """
+        module = self
+        if target == "":
+            return module
+        walked = []
+        for part in target.split("."):
+            child = module._modules.get(part) if isinstance(module, Module) else None
+            if child is None:
+                where = ".".join(walked) or "the model"
+                raise AttributeError(
+                    f"get_submodule({target!r}): {type(module).__name__} ({where}) has no "
+                    f"submodule {part!r}; it has {sorted(module._modules) or 'none'}")
+            walked.append(part)
+            module = child
+        return module
+
+    def _get_member(self, target, registry, what):
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        table = getattr(module, registry)
+        if name not in table:
+            raise AttributeError(f"get_{what}({target!r}): {type(module).__name__} has no "
+                                 f"{what} {name!r}; it has {sorted(table) or 'none'}")
+        return table[name]
+
+    def get_parameter(self, target):
+        """The parameter at the dotted path ``target`` (``'encoder.0.weight'``)."""
+        return self._get_member(target, "_parameters", "parameter")
+
+    def get_buffer(self, target):
+        """The buffer at the dotted path ``target`` (``'bn.running_mean'``)."""
+        return self._get_member(target, "_buffers", "buffer")
 
     def num_parameters(self):
         """The number of trainable values (elements of every parameter).
@@ -269,9 +469,13 @@ class Module:
 
     # ---- modes and gradients --------------------------------------------------------------------
     def train(self, mode=True):
-        """Training mode (dropout active) for this module and every descendant; returns self."""
-        for m in self.modules():
-            m.__dict__["training"] = bool(mode)
+        """Training mode (dropout active, batch statistics) for this module and, through their
+        own ``train``, every descendant; returns self."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"train(mode): mode must be True or False, got {mode!r}")
+        self.__dict__["training"] = mode
+        for m in self.children():
+            m.train(mode)
         return self
 
     def eval(self):
@@ -294,20 +498,20 @@ class Module:
                 p.grad = Tensor._make(xp.zeros_like(p._data), p.device)
 
     # ---- devices and dtypes ---------------------------------------------------------------------
-    def to(self, device=None, dtype=None):
-        """Move every parameter and buffer to ``device`` and/or cast floating ones to ``dtype``,
-        in place (the Parameter objects stay the same, so an optimiser keeps working if it is
-        created after the move). Returns self.
+    def to(self, *args, **kwargs):
+        """Move every parameter and buffer to a device and/or cast the floating ones to a
+        dtype, in place (the Parameter objects stay the same, so an optimiser keeps working if
+        it is created after the move). Returns self. PyTorch's forms: ``to(device)``,
+        ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)`` (its device and dtype),
+        ``to(device=..., dtype=...)``; ``non_blocking`` is accepted.
 
         >>> import labkit as lk
         >>> lk.nn.Linear(2, 2).to(dtype=lk.float64).weight.dtype
         lk.float64
+        >>> lk.nn.Linear(2, 2).to(lk.zeros(1, dtype=lk.float64)).bias.dtype
+        lk.float64
         """
-        if dtype is None and device is not None and not isinstance(device, Device):
-            try:                                   # model.to(lk.float64) / model.to("float64")
-                dtype, device = as_dtype(device), None
-            except (DTypeError, TypeError):
-                pass
+        device, dtype = _to_args(args, kwargs)
         dev = get_device(device) if device is not None else None
         dt = as_dtype(dtype) if dtype is not None else None
         if dt is not None and not dt.is_floating:
@@ -320,13 +524,23 @@ class Module:
         return self
 
     def cpu(self):
+        """Move parameters and buffers to the CPU; returns self."""
         return self.to("cpu")
+
+    def cuda(self, device=None):
+        """Move parameters and buffers to the GPU (``device``: an index or name); returns self."""
+        return self.to(f"gpu:{device}" if isinstance(device, int) else (device or "gpu"))
+
+    def half(self):
+        """Cast floating parameters and buffers to float16; returns self."""
+        return self.to(dtype="float16")
 
     def double(self):
         """Cast floating parameters and buffers to float64 (handy for gradient checks)."""
         return self.to(dtype="float64")
 
     def float(self):
+        """Cast floating parameters and buffers to float32; returns self."""
         return self.to(dtype="float32")
 
     # ---- state ----------------------------------------------------------------------------------
@@ -341,30 +555,41 @@ class Module:
                 if b is not None and name in module._persistent:
                     yield prefix + name, b
 
-    def state_dict(self):
-        """A dict of every parameter and persistent buffer by qualified name.
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        """A dict of every parameter and persistent buffer by qualified name (``prefix``
+        before each; into ``destination`` if given).
 
-        The values are detached tensors sharing memory with the model (as in PyTorch): copy them,
-        or save them with ``lk.save``, to keep a snapshot.
+        The values are detached tensors sharing memory with the model (as in PyTorch; the
+        tensors themselves with ``keep_vars=True``): copy them, or save them with ``lk.save``,
+        to keep a snapshot.
 
         >>> import labkit as lk
         >>> {k: v.shape for k, v in lk.nn.Linear(2, 3).state_dict().items()}
         {'weight': (3, 2), 'bias': (3,)}
         """
-        return {k: t.detach() for k, t in self._state_items()}
+        if args:            # PyTorch's old positional form: (destination, prefix, keep_vars)
+            destination, prefix, keep_vars = (list(args) + [destination, prefix, keep_vars][
+                len(args):])[:3]
+        out = OrderedDict() if destination is None else destination
+        for k, t in self._state_items():
+            out[prefix + k] = t if keep_vars else t.detach()
+        return out
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copy values from ``state_dict`` into this model's parameters and buffers, in place.
 
         With ``strict=True`` (default) the keys must match exactly; with ``strict=False`` only
-        the matching keys are loaded and the rest are returned. A shape mismatch is always an
-        error. Nothing is changed when an error is raised. Values may be Tensors or NumPy
-        arrays; they are copied to each parameter's device and dtype.
+        the matching keys are loaded, and the others are returned as PyTorch reports them:
+        ``missing_keys`` in the model's order, ``unexpected_keys`` module by module. A shape
+        mismatch is always an error. Nothing is changed when an error is raised. Values may be
+        Tensors or NumPy arrays; they are copied to each parameter's device and dtype
+        (``assign=True`` puts the given tensors in place of the parameters and buffers
+        instead, keeping which parameters require grad).
 
         >>> import labkit as lk
         >>> a, b = lk.nn.Linear(2, 3), lk.nn.Linear(2, 3)
         >>> b.load_state_dict(a.state_dict())
-        IncompatibleKeys(missing_keys=[], unexpected_keys=[])
+        <All keys matched successfully>
         >>> bool((a.weight == b.weight).all())
         True
         """
@@ -373,7 +598,7 @@ class Module:
                             f"model.state_dict()), got {type(state_dict).__name__}")
         own = dict(self._state_items())
         missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
+        unexpected = self._unexpected_keys(state_dict)
         mismatched = []
         for key, target in own.items():
             if key in state_dict:
@@ -384,8 +609,38 @@ class Module:
             raise StateDictError(self._mismatch_text(missing, unexpected, mismatched, strict))
         for key, target in own.items():
             if key in state_dict:
-                _copy_into(target, state_dict[key])
+                if assign:
+                    self._assign_member(key, target, state_dict[key])
+                else:
+                    _copy_into(target, state_dict[key])
         return IncompatibleKeys(missing, unexpected)
+
+    def _unexpected_keys(self, state_dict):
+        """The keys no module claims, module by module in traversal order (PyTorch's)."""
+        out = []
+        for prefix, module in self._walk(remove_duplicate=False):
+            prefix = f"{prefix}." if prefix else ""
+            local = {k for k, p in module._parameters.items() if p is not None}
+            local |= {k for k, b in module._buffers.items()
+                      if b is not None and k in module._persistent}
+            for key in state_dict:
+                if key.startswith(prefix):
+                    first = key[len(prefix):].split(".", 1)[0]
+                    if first not in module._modules and first not in local:
+                        out.append(key)
+        return out
+
+    def _assign_member(self, key, target, value):
+        path, _, name = key.rpartition(".")
+        module = self.get_submodule(path)
+        if not isinstance(value, Tensor):
+            from ..tensor.creation import tensor
+            value = tensor(np.asarray(value))
+        if name in module._parameters:
+            module._parameters[name] = Parameter(value, requires_grad=target.requires_grad)
+            _name_parameters(key, module._parameters[name])
+        else:
+            module._buffers[name] = value
 
     def _mismatch_text(self, missing, unexpected, mismatched, strict):
         lines = [f"load_state_dict: the state dict does not fit this {type(self).__name__}."]
@@ -458,3 +713,36 @@ def _name_parameters(name, value):
     else:
         for qualified, p in value.named_parameters():
             p.name = f"{name}.{qualified}"
+
+
+def _check_name(what, name):
+    if not isinstance(name, str):
+        raise TypeError(f"{what} name must be a string, got {type(name).__name__}")
+    if "." in name or name == "":
+        raise KeyError(f"{what} name {name!r} must be non-empty and contain no '.': dots "
+                       f"separate the levels of qualified names such as 'encoder.0.weight'")
+
+
+def _to_args(args, kwargs):
+    """(device, dtype) from ``Module.to``'s argument forms (None where not given)."""
+    kwargs = dict(kwargs)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("copy", None)
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    if kwargs:
+        raise TypeError(f"Module.to() got unexpected arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, int):                  # PyTorch's to(0): the first accelerator
+            device = f"gpu:{a}"
+        elif isinstance(a, Device) or (isinstance(a, str) and _is_device(a)):
+            device = a
+        elif isinstance(a, (DType, str)) or a is not None:
+            dtype = a
+    return device, dtype
+
+
+def _is_device(text):
+    """Whether ``text`` names a device ('cpu', 'gpu:1', 'cuda'...), whether or not it exists."""
+    return re.fullmatch(r"(cpu|gpu|cuda)(:\d+)?", text.strip().lower()) is not None

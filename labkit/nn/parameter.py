@@ -54,12 +54,14 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
-def add_weight_and_bias(module, weight_shape, bias=True, dtype=None, device=None):
+def add_weight_and_bias(module, weight_shape, bias=True, dtype=None, device=None,
+                        bias_size=None):
     """Give a layer ``module`` a zero-filled ``weight`` Parameter of ``weight_shape`` and a
-    ``bias`` of ``weight_shape[0]`` values (or ``bias = None``); the layer's
-    ``reset_parameters`` then draws their values."""
+    ``bias`` of ``bias_size`` (default ``weight_shape[0]``) values (or ``bias = None``); the
+    layer's ``reset_parameters`` then draws their values."""
     module.weight = Parameter(zeros(tuple(weight_shape), dtype=dtype, device=device))
     if bias:
-        module.bias = Parameter(zeros((weight_shape[0],), dtype=dtype, device=device))
+        size = weight_shape[0] if bias_size is None else bias_size
+        module.bias = Parameter(zeros((size,), dtype=dtype, device=device))
     else:
         module.register_parameter("bias", None)

@@ -4,13 +4,10 @@
 same ``state_dict`` keys), post-norm or pre-norm (``norm_first``), masks and initialisation.
 """
 import copy
-import math
 
 from ..errors import ShapeError, describe
 from ..tensor.creation import full
-from ..tensor.ops.composite import mean, var
-from ..tensor.ops.elementwise import add, div, mul, sqrt, sub
-from ..tensor.ops.elementwise_math import erf
+from ..tensor.ops.elementwise import add
 from ..tensor.ops.layout import triu
 from . import functional as F
 from .attention import MultiheadAttention
@@ -20,50 +17,10 @@ from .functional.attention import check_mask_dtype
 from .functional.sparse import concrete
 from .linear import Linear
 from .module import Module
-from .parameter import Parameter
+from .normalization import LayerNorm
 
 __all__ = ["Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
            "TransformerDecoderLayer"]
-
-
-# ---- layer norm and GELU, until nn.LayerNorm and F.gelu exist ---------------------------------
-def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    dims = tuple(range(-len(normalized_shape), 0))
-    centered = sub(x, mean(x, dim=dims, keepdim=True))
-    out = div(centered, sqrt(add(var(x, dim=dims, keepdim=True, correction=0), eps)))
-    if weight is not None:
-        out = mul(out, weight)
-    return out if bias is None else add(out, bias)
-
-
-class LayerNorm(Module):
-    """LayerNorm over the last dimensions, PyTorch's parameters (weight ones, bias zeros); the
-    layers' own until ``nn.LayerNorm`` exists (not exported from ``lk.nn``)."""
-
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
-                 device=None, dtype=None):
-        super().__init__()
-        from ..tensor.creation import ones, zeros
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else \
-            tuple(normalized_shape)
-        self.normalized_shape, self.eps = shape, float(eps)
-        self.elementwise_affine = bool(elementwise_affine)
-        self.weight = Parameter(ones(shape, dtype=dtype, device=device)) \
-            if elementwise_affine else None
-        self.bias = Parameter(zeros(shape, dtype=dtype, device=device)) \
-            if elementwise_affine and bias else None
-
-    def forward(self, x):
-        return _layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
-
-    def extra_repr(self):
-        return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
-
-
-def _gelu(x):
-    """GELU, exact: ``x * (1 + erf(x / sqrt(2))) / 2``."""
-    return mul(mul(x, 0.5), add(erf(mul(x, 1.0 / math.sqrt(2.0))), 1.0))
 
 
 def _activation(activation):
@@ -72,7 +29,7 @@ def _activation(activation):
     if activation == "relu":
         return F.relu
     if activation == "gelu":
-        return _gelu
+        return F.gelu
     raise ValueError(f"activation should be relu/gelu (or a callable), not {activation!r}")
 
 

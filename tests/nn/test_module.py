@@ -183,7 +183,7 @@ def test_repr_like_pytorch():
         "Sequential(\n"
         "  (0): Conv2d(1, 8, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))\n"
         "  (1): ReLU()\n"
-        "  (2): MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1)\n"
+        "  (2): MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)\n"
         "  (3): Flatten(start_dim=1, end_dim=-1)\n"
         "  (4): Linear(in_features=128, out_features=10, bias=False)\n"
         ")")
@@ -192,7 +192,7 @@ def test_repr_like_pytorch():
     assert repr(nn.LSTM(3, 4, num_layers=2, batch_first=True)) == \
         "LSTM(3, 4, num_layers=2, batch_first=True)"
     assert repr(nn.Embedding(10, 3, padding_idx=0)) == "Embedding(10, 3, padding_idx=0)"
-    assert repr(nn.Dropout(0.25)) == "Dropout(p=0.25)"
+    assert repr(nn.Dropout(0.25)) == "Dropout(p=0.25, inplace=False)"
     assert repr(nn.Parameter(lk.zeros(2))).startswith("Parameter containing:\ntensor(")
 
 

@@ -1,6 +1,6 @@
 """Stateless layers and losses, composed from labkit ops (so gradients and capture come free),
 in PyTorch's ``torch.nn.functional`` spellings; one module per kind (activations, losses,
-distances, convolution and pooling, dropout, embeddings...), all imported here as ``F``.
+distances, convolution and pooling, normalisation, dropout, embeddings...), all imported here as ``F``.
 
 >>> import labkit as lk
 >>> import labkit.nn.functional as F
@@ -11,31 +11,49 @@ distances, convolution and pooling, dropout, embeddings...), all imported here a
 >>> loss.backward(); logits.grad.shape
 (2, 3)
 """
-from ...tensor.ops.conv import avg_pool2d, conv2d, max_pool2d
-from ...tensor.ops.elementwise import relu, sigmoid, tanh
-from ...tensor.ops.softmax import log_softmax, softmax
 from ...tensor.public.indexing import one_hot
 from ...tensor.public.layout import pad
+from .activation import (celu, elu, gelu, glu, hardshrink, hardsigmoid, hardswish, hardtanh,
+                         leaky_relu, log_softmax, logsigmoid, mish, prelu, relu, relu6, selu,
+                         sigmoid, silu, softmax, softmin, softplus, softshrink, softsign, tanh,
+                         tanhshrink, threshold)
 from .attention import multi_head_attention_forward, scaled_dot_product_attention
-from .distance import cosine_similarity, normalize, pairwise_distance
-from .dropout import dropout
-from .linear import linear
+from .conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d, fold, unfold
+from .distance import cosine_similarity, pairwise_distance
+from .dropout import alpha_dropout, dropout, dropout1d, dropout2d, feature_alpha_dropout
+from .linear import bilinear, linear
 from .loss import (binary_cross_entropy, binary_cross_entropy_with_logits, cosine_embedding_loss,
                    cross_entropy, gaussian_nll_loss, hinge_embedding_loss, huber_loss, kl_div,
                    l1_loss, margin_ranking_loss, mse_loss, multi_margin_loss,
                    multilabel_soft_margin_loss, nll_loss, poisson_nll_loss, smooth_l1_loss,
                    soft_margin_loss, triplet_margin_loss, triplet_margin_with_distance_loss)
-from .sparse import embedding
+from .normalization import (batch_norm, group_norm, instance_norm, layer_norm, normalize,
+                            rms_norm)
+from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,
+                      adaptive_max_pool2d, avg_pool1d, avg_pool2d, max_pool1d, max_pool2d)
+from .sparse import embedding, embedding_bag
+from .upsampling import interpolate, upsample
 
-__all__ = ["relu", "sigmoid", "tanh", "softmax", "log_softmax", "linear", "conv2d",
-           "max_pool2d", "avg_pool2d", "dropout", "embedding", "pad", "one_hot",
-           "scaled_dot_product_attention", "multi_head_attention_forward",
-           # losses
-           "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
-           "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
-           "poisson_nll_loss", "gaussian_nll_loss", "cosine_embedding_loss",
-           "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
-           "multilabel_soft_margin_loss", "multi_margin_loss", "triplet_margin_loss",
-           "triplet_margin_with_distance_loss",
-           # distances
-           "pairwise_distance", "cosine_similarity", "normalize"]
+__all__ = [
+    # activations
+    "celu", "elu", "gelu", "glu", "hardshrink", "hardsigmoid", "hardswish", "hardtanh",
+    "leaky_relu", "log_softmax", "logsigmoid", "mish", "prelu", "relu", "relu6", "selu",
+    "sigmoid", "silu", "softmax", "softmin", "softplus", "softshrink", "softsign", "tanh",
+    "tanhshrink", "threshold",
+    # linear, convolution, pooling, resizing, padding
+    "linear", "bilinear", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "fold",
+    "unfold", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
+    "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
+    "upsample", "pad",
+    # normalisation, dropout, lookups, distances
+    "batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "normalize",
+    "dropout", "dropout1d", "dropout2d", "alpha_dropout", "feature_alpha_dropout", "embedding",
+    "embedding_bag", "one_hot", "cosine_similarity", "pairwise_distance",
+    # attention
+    "scaled_dot_product_attention", "multi_head_attention_forward",
+    # losses
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss",
+    "gaussian_nll_loss", "cosine_embedding_loss", "margin_ranking_loss", "hinge_embedding_loss",
+    "soft_margin_loss", "multilabel_soft_margin_loss", "multi_margin_loss", "triplet_margin_loss",
+    "triplet_margin_with_distance_loss"]

@@ -1,13 +1,11 @@
-"""Distances and normalisation: ``F.pairwise_distance``, ``F.cosine_similarity``,
-``F.normalize``, as PyTorch computes them (the losses that compare embeddings use them).
+"""Distances: ``F.pairwise_distance`` and ``F.cosine_similarity``, as PyTorch computes them (the
+losses that compare embeddings use them; ``F.normalize`` is in normalization.py).
 
 >>> import labkit as lk
 >>> import labkit.nn.functional as F
 >>> a, b = lk.tensor([[3.0, 4.0]]), lk.tensor([[4.0, 3.0]])
 >>> round(F.cosine_similarity(a, b).item(), 4), round(F.pairwise_distance(a, b, eps=0).item(), 4)
 (0.96, 1.4142)
->>> F.normalize(a).tolist()
-[[0.6000000238418579, 0.800000011920929]]
 """
 from ...errors import ShapeError, describe
 from ...tensor.ops.elementwise import add, div, mul, stop_gradient, sub
@@ -55,14 +53,3 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     n2 = _floor(vector_norm(x2, ord=2.0, dim=d, keepdim=True), eps)
     return _sum(mul(div(x1, n1), div(x2, n2)), dim=d)
 
-
-def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
-    """``input`` divided by its ``p``-norm over ``dim`` (at least ``eps``).
-
-    >>> import labkit as lk
-    >>> lk.nn.functional.normalize(lk.tensor([3.0, 4.0]), dim=0).tolist()
-    [0.6000000238418579, 0.800000011920929]
-    """
-    if out is not None:
-        raise TypeError("normalize: out= is not supported; use the returned tensor")
-    return div(input, clamp_min(vector_norm(input, ord=float(p), dim=dim, keepdim=True), eps))

@@ -1,7 +1,10 @@
-"""``F.linear``."""
+"""``F.linear`` and ``F.bilinear``."""
 from ...errors import ShapeError, describe
-from ...tensor.ops.elementwise import add
-from ...tensor.ops.linalg import matmul_t
+from ...tensor.ops.composite import unsqueeze
+from ...tensor.ops.elementwise import add, mul
+from ...tensor.ops.linalg import matmul, matmul_t
+from ...tensor.ops.reduce import sum as _sum
+from ...tensor.ops.shape import permute, reshape
 
 
 def linear(x, weight, bias=None):
@@ -23,3 +26,25 @@ def linear(x, weight, bias=None):
     if bias is not None:
         out = add(out, bias)
     return out
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """``y[..., o] = sum_ij input1[..., i] * weight[o, i, j] * input2[..., j] + bias[o]``.
+
+    >>> import labkit as lk
+    >>> lk.nn.functional.bilinear(lk.ones(2, 3), lk.ones(2, 4), lk.ones(5, 3, 4)).shape
+    (2, 5)
+    """
+    if weight.ndim != 3:
+        raise ShapeError(f"bilinear: weight must be 3-d (out, in1, in2); got {describe(weight)}")
+    out, in1, in2 = weight.shape
+    if input1.ndim == 0 or input1.shape[-1] != in1 or input2.ndim == 0 or \
+            input2.shape[-1] != in2 or tuple(input1.shape[:-1]) != tuple(input2.shape[:-1]):
+        raise ShapeError(f"bilinear: inputs {describe(input1)} and {describe(input2)} must agree "
+                         f"but for their last dimensions, which must be in1={in1} and "
+                         f"in2={in2} (weight {describe(weight)})")
+    # x1 @ W as (in1, out * in2), then the product with x2 summed over in2
+    mixed = matmul(input1, reshape(permute(weight, dims=(1, 0, 2)), shape=(in1, out * in2)))
+    mixed = reshape(mixed, shape=tuple(input1.shape[:-1]) + (out, in2))
+    y = _sum(mul(mixed, unsqueeze(input2, -2)), dim=-1)
+    return y if bias is None else add(y, bias)

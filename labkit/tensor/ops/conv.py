@@ -7,12 +7,18 @@
 Each is the other's vjp, so ``conv2d`` (unfold + one matmul), ``max_pool2d`` (unfold + max) and
 ``avg_pool2d`` (unfold + mean) are composites with gradients of every order for free.
 """
+import numpy as np
+
 from ...errors import ShapeError, describe
+from .. import creation as _creation
 from ..op import op
 from ..shape_rules import shape_of
-from .elementwise import add
+from .elementwise import add, div, mul
+from .elementwise_math import floor_divide, remainder
+from .index import _gather
+from .layout import pad as _pad
 from .linalg import matmul
-from .reduce import max as _max
+from .reduce import argmax
 from .reduce import sum as _sum
 from .shape import moved, permute, reshape
 
@@ -131,52 +137,184 @@ def _geometry_args(kernel_size, stride, padding, dilation):
                 padding=pair(padding, "padding"), dilation=pair(dilation, "dilation"))
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1):
+def same_padding(kernel_size, dilation):
+    """PyTorch's ``padding='same'``: per spatial dimension, (before, after) with the odd one
+    after."""
+    out = []
+    for k, d in zip(kernel_size, dilation):
+        total = d * (k - 1)
+        out.append((total // 2, total - total // 2))
+    return out
+
+
+def _padding_arg(opname, padding, kernel_size, stride, dilation):
+    """Symmetric padding (h, w), and the extra (h, w) 'same' needs after the input."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0), (0, 0)
+        if padding == "same":
+            if stride != (1, 1):
+                raise ShapeError(f"{opname}: padding='same' needs stride 1 (got stride={stride}); "
+                                 f"pad explicitly with padding=(ph, pw) for a strided "
+                                 f"convolution")
+            lohi = same_padding(kernel_size, dilation)
+            return tuple(lo for lo, _ in lohi), tuple(hi - lo for lo, hi in lohi)
+        raise ValueError(f"{opname}: padding={padding!r} is not 'same', 'valid', an int or a "
+                         f"pair of ints")
+    return pair(padding, "padding"), (0, 0)
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-d convolution (cross-correlation, as in PyTorch) of ``x`` (N, C, H, W) with ``weight``
-    (O, C, kh, kw), plus ``bias`` (O,) if given. Returns (N, O, OH, OW).
+    (O, C / groups, kh, kw), plus ``bias`` (O,) if given. Returns (N, O, OH, OW). ``padding``
+    is an int, a pair, ``'valid'`` (none) or ``'same'`` (output as large as the input, stride
+    1); ``groups`` splits channels into groups convolved separately.
 
     >>> import labkit as lk
     >>> lk.conv2d(lk.ones(1, 1, 4, 4), lk.ones(2, 1, 3, 3), padding=1).shape
     (1, 2, 4, 4)
+    >>> lk.conv2d(lk.ones(1, 4, 5, 5), lk.ones(4, 1, 3, 3), padding="same", groups=4).shape
+    (1, 4, 5, 5)
     """
     if x.ndim != 4 or weight.ndim != 4:
         raise ShapeError(f"conv2d expects input (N, C, H, W) and weight (O, C, kh, kw); got "
                          f"{describe(x)} and {describe(weight)}")
-    o, c, kh, kw = weight.shape
-    if x.shape[1] != c:
-        raise ShapeError(f"conv2d: input has {x.shape[1]} channels but weight expects {c} "
-                         f"(input {describe(x)}, weight {describe(weight)})")
-    geo = _geometry_args((kh, kw), stride, padding, dilation)
+    o, cg, kh, kw = weight.shape
+    groups = int(groups)
+    if groups < 1 or o % groups:
+        raise ShapeError(f"conv2d: groups={groups} must be positive and divide the "
+                         f"{o} output channels of weight {describe(weight)}")
+    if x.shape[1] != cg * groups:
+        raise ShapeError(f"conv2d: input has {x.shape[1]} channels but weight expects "
+                         f"{cg * groups} ({cg} per group x {groups} groups) (input "
+                         f"{describe(x)}, weight {describe(weight)})")
+    stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")
+    padding, extra = _padding_arg("conv2d", padding, (kh, kw), stride, dilation)
+    if extra != (0, 0):          # 'same' with an even kernel: the odd row/column goes after
+        x = _pad(x, widths=((0, 0), (0, 0), (0, extra[0]), (0, extra[1])))
+    geo = dict(kernel_size=(kh, kw), stride=stride, padding=padding, dilation=dilation)
     _window_geometry("conv2d", x.shape, x=x, **geo)
     cols = unfold(x, **geo)                                      # (N, C, kh, kw, OH, OW)
-    n, oh, ow = x.shape[0], cols.shape[-2], cols.shape[-1]
+    n, c, oh, ow = x.shape[0], x.shape[1], cols.shape[-2], cols.shape[-1]
     # im2col laid out (C*kh*kw, N*OH*OW), so that forward and both gradients are each one
-    # large matrix product rather than N small ones
-    cols = reshape(permute(cols, dims=(1, 2, 3, 0, 4, 5)), shape=(c * kh * kw, n * oh * ow))
-    out = matmul(reshape(weight, shape=(o, c * kh * kw)), cols)  # (O, N*OH*OW)
+    # large matrix product rather than N small ones (one per group)
+    cols = permute(cols, dims=(1, 2, 3, 0, 4, 5))
+    if groups == 1:
+        out = matmul(reshape(weight, shape=(o, c * kh * kw)),
+                     reshape(cols, shape=(c * kh * kw, n * oh * ow)))    # (O, N*OH*OW)
+    else:
+        out = matmul(reshape(weight, shape=(groups, o // groups, cg * kh * kw)),
+                     reshape(cols, shape=(groups, cg * kh * kw, n * oh * ow)))
+        out = reshape(out, shape=(o, n * oh * ow))
     if bias is not None:
         out = add(out, reshape(bias, shape=(o, 1)))
     return permute(reshape(out, shape=(o, n, oh, ow)), dims=(1, 0, 2, 3))
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
-    """Max over each window; ``stride`` defaults to ``kernel_size`` (PyTorch's convention)."""
-    geo = _geometry_args(kernel_size, stride if stride is not None else kernel_size, padding,
-                         dilation)
-    ph, pw = geo["padding"]
-    kh, kw = geo["kernel_size"]
-    if ph > kh // 2 or pw > kw // 2:
-        raise ShapeError(f"max_pool2d: padding {geo['padding']} must be at most half the kernel "
-                         f"size {geo['kernel_size']}")
-    _window_geometry("max_pool2d", x.shape, x=x, **geo)
-    cols = unfold(x, pad_value=float("-inf"), **geo)
-    return _max(cols, dim=(2, 3))
+def pool_out_size(size, k, s, p, d, ceil_mode):
+    """PyTorch's pooled size: with ``ceil_mode`` a last partial window is kept if it starts
+    inside the input or its left padding."""
+    out = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0):
-    """Mean over each window (zero padding counted, PyTorch's default); stride defaults to
-    kernel_size."""
-    geo = _geometry_args(kernel_size, stride if stride is not None else kernel_size, padding, 1)
-    kh, kw = geo["kernel_size"]
-    _window_geometry("avg_pool2d", x.shape, x=x, **geo)
-    return _sum(unfold(x, **geo), dim=(2, 3)) * (1.0 / (kh * kw))
+def _pool_geometry(opname, x, kernel_size, stride, padding, dilation, ceil_mode):
+    """Geometry keywords for ``unfold`` and the extra (h, w) padding after the input that
+    ``ceil_mode``'s last windows reach into."""
+    geo = _geometry_args(kernel_size, stride if stride is not None and stride != () else
+                         kernel_size, padding, dilation)
+    (kh, kw), (ph, pw), (dh, dw) = geo["kernel_size"], geo["padding"], geo["dilation"]
+    if ph > ((kh - 1) * dh + 1) // 2 or pw > ((kw - 1) * dw + 1) // 2:
+        raise ShapeError(f"{opname}: padding {geo['padding']} must be at most half the "
+                         f"(dilated) kernel size {geo['kernel_size']}")
+    if x.ndim != 4:
+        _window_geometry(opname, x.shape, x=x, **geo)        # explains the rank
+    extra = []
+    for size, k, s, p, d in zip(x.shape[2:], geo["kernel_size"], geo["stride"], geo["padding"],
+                                geo["dilation"]):
+        out = pool_out_size(size, k, s, p, d, ceil_mode)
+        if out <= 0:
+            _window_geometry(opname, x.shape, x=x, **geo)    # explains the empty output
+        extra.append(max(0, (out - 1) * s + d * (k - 1) + 1 - (size + 2 * p)))
+    return geo, tuple(extra)
+
+
+def _windows(x, geo, extra, value):
+    """``unfold`` of ``x`` padded with ``value`` (and ``extra`` more after, for ceil_mode)."""
+    if extra == (0, 0):
+        return unfold(x, pad_value=value, **geo)
+    (ph, pw) = geo["padding"]
+    x = _pad(x, widths=((0, 0), (0, 0), (ph, ph + extra[0]), (pw, pw + extra[1])), value=value)
+    return unfold(x, **dict(geo, padding=(0, 0)))
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """Max over each window of ``x`` (N, C, H, W); ``stride`` defaults to ``kernel_size``.
+    The gradient goes to the first largest element of each window (as in PyTorch, also when
+    several are equal). ``return_indices=True`` also returns where each maximum is, as an
+    index into the flattened H*W plane.
+
+    >>> import labkit as lk
+    >>> x = lk.arange(16.0).reshape(1, 1, 4, 4)
+    >>> lk.max_pool2d(x, 2).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """
+    geo, extra = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation,
+                                ceil_mode)
+    cols = _windows(x, geo, extra, float("-inf"))              # (N, C, kh, kw, OH, OW)
+    n, c, kh, kw, oh, ow = cols.shape
+    flat = reshape(cols, shape=(n, c, kh * kw, oh, ow))
+    where_max = argmax(flat, dim=2, keepdim=True)
+    out = reshape(_gather(flat, where_max, dim=2), shape=(n, c, oh, ow))
+    if not return_indices:
+        return out
+    return out, _plane_index(where_max, geo, kw, x.shape[3], oh, ow)
+
+
+def _plane_index(where_max, geo, kw, width, oh, ow):
+    """Index into the input's H*W plane of each window's maximum (window position ``k``)."""
+    (sh, sw), (ph, pw), (dh, dw) = geo["stride"], geo["padding"], geo["dilation"]
+    k = reshape(where_max, shape=where_max.shape[:2] + (oh, ow))
+    rows = _creation.tensor((np.arange(oh) * sh - ph).reshape(oh, 1), device=k.device)
+    cols = _creation.tensor((np.arange(ow) * sw - pw).reshape(1, ow), device=k.device)
+    r = add(rows, mul(floor_divide(k, kw), dh))
+    q = add(cols, mul(remainder(k, kw), dw))
+    return add(mul(r, width), q)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """Mean over each window of ``x`` (N, C, H, W); ``stride`` defaults to ``kernel_size``.
+    ``count_include_pad``: zero padding counts towards the mean (PyTorch's default);
+    ``divisor_override``: divide every window's sum by this instead.
+
+    >>> import labkit as lk
+    >>> lk.avg_pool2d(lk.ones(1, 1, 3, 3), 2, padding=1, count_include_pad=False).tolist()
+    [[[[1.0, 1.0], [1.0, 1.0]]]]
+    """
+    geo, extra = _pool_geometry("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
+    sums = _sum(_windows(x, geo, extra, 0.0), dim=(2, 3))
+    if divisor_override:
+        return div(sums, divisor_override)
+    oh, ow = sums.shape[-2:]
+    div_h = _pool_counts(x.shape[2], oh, geo["kernel_size"][0], geo["stride"][0],
+                         geo["padding"][0], count_include_pad)
+    div_w = _pool_counts(x.shape[3], ow, geo["kernel_size"][1], geo["stride"][1],
+                         geo["padding"][1], count_include_pad)
+    if count_include_pad and (div_h == div_h[0]).all() and (div_w == div_w[0]).all():
+        return div(sums, float(div_h[0] * div_w[0]))
+    divisor = np.maximum(np.outer(div_h, div_w), 1).astype(x.dtype.np)
+    return div(sums, _creation.tensor(divisor, device=x.device))
+
+
+def _pool_counts(size, out, k, s, p, count_include_pad):
+    """Per output position along one dimension, how many elements its window averages
+    (PyTorch's: padding counts if ``count_include_pad``, the ceil_mode overhang never)."""
+    start = np.arange(out) * s - p
+    end = np.minimum(start + k, size + p)
+    if count_include_pad:
+        return end - start
+    return np.minimum(end, size) - np.maximum(start, 0)

@@ -1,0 +1,252 @@
+"""Kernels of two layers every transformer runs many times: ``gelu`` and ``layer_norm``, each
+with its gradient as one op (``gelu_backward``, ``layer_norm_backward``).
+
+Written as compositions of elementwise ops and reductions they cost 5 ops forward and about 15
+backward (GELU), 7 and 15 (layer norm), each a pass over the activations with its own dispatch
+and tape entry; as kernels, one op and a few passes each way. The backward ops' own vjps are
+written in labkit ops (from the closed-form second derivatives), so gradients of gradients work.
+
+``layer_norm`` here is the normalisation alone, ``(x - mean) / sqrt(var + eps)`` over the last
+``ndim`` dimensions (biased variance, as PyTorch's); ``F.layer_norm`` adds the affine part.
+
+On the CPU a float32 ``erf`` is computed with a rational approximation (a few float32 ulps,
+like PyTorch's vectorised one) instead of SciPy's, which is ten times slower.
+
+>>> import labkit as lk
+>>> from labkit.tensor.ops.nn_kernels import gelu, layer_norm
+>>> gelu(lk.tensor([0.0, 1.0])).tolist()
+[0.0, 0.8413447141647339]
+>>> [round(v, 4) for v in layer_norm(lk.tensor([1.0, 2.0, 3.0]), ndim=1, eps=1e-5).tolist()]
+[-1.2247, 0.0, 1.2247]
+"""
+import math
+
+import numpy as np
+
+from ...errors import ShapeError, describe
+from ..batching import ELEMENTWISE
+from ..op import needs_grad, op
+from ..shape_rules import broadcast_shapes, float_dtype, shape_of
+from .elementwise import add, div, exp, mul, sub, tanh
+from .reduce import sum as _sum
+from .shape import batch_size, materialized, moved
+
+SQRT_HALF = math.sqrt(0.5)
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+TANH_BETA = math.sqrt(2.0 / math.pi)
+TANH_KAPPA = 0.044715
+
+# erf(x) ~ x * P(x^2) / Q(x^2) on [-4, 4] (1 outside in float32): the float32 approximation of
+# Eigen / XLA, highest powers first
+_ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+          -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+          -1.60960333262415e-02)
+_ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+          -7.37332916720468e-03, -1.42647390514189e-02)
+
+
+def _erf(xp, x, scale=1.0):
+    """erf(x * scale) of a float array, in a new array: the rational approximation for float32
+    on NumPy (each step in place: one pass over the data each), else SciPy's."""
+    if xp is np and x.dtype == np.float32:
+        t = np.multiply(x, np.float32(scale))
+        np.clip(t, np.float32(-4.0), np.float32(4.0), out=t)
+        t2 = t * t
+        p = t2 * np.float32(_ERF_P[0])
+        p += np.float32(_ERF_P[1])
+        for c in _ERF_P[2:]:
+            p *= t2
+            p += np.float32(c)
+        p *= t
+        q = np.multiply(t2, np.float32(_ERF_Q[0]), out=t)
+        q += np.float32(_ERF_Q[1])
+        for c in _ERF_Q[2:]:
+            q *= t2
+            q += np.float32(c)
+        return np.divide(p, q, out=p)
+    from .elementwise_math import special
+    return special(xp).erf(x * scale if scale != 1.0 else x).astype(x.dtype, copy=False)
+
+
+def _upcast(xp, x):
+    """float16 is computed in float32 (as PyTorch's kernels accumulate)."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
+def _vectors(kernel):
+    """``kernel`` on arrays of at least one dimension (its in-place steps need arrays, and
+    NumPy turns 0-d results into scalars); a 0-d result is reshaped back."""
+    def run(xp, *arrays, **attrs):
+        if all(a.ndim for a in arrays):
+            return kernel(xp, *arrays, **attrs)
+        return kernel(xp, *[a.reshape(a.shape or (1,)) for a in arrays], **attrs).reshape(
+            np.broadcast_shapes(*[a.shape for a in arrays]))
+    run.__name__, run.__doc__ = kernel.__name__, kernel.__doc__
+    return run
+
+
+# ---- gelu ----------------------------------------------------------------------------------------
+def _check_approximate(approximate):
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate={approximate!r} is not 'none' or 'tanh'")
+
+
+def _gelu_rule(x, approximate="none"):
+    _check_approximate(approximate)
+    return shape_of(x), float_dtype("gelu", x)
+
+
+def _tanh_parts(xp, x):
+    """(tanh(u), u') of u = beta * (x + kappa * x**3), GELU's tanh approximation."""
+    x2 = x * x
+    t = xp.tanh(x * (TANH_BETA * (1 + TANH_KAPPA * x2)))
+    return t, TANH_BETA * (1 + 3 * TANH_KAPPA * x2)
+
+
+@op("gelu", shape=_gelu_rule, batch=ELEMENTWISE,
+    vjp=lambda g, out, x, approximate="none": (gelu_backward(g, x, approximate=approximate),))
+@_vectors
+def gelu(xp, x, approximate="none"):
+    """``x * Phi(x)`` (``approximate='none'``), or ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
+    x**3)))`` (``'tanh'``)."""
+    x32 = _upcast(xp, x)
+    if approximate == "tanh":
+        out, _ = _tanh_parts(xp, x32)
+    else:
+        out = _erf(xp, x32, SQRT_HALF)
+    out += 1                                   # 0.5 x (1 + erf) / 0.5 x (1 + tanh), in place
+    out *= x32
+    out *= 0.5
+    return out.astype(x.dtype, copy=False)
+
+
+def _gelu_backward_rule(g, x, approximate="none"):
+    _check_approximate(approximate)
+    return broadcast_shapes("gelu_backward", g, x), float_dtype("gelu_backward", x)
+
+
+def _gelu_backward_vjp(c, out, g, x, approximate="none"):
+    """d/dg: ``c * gelu'(x)``; d/dx: ``c * g * gelu''(x)``."""
+    dg = gelu_backward(c, x, approximate=approximate) if needs_grad(g) else None
+    if not needs_grad(x):
+        return dg, None
+    if approximate == "tanh":
+        x2 = mul(x, x)
+        t = tanh(mul(mul(x, add(mul(x2, TANH_KAPPA), 1.0)), TANH_BETA))
+        du = mul(add(mul(x2, 3 * TANH_KAPPA), 1.0), TANH_BETA)
+        second = mul(sub(1.0, mul(t, t)),
+                     add(sub(du, mul(mul(x, t), mul(du, du))), mul(x2, 3 * TANH_BETA * TANH_KAPPA)))
+    else:
+        pdf = mul(exp(mul(mul(x, x), -0.5)), INV_SQRT_2PI)
+        second = mul(pdf, sub(2.0, mul(x, x)))
+    return dg, mul(mul(c, g), second)
+
+
+@op("gelu_backward", shape=_gelu_backward_rule, vjp=_gelu_backward_vjp, batch=ELEMENTWISE)
+@_vectors
+def gelu_backward(xp, g, x, approximate="none"):
+    """``g * gelu'(x)``: the gradient through ``gelu(x)`` of an upstream gradient ``g``."""
+    x32 = _upcast(xp, x)
+    if approximate == "tanh":
+        t, du = _tanh_parts(xp, x32)
+        slope = 1 - t * t                       # 0.5 (1 + t) + 0.5 x (1 - t**2) u'
+        slope *= du
+        slope *= x32
+        slope += t
+        slope += 1
+        slope *= 0.5
+    else:
+        slope = x32 * x32                       # Phi(x) + x phi(x)
+        slope *= -0.5
+        slope = xp.exp(slope, out=slope)
+        slope *= x32
+        slope *= INV_SQRT_2PI
+        cdf = _erf(xp, x32, SQRT_HALF)
+        cdf += 1
+        cdf *= 0.5
+        slope += cdf
+    return (g * slope).astype(np.result_type(g.dtype, x.dtype), copy=False)
+
+
+# ---- layer_norm ----------------------------------------------------------------------------------
+def _layer_norm_rule(x, ndim, eps):
+    sx = shape_of(x)
+    if not 1 <= ndim <= len(sx):
+        raise ShapeError(f"layer_norm: cannot normalise over the last {ndim} dimension(s) of "
+                         f"{describe(x)}")
+    return sx, float_dtype("layer_norm", x)
+
+
+def _stats(xp, x, ndim, eps):
+    """(x - mean, 1 / sqrt(var + eps)) over the last ``ndim`` axes, in float32 at least."""
+    x = _upcast(xp, x)
+    axes = tuple(range(x.ndim - ndim, x.ndim))
+    centered = x - x.mean(axis=axes, keepdims=True)
+    var = (centered * centered).mean(axis=axes, keepdims=True)
+    return centered, 1 / xp.sqrt(var + eps), axes
+
+
+def _trailing_batch(rule_op):
+    """The batching rule of an op over trailing dimensions: every input's batch dimension
+    first (materialized where an input is shared), then the op as it is."""
+    def rule(inputs, bdims, **attrs):
+        n = batch_size(inputs, bdims)
+        return rule_op(*[moved(x, d) if d is not None else materialized(x, d, n)
+                         for x, d in zip(inputs, bdims)], **attrs), 0
+    return rule
+
+
+@op("layer_norm", shape=_layer_norm_rule,
+    vjp=lambda g, out, x, ndim, eps: (layer_norm_backward(g, x, ndim=ndim, eps=eps),),
+    batch=lambda inputs, bdims, **attrs: _trailing_batch(layer_norm)(inputs, bdims, **attrs))
+def layer_norm(xp, x, ndim, eps):
+    """``(x - mean) / sqrt(var + eps)`` over the last ``ndim`` dimensions."""
+    centered, rstd, _ = _stats(xp, x, ndim, eps)
+    return (centered * rstd).astype(x.dtype, copy=False)
+
+
+def _layer_norm_backward_rule(g, x, ndim, eps):
+    if shape_of(g) != shape_of(x):
+        raise ShapeError(f"layer_norm_backward: gradient {describe(g)} and input {describe(x)} "
+                         f"must have the same shape")
+    return _layer_norm_rule(x, ndim, eps)
+
+
+def _mean(x, ndim):
+    dims = tuple(range(-ndim, 0))
+    n = 1
+    for s in x.shape[x.ndim - ndim:]:
+        n *= s
+    return mul(_sum(x, dim=dims, keepdim=True), 1.0 / max(n, 1))
+
+
+def _layer_norm_backward_vjp(c, out, g, x, ndim, eps):
+    """Cotangents of ``dx = r (g - mean(g) - xhat mean(g xhat))`` (r = 1/sqrt(var + eps)):
+    for g, the same map applied to c (it is symmetric); for x,
+    ``-r**2 ((mean(c g) - mean(c) mean(g) - 3 a b) xhat + b (g - mean(g)) + a (c - mean(c)))``
+    with ``a = mean(g xhat)``, ``b = mean(c xhat)``."""
+    dg = layer_norm_backward(c, x, ndim=ndim, eps=eps) if needs_grad(g) else None
+    if not needs_grad(x):
+        return dg, None
+    xhat = layer_norm(x, ndim=ndim, eps=eps)
+    centered = sub(x, _mean(x, ndim))
+    minus_r2 = div(-1.0, add(_mean(mul(centered, centered), ndim), eps))
+    g_mean, c_mean = _mean(g, ndim), _mean(c, ndim)
+    a, b = _mean(mul(g, xhat), ndim), _mean(mul(c, xhat), ndim)
+    k = sub(sub(_mean(mul(c, g), ndim), mul(c_mean, g_mean)), mul(mul(a, b), 3.0))
+    total = add(add(mul(k, xhat), mul(b, sub(g, g_mean))), mul(a, sub(c, c_mean)))
+    return dg, mul(total, minus_r2)
+
+
+@op("layer_norm_backward", shape=_layer_norm_backward_rule, vjp=_layer_norm_backward_vjp,
+    batch=lambda inputs, bdims, **attrs: _trailing_batch(layer_norm_backward)(inputs, bdims,
+                                                                               **attrs))
+def layer_norm_backward(xp, g, x, ndim, eps):
+    """The gradient through ``layer_norm(x)`` of an upstream gradient ``g``."""
+    centered, rstd, axes = _stats(xp, x, ndim, eps)
+    xhat = centered * rstd
+    g32 = _upcast(xp, g)
+    dx = g32 - g32.mean(axis=axes, keepdims=True)
+    dx -= xhat * (g32 * xhat).mean(axis=axes, keepdims=True)
+    dx *= rstd
+    return dx.astype(x.dtype, copy=False)

@@ -1,0 +1,73 @@
+"""Cases of the layer kernels (``gelu``, ``layer_norm``) and their backward ops, with PyTorch
+as the oracle: ``F.gelu`` and ``F.layer_norm`` (without affine parameters), and their
+gradients taken by ``torch.autograd`` with ``create_graph=True`` for the backward ops, so that
+the harness's second-order checks compare with PyTorch's double backward too."""
+import torch
+import torch.nn.functional as TF
+from hypothesis import strategies as st
+
+from labkit.tensor.ops import nn_kernels as K
+
+from ..case_kit import Case, Sample, _arr, normal, shapes, torch_ref
+
+_GELU_EDGES = [dict(shape=(), approximate="none"), dict(shape=(0,), approximate="tanh"),
+               dict(shape=(2, 3), approximate="tanh"), dict(shape=(1, 1), approximate="none")]
+
+
+def _gelu_params():
+    return st.fixed_dictionaries({"shape": shapes(),
+                                  "approximate": st.sampled_from(["none", "tanh"])})
+
+
+def _through(f, x, g):
+    """``g``'s gradient through ``f`` at ``x``, itself differentiable (double backward)."""
+    x_ = x if x.requires_grad else x.detach().requires_grad_()
+    return torch.autograd.grad(f(x_), x_, g, create_graph=True)[0]
+
+
+def _shifted(rng, shape):
+    """Values with a mean and spread far from layer norm's output (0 and 1)."""
+    return _arr(normal(rng, shape) * 3 + 1)
+
+
+def _ln(x, ndim, eps):
+    return TF.layer_norm(x, x.shape[x.ndim - ndim:], eps=eps)
+
+
+@st.composite
+def _ln_params(draw):
+    shape = draw(shapes(min_dims=1, min_side=1))
+    return {"shape": shape, "ndim": draw(st.integers(1, len(shape))),
+            "eps": draw(st.sampled_from([1e-5, 0.1]))}
+
+
+_LN_EDGES = [dict(shape=(1,), ndim=1, eps=1e-5), dict(shape=(2, 3), ndim=1, eps=1e-5),
+             dict(shape=(2, 3), ndim=2, eps=0.1), dict(shape=(0, 3), ndim=1, eps=1e-5),
+             dict(shape=(2, 1, 3), ndim=1, eps=1e-5)]
+
+
+PRIMITIVE_CASES = [
+    Case("gelu", lambda x, approximate: K.gelu(x, approximate=approximate),
+         torch_ref(lambda x, approximate: TF.gelu(x, approximate=approximate)),
+         lambda rng, shape, approximate: Sample((_arr(normal(rng, shape) * 2),),
+                                                {"approximate": approximate}),
+         _gelu_params(), _GELU_EDGES, op="gelu"),
+    Case("gelu_backward", lambda g, x, approximate: K.gelu_backward(g, x,
+                                                                    approximate=approximate),
+         torch_ref(lambda g, x, approximate: _through(
+             lambda v: TF.gelu(v, approximate=approximate), x, g)),
+         lambda rng, shape, approximate: Sample((normal(rng, shape), _arr(normal(rng, shape) * 2)),
+                                                {"approximate": approximate}),
+         _gelu_params(), _GELU_EDGES, op="gelu_backward"),
+    Case("layer_norm", lambda x, ndim, eps: K.layer_norm(x, ndim=ndim, eps=eps),
+         torch_ref(_ln),
+         lambda rng, shape, ndim, eps: Sample((_shifted(rng, shape),),
+                                              {"ndim": ndim, "eps": eps}),
+         _ln_params(), _LN_EDGES, op="layer_norm", rtol=1e-6, atol=1e-8),
+    Case("layer_norm_backward", lambda g, x, ndim, eps: K.layer_norm_backward(
+        g, x, ndim=ndim, eps=eps),
+         torch_ref(lambda g, x, ndim, eps: _through(lambda v: _ln(v, ndim, eps), x, g)),
+         lambda rng, shape, ndim, eps: Sample((normal(rng, shape), _shifted(rng, shape)),
+                                              {"ndim": ndim, "eps": eps}),
+         _ln_params(), _LN_EDGES, op="layer_norm_backward", rtol=1e-6, atol=1e-8),
+]
