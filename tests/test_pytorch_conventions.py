@@ -205,3 +205,28 @@ def test_the_same_training_step_gives_the_same_parameters():
     ours, theirs = training_step(labkit), training_step(torch)
     for key in theirs:
         _assert_same(_normal(ours[key]), _normal(theirs[key]), f"training_step: {key}")
+
+
+def test_the_questions_programs_ask_before_they_start():
+    # the first lines of PyTorch programs: which device, which backend switches, which dtypes
+    import labkit.backends.cudnn as cudnn
+    import labkit.backends.mps as mps
+
+    assert labkit.cuda.is_available() == (labkit.devices.gpu_count() > 0)
+    assert labkit.cuda.device_count() == labkit.devices.gpu_count()
+    assert labkit.accelerator.is_available() == labkit.cuda.is_available()
+    if not labkit.cuda.is_available():
+        assert labkit.accelerator.current_accelerator() is None
+        assert torch.accelerator.current_accelerator() is None or torch.cuda.is_available()
+    else:
+        assert labkit.accelerator.current_accelerator() is labkit.device("cuda")
+    for T in (torch, labkit):
+        device = T.device("cuda" if T.cuda.is_available() else "cpu")
+        assert T.zeros(2, device=device).device.type == device.type
+        T.backends.cudnn.benchmark = True
+        T.backends.cudnn.benchmark = False
+    assert mps.is_available() is mps.is_built() is False and cudnn.benchmark is False
+    for name in ("float", "double", "half", "long", "int", "short", "bool"):
+        ours, theirs = getattr(labkit, name), getattr(torch, name)
+        assert ours.np == torch.empty(0, dtype=theirs).numpy().dtype, name
+        assert labkit.zeros(2, dtype=ours).dtype is ours

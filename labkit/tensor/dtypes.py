@@ -17,6 +17,8 @@ lk.float32
 (lk.float32, lk.float16)
 >>> (lk.tensor([1, 2]) / 2).dtype, (lk.tensor([1, 2]) * 1.5).dtype
 (lk.float32, lk.float32)
+>>> lk.float, lk.long, lk.double        # PyTorch's other names
+(lk.float32, lk.int64, lk.float64)
 """
 import numpy as np
 
@@ -56,8 +58,10 @@ bool_ = DType("bool_", np.bool_)
 ALL = (float16, float32, float64, int8, int16, int32, int64, uint8, bool_)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
-_BY_NAME.update({"bool": bool_, "float": float32, "double": float64, "half": float16,
-                 "long": int64, "int": int32, "short": int16})
+# PyTorch's other names of the same dtypes, exported as lk.float, lk.long ... (torch.float ...)
+ALIASES = {"bool": bool_, "float": float32, "double": float64, "half": float16, "long": int64,
+           "int": int32, "short": int16}
+_BY_NAME.update(ALIASES)
 
 # NumPy types labkit does not hold map onto the nearest it does (uint16/32/64 -> int64...).
 _WIDEN = {"i": int64, "u": int64, "f": float32, "b": bool_}

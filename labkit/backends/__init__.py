@@ -1,0 +1,11 @@
+"""``torch.backends``: what PyTorch programs ask of their backends. labkit runs on NumPy (CPU) and
+CuPy (CUDA GPUs), so there is no MPS backend, and cuDNN's switches are accepted and change nothing.
+
+>>> import labkit as lk
+>>> lk.backends.mps.is_available()
+False
+>>> lk.backends.cudnn.benchmark = True      # accepted, as in PyTorch; labkit has no autotuner
+"""
+from . import cudnn, mps
+
+__all__ = ["cudnn", "mps"]

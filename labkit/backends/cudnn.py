@@ -1,0 +1,12 @@
+"""``torch.backends.cudnn``: labkit's kernels do not call cuDNN, so its switches (``enabled``,
+``benchmark``, ``deterministic``) may be set as PyTorch programs do and change nothing; labkit's
+results are deterministic for a seed either way."""
+
+enabled = True
+benchmark = False
+deterministic = False
+
+
+def is_available():
+    """Always False: labkit's convolutions are its own kernels, not cuDNN's."""
+    return False
