@@ -5,6 +5,7 @@ from . import profiling  # noqa: F401  (lets lk.profile() time eager ops)
 from .creation import (arange, empty, empty_like, eye, from_dlpack, from_numpy, full, full_like,
                        linspace, logspace, ones, ones_like, tensor, tril_indices, triu_indices,
                        zeros, zeros_like)
+from .dtypes import ALIASES as _DTYPE_ALIASES
 from .dtypes import (DType, as_dtype, bool_, float16, float32, float64, get_default_dtype, int8,
                      int16, int32, int64, promote_types, result_type, set_default_dtype, uint8)
 from .op import REGISTRY, Op, op
@@ -27,3 +28,4 @@ from .public.comparisons import PUBLIC_COMPARISONS as _COMPARISONS
 
 globals().update(_COMPARISONS)
 globals().update(_PUBLIC)   # lk.<name> in PyTorch's signature (labkit/tensor/public)
+globals().update(_DTYPE_ALIASES)   # lk.long, lk.float, lk.bool... (PyTorch's names)
