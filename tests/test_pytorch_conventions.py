@@ -99,7 +99,11 @@ def methods_and_conversions(T):
             "masked_fill": x.masked_fill(x > 0, 0.0), "tolist": x.tolist(),
             "item": x[0, 0].item(), "detach": x.detach(), "data": x.data,
             "numel": x.numel(), "is_floating_point": x.is_floating_point(),
-            "device_type": x.device.type}
+            "device_type": x.device.type, "arange_long": T.arange(3, dtype=T.long),
+            "zeros_float": T.zeros(2, dtype=T.float), "to_double": x.to(T.double),
+            "to_half": x.to(T.half), "ones_int": T.ones(2, dtype=T.int),
+            "tensor_short": T.tensor([1, 2], dtype=T.short), "to_bool": x.gt(0).to(T.bool),
+            "long_is_int64": T.long is T.int64 and T.float is T.float32}
 
 
 def sorting_and_statistics(T):

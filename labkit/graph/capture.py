@@ -108,6 +108,14 @@ class CaptureMode(Mode):
         else:
             self.grads.set(tensor, value)
 
+    def value_before_write(self, target):
+        if not isinstance(target, SymbolicTensor):
+            return None
+        # a node's value is never overwritten (the write rebinds ``target``): a second name will do
+        old = SymbolicTensor._of(target._gnode, target._requires_grad)
+        old._node = target._node
+        return old
+
     def write_inplace(self, target, result):
         if not isinstance(target, SymbolicTensor):
             return False          # a tensor from outside: the assign op, a stateful node

@@ -32,6 +32,13 @@ class Mode:
         """Add a cotangent of this mode (a symbolic one, under capture) to ``leaf.grad``."""
         leaf._grad = g if leaf._grad is None else leaf._grad + g
 
+    def value_before_write(self, target):
+        """``target``'s value before an in-place write, as a tensor object of its own, for the
+        out-of-place computation to take while autodiff records (its tape entry must not name
+        ``target``, which is about to take the result's history); None lets the caller make one
+        from ``target``'s memory."""
+        return None
+
     def write_inplace(self, target, result):
         """An in-place op's last step: give ``target`` the value ``result`` holds. Return True
         if the mode did it itself (capture rebinds a symbolic tensor to ``result``'s node);

@@ -58,7 +58,8 @@ bool_ = DType("bool_", np.bool_)
 ALL = (float16, float32, float64, int8, int16, int32, int64, uint8, bool_)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
-# PyTorch's other names of the same dtypes, exported as lk.float, lk.long ... (torch.float ...)
+# PyTorch's other names of its dtypes (``torch.long``, ``torch.float``...), exported as
+# ``lk.long``, ``lk.float``... by labkit/tensor/__init__.py (here they would hide the builtins)
 ALIASES = {"bool": bool_, "float": float32, "double": float64, "half": float16, "long": int64,
            "int": int32, "short": int16}
 _BY_NAME.update(ALIASES)

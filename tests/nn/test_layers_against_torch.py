@@ -178,6 +178,28 @@ def test_normalisation_functions():
         F.batch_norm(lk.ones(1, 3), None, None, training=True)
 
 
+@pytest.mark.parametrize("norm", ["batch_norm", "batch_norm_eval", "instance_norm", "rms_norm"])
+def test_a_normalised_output_may_change_in_place(norm):
+    # PyTorch's normalisations do not save their output for the backward pass, so a residual
+    # ``out += x`` after one without affine parameters is allowed (labkit's divided by the
+    # standard deviation, whose gradient read the output)
+    r = np.random.default_rng(3).standard_normal
+    stats = (r(3), np.abs(r(3)) + 0.5)
+    forms = {"batch_norm": lambda f, x, lib: f.batch_norm(x, None, None, training=True),
+             "batch_norm_eval": lambda f, x, lib: f.batch_norm(
+                 x, *(lib.tensor(s) for s in stats), training=False),
+             "instance_norm": lambda f, x, lib: f.instance_norm(x),
+             "rms_norm": lambda f, x, lib: f.rms_norm(x, (5,))}
+
+    def residual(f, lib):
+        def run(x, w):
+            out = forms[norm](f, x * w, lib)
+            out += x
+            return out
+        return run
+    against_torch(residual(F, lk), residual(TF, torch), r((4, 3, 5)), r((3, 1)))
+
+
 def test_distances():
     r = np.random.default_rng(8).standard_normal
     against_torch(F.cosine_similarity, TF.cosine_similarity, r((3, 4)), r((1, 4)))

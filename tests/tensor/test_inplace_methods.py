@@ -10,6 +10,7 @@ RNG = np.random.default_rng(0)
 A = RNG.standard_normal((2, 3))
 B = RNG.uniform(0.5, 2.0, (2, 3))
 ROW = RNG.standard_normal(3)
+SQUARE = RNG.standard_normal((3, 3))
 
 # (name, args as NumPy arrays or numbers, kwargs): x.<name>_(*args, **kwargs) on x = B
 CALLS = [
@@ -162,6 +163,31 @@ def test_captured_inplace_ops_equal_eager():
 
     x = lk.tensor(A)
     np.testing.assert_allclose(lk.function(f)(x).numpy(), f(x).numpy())
+
+
+def test_captured_gradients_through_inplace_ops_match_torch():
+    # under capture an in-place op rebinds the symbolic tensor to its result; the op that
+    # computed the result must still see the value before the write (a residual block's
+    # ``out += shortcut`` lost every gradient upstream of ``out``)
+    def loss(x, w):
+        a = x @ w
+        a += x
+        a.mul_(x)
+        a[0, 1:] = w[1, 1:] * 3
+        a.add_(x, alpha=2.0)
+        return (a * a).sum()
+
+    t_w = torch.tensor(SQUARE, requires_grad=True)
+    loss(torch.tensor(A), t_w).backward()
+    w = lk.tensor(SQUARE, requires_grad=True)
+
+    @lk.function
+    def step(x):
+        out = loss(x, w)
+        out.backward()
+        return out
+    step(lk.tensor(A))
+    np.testing.assert_allclose(w.grad.numpy(), t_w.grad.numpy(), rtol=1e-12)
 
 
 def test_a_captured_update_of_an_outside_tensor_writes_it_every_call():

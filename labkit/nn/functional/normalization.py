@@ -16,8 +16,8 @@ import numpy as np
 from ...autodiff import no_grad
 from ...errors import ShapeError, describe
 from ...tensor.ops.composite import mean
-from ...tensor.ops.elementwise import add, cast, div, mul, sqrt, sub
-from ...tensor.ops.elementwise_math import clamp_min
+from ...tensor.ops.elementwise import add, cast, div, mul, sub
+from ...tensor.ops.elementwise_math import clamp_min, rsqrt
 from ...tensor.ops.nn_kernels import layer_norm as _layer_norm
 from ...tensor.ops.norm import vector_norm
 from ...tensor.ops.shape import reshape
@@ -65,7 +65,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     dims = _last_dims("rms_norm", input, normalized_shape)
     if eps is None:
         eps = float(np.finfo(np.float32 if input.dtype.itemsize < 4 else input.dtype.np).eps)
-    y = div(input, sqrt(add(mean(mul(input, input), dim=dims, keepdim=True), eps)))
+    y = mul(input, rsqrt(add(mean(mul(input, input), dim=dims, keepdim=True), eps)))
     return _affine(y, weight, None)
 
 
@@ -136,12 +136,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if running_var is not None:
             unbiased = mul(reshape(batch_var, shape=(-1,)), count / max(count - 1, 1))
             _update_running(running_var, unbiased, momentum)
-        y = div(centered, sqrt(add(batch_var, eps)))
+        y = mul(centered, rsqrt(add(batch_var, eps)))
     else:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm: training=False needs running_mean and running_var")
-        y = div(sub(input, reshape(running_mean, shape=shape)),
-                sqrt(add(reshape(running_var, shape=shape), eps)))
+        y = mul(sub(input, reshape(running_mean, shape=shape)),
+                rsqrt(add(reshape(running_var, shape=shape), eps)))
     return _affine(y, weight, bias, shape)
 
 
@@ -173,10 +173,10 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             unbiased = mul(mean(reshape(inst_var, shape=input.shape[:2]), dim=0),
                            count / max(count - 1, 1))
             _update_running(running_var, unbiased, momentum)
-        y = div(centered, sqrt(add(inst_var, eps)))
+        y = mul(centered, rsqrt(add(inst_var, eps)))
     else:
-        y = div(sub(input, reshape(running_mean, shape=shape)),
-                sqrt(add(reshape(running_var, shape=shape), eps)))
+        y = mul(sub(input, reshape(running_mean, shape=shape)),
+                rsqrt(add(reshape(running_var, shape=shape), eps)))
     return _affine(y, weight, bias, shape)
 
 

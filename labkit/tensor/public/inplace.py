@@ -74,7 +74,13 @@ def _before(target, copy):
     """``target`` as it is before the write, as a tensor of its own for the out-of-place
     computation to take (its tape entry must not point at ``target``, which is about to get that
     entry as its history): its values copied when the computation's gradient may read them,
-    else its memory and its version counter shared (so a later read is still checked)."""
+    else its memory and its version counter shared (so a later read is still checked); under
+    capture, a second symbolic tensor naming the same node."""
+    old = dispatch._state.mode.value_before_write(target)
+    if old is not None:
+        return old
+    if target._data is None:          # no memory of its own (a batched tensor under vmap)
+        return target
     old = Tensor._make(target._data.copy() if copy else target._data, target._device,
                        target._requires_grad, target._node)
     if not copy:
@@ -83,7 +89,7 @@ def _before(target, copy):
 
 
 def _recording(target, args):
-    if not dispatch._state.grad_enabled or target._data is None:
+    if not dispatch._state.grad_enabled:
         return False
     return target._requires_grad or any(isinstance(a, Tensor) and a._requires_grad
                                         for a in args)
