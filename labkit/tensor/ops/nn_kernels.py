@@ -28,7 +28,7 @@ from ..batching import ELEMENTWISE
 from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, float_dtype, shape_of
 from .elementwise import add, div, exp, mul, sub, tanh
-from .reduce import sum as _sum
+from .reduce import row_sums, sum as _sum
 from .shape import batch_size, materialized, moved
 
 SQRT_HALF = math.sqrt(0.5)
@@ -178,12 +178,13 @@ def _layer_norm_rule(x, ndim, eps):
 
 
 def _stats(xp, x, ndim, eps):
-    """(x - mean, 1 / sqrt(var + eps)) over the last ``ndim`` axes, in float32 at least."""
+    """(x - mean, 1 / sqrt(var + eps), 1 / n) over the last ``ndim`` axes (n elements), in
+    float32 at least; the sums over short rows as BLAS products (``row_sums``)."""
     x = _upcast(xp, x)
-    axes = tuple(range(x.ndim - ndim, x.ndim))
-    centered = x - x.mean(axis=axes, keepdims=True)
-    var = (centered * centered).mean(axis=axes, keepdims=True)
-    return centered, 1 / xp.sqrt(var + eps), axes
+    inv_n = 1.0 / max(math.prod(x.shape[x.ndim - ndim:]), 1)
+    centered = x - row_sums(xp, x, ndim) * inv_n
+    var = row_sums(xp, centered * centered, ndim) * inv_n
+    return centered, 1 / xp.sqrt(var + eps), inv_n
 
 
 def _trailing_batch(rule_op):
@@ -201,8 +202,9 @@ def _trailing_batch(rule_op):
     batch=lambda inputs, bdims, **attrs: _trailing_batch(layer_norm)(inputs, bdims, **attrs))
 def layer_norm(xp, x, ndim, eps):
     """``(x - mean) / sqrt(var + eps)`` over the last ``ndim`` dimensions."""
-    centered, rstd, _ = _stats(xp, x, ndim, eps)
-    return (centered * rstd).astype(x.dtype, copy=False)
+    out, rstd, _ = _stats(xp, x, ndim, eps)
+    out *= rstd
+    return out.astype(x.dtype, copy=False)
 
 
 def _layer_norm_backward_rule(g, x, ndim, eps):
@@ -243,10 +245,11 @@ def _layer_norm_backward_vjp(c, out, g, x, ndim, eps):
                                                                                **attrs))
 def layer_norm_backward(xp, g, x, ndim, eps):
     """The gradient through ``layer_norm(x)`` of an upstream gradient ``g``."""
-    centered, rstd, axes = _stats(xp, x, ndim, eps)
-    xhat = centered * rstd
+    xhat, rstd, inv_n = _stats(xp, x, ndim, eps)
+    xhat *= rstd
     g32 = _upcast(xp, g)
-    dx = g32 - g32.mean(axis=axes, keepdims=True)
-    dx -= xhat * (g32 * xhat).mean(axis=axes, keepdims=True)
+    dx = g32 - row_sums(xp, g32, ndim) * inv_n
+    xhat *= row_sums(xp, g32 * xhat, ndim) * inv_n
+    dx -= xhat
     dx *= rstd
     return dx.astype(x.dtype, copy=False)
