@@ -122,3 +122,49 @@ def test_adding_many_rows_at_repeated_indices_matches_add_at(dtype):
     with pytest.raises(IndexError):
         add_at(np, got, (rows,), values)
     np.testing.assert_array_equal(got, before)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_arg_reductions_over_a_short_axis_match_numpy(dtype, name):
+    # a max-pool's windows: positions compared one after another, ties to the first
+    rng = np.random.default_rng(5)
+    x = rng.integers(-3, 4, (16, 3, 4, 9, 11)).astype(dtype)      # many ties
+    for dim, keepdim in ((2, True), (1, False), (-3, False), (0, True)):
+        got = getattr(reduce, name).kernel(np, x, dim=dim, keepdim=keepdim)
+        want = getattr(np, name)(x, axis=dim, keepdims=keepdim)
+        assert got.dtype == np.int64 and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    if dtype in (np.float32, np.float64):
+        x[3, 1, 2, 4, 5] = np.nan        # the first NaN's position, as NumPy (and PyTorch)
+        np.testing.assert_array_equal(getattr(reduce, name).kernel(np, x, dim=2),
+                                      getattr(np, name)(x, axis=2))
+
+
+def test_scatter_add_of_one_position_per_line_matches_numpy():
+    # the gradient of a max-pool's window maximum (gather's vjp)
+    from labkit.tensor.ops import index as index_ops
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((8, 5, 4, 7, 6))
+    where = rng.integers(0, 4, (8, 5, 1, 7, 6))
+    src = rng.standard_normal(where.shape)
+    want = x.copy()
+    np.add.at(want, index_ops._along_axis_index(np, where, 2), src)
+    np.testing.assert_array_equal(index_ops._scatter_add.kernel(np, x, where, src, dim=2), want)
+    src[0, 0, 0, 0, 0] = np.inf          # inf * 0 would be NaN elsewhere: the general path
+    want = x.copy()
+    np.add.at(want, index_ops._along_axis_index(np, where, 2), src)
+    np.testing.assert_array_equal(index_ops._scatter_add.kernel(np, x, where, src, dim=2), want)
+    where[1, 1, 0, 1, 1] = 4
+    with pytest.raises(IndexError):
+        index_ops._scatter_add.kernel(np, x, where, src, dim=2)
+
+
+def test_max_pool_gradient_goes_to_the_first_maximum_of_each_window():
+    x = np.zeros((4, 8, 16, 16), np.float32)
+    x[:, :, :, 1::2] = 1.0               # two equal maxima per 2x2 window, one above the other
+    t = lk.tensor(x, requires_grad=True)
+    lk.max_pool2d(t, 2).sum().backward()
+    want = np.zeros_like(x)
+    want[:, :, ::2, 1::2] = 1.0
+    np.testing.assert_array_equal(t.grad.numpy(), want)

@@ -630,8 +630,35 @@ def _scatter_vjp(g, out, x, index, src, dim):
 @op("scatter_add", shape=_scatter_rule, vjp=_scatter_vjp, batch=ALONG_DIM)
 def _scatter_add(xp, x, index, src, dim):
     out = x.copy()
-    add_at(xp, out, _along_axis_index(xp, index, _kernel_axis(dim, x.ndim)), src)
+    d = _kernel_axis(dim, x.ndim)
+    if not _add_one_per_line(xp, out, index, src, d):
+        add_at(xp, out, _along_axis_index(xp, index, d), src)
     return out
+
+
+def _add_one_per_line(xp, out, index, src, d):
+    """``scatter_add`` where ``index`` picks one position of a short axis ``d`` for every line
+    along it (the gradient of a max-pool's window maximum), on the host: one masked add per
+    position. False where that does not apply (other shapes, an index out of range)."""
+    k = out.shape[d]
+    if xp is not np or index.shape[d] != 1 or not 2 <= k <= 16 or index.size < 1024 or \
+            any(si != so for i, (si, so) in enumerate(zip(index.shape, out.shape)) if i != d):
+        return False
+    if index.min() < 0 or index.max() >= k:
+        return False
+    if not out.flags.c_contiguous or src.dtype != out.dtype or src.dtype.kind not in "iuf" or \
+            (src.dtype.kind == "f" and not np.isfinite(src).all()):
+        return False             # (0 * inf would be NaN where nothing is added)
+    outer = math.prod(out.shape[:d])
+    lines = out.reshape(outer, k, -1)          # a view: long inner loops for the ufuncs
+    index, src = index.reshape(outer, -1), src.reshape(outer, -1)
+    hit = np.empty(index.shape, np.bool_)
+    part = np.empty(src.shape, src.dtype)
+    for i in range(k):           # branch-free: a masked add costs ten times as much
+        np.equal(index, i, out=hit)
+        np.multiply(src, hit, out=part)
+        lines[:, i] += part
+    return True
 
 
 def scatter_add(x, dim, index, src):

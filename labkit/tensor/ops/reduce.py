@@ -242,8 +242,45 @@ def _arg_kernel(fn):
         if dim is None:
             i = getattr(xp, fn)(x)
             return xp.asarray(i, dtype=xp.int64).reshape((1,) * x.ndim if keepdim else ())
+        out = _arg_along_short_axis(xp, x, dim, fn == "argmax")
+        if out is not None:
+            return out if keepdim else out.squeeze(dim)
         return getattr(xp, fn)(x, axis=dim, keepdims=keepdim).astype(xp.int64, copy=False)
     return kernel
+
+
+# Positions along an axis up to this long are compared one after another (pooling windows).
+_SHORT_AXIS = 16
+
+
+def _arg_along_short_axis(xp, x, dim, largest):
+    """argmax / argmin over a short axis that is not the last (a max-pool's window positions,
+    over a strided view) as one elementwise comparison per position, kept as size 1; None
+    where NumPy's own is as fast (the last axis, small arrays) or where a NaN is present (NumPy
+    then returns the first NaN's position, which the comparisons would miss). Ties go to the
+    first position, as NumPy's."""
+    if xp is not np or not -x.ndim <= dim < x.ndim or x.dtype.kind not in "iuf":
+        return None
+    axis = dim % x.ndim
+    k = x.shape[axis]
+    if axis == x.ndim - 1 or not 2 <= k <= _SHORT_AXIS or x.size < 1024 * k:
+        return None
+    if x.dtype.kind == "f" and np.isnan(x.max()):
+        return None
+    lines = x.reshape(math.prod(x.shape[:axis]), k, -1)   # long inner loops for the ufuncs
+    best = lines[:, 0].copy()
+    where = np.zeros(best.shape, np.int8)
+    better = np.empty(best.shape, np.bool_)
+    step = np.empty(best.shape, np.int8)
+    beats, keep = (np.greater, np.maximum) if largest else (np.less, np.minimum)
+    for i in range(1, k):            # branch-free: masked copies cost ten times as much
+        value = lines[:, i]
+        beats(value, best, out=better)
+        keep(best, value, out=best)
+        np.subtract(np.int8(i), where, out=step)      # where += better * (i - where)
+        np.multiply(step, better, out=step)
+        where += step
+    return where.astype(np.int64).reshape(x.shape[:axis] + (1,) + x.shape[axis + 1:])
 
 
 argmax = op("argmax", shape=_arg_rule("argmax"), vjp=None,
