@@ -541,7 +541,7 @@ def load(path, device=None):
                 raise fail(f"holds the tensor {key!r} of dtype {_ST_NAMES[dtype.name]}, which "
                            f"labkit tensors cannot hold (they are "
                            f"{', '.join(_ST_NAMES[n] for n in _TENSOR_DTYPES)}).")
-        device = target or get_device("cpu:0")
+        device = target if target is not None else get_device("cpu:0")
         for key in entries:
             out[key] = _to_tensor(host_array(key), device, False)
         return out
@@ -559,7 +559,8 @@ def load(path, device=None):
     structure = metadata["labkit.structure"]
     table = [(key, _ST_NAMES[dtype.name], shape, raw(key))
              for key, (dtype, shape, _, _) in entries.items()]
-    if not hmac.compare_digest(_digest(structure, table), metadata["labkit.sha256"]):
+    if not hmac.compare_digest(_digest(structure, table).encode("utf-8"),
+                               metadata["labkit.sha256"].encode("utf-8")):
         raise _checksum_failed(size, fail)
     decoder = _Decoder(path, {key: entry[:2] for key, entry in entries.items()}, host_array,
                        str, marks=True)

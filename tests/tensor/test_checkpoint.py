@@ -515,6 +515,13 @@ def test_checksum_mismatch_message(small):
     assert path in str(info.value) and "corrupted" in str(info.value)
 
 
+@pytest.mark.parametrize("value", ["é" * 64, "", "0" * 64])
+def test_checksum_that_does_not_match(ckpt, value):
+    _craft(ckpt, [1], metadata={"labkit.sha256": value})
+    with pytest.raises(lk.CheckpointError, match="SHA-256 checksum"):
+        lk.load(ckpt)
+
+
 def test_trailing_bytes(small):
     path, _ = small
     with open(path, "ab") as f:
