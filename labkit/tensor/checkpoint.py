@@ -1,38 +1,59 @@
-"""Checkpoints: ``lk.save(obj, path)`` and ``lk.load(path)``, in a format that never runs code.
+"""Checkpoints: ``lk.save(obj, path)`` and ``lk.load(path)``, as safetensors files that run no code.
 
 What can be saved: Tensors, NumPy arrays and scalars, and nested dicts / lists / tuples of those
 together with str, int, float, bool and None; that covers the state dicts of modules and
-optimisers. Tuples come back as tuples, dicts keep their key order, keys may be str, int, float,
-bool or None. A tensor keeps its dtype, shape, device and ``requires_grad``; an object saved twice
-(tied weights) is stored once and comes back as one object.
+optimisers and a generator's state. Tuples come back as tuples, dicts keep their key order, keys
+may be str, int, float, bool or None. A tensor keeps its dtype, shape, device and
+``requires_grad``; an object saved twice (tied weights) is stored once and comes back as one object.
 
-The file is, in order (all integers little-endian)::
+The file is a `safetensors <https://github.com/huggingface/safetensors>`_ file, so every tool that
+reads safetensors reads the tensors of a labkit checkpoint::
 
-    magic      8 bytes   b"\\x89labkit\\n"
-    version    uint32    1
-    json_len   uint64    length of the JSON description
-    data_len   uint64    length of the array data
-    json       json_len bytes: UTF-8 JSON {"format", "arrays", "root"}, padded with spaces
-    data       data_len bytes: raw little-endian array bytes, each array at a 64-byte boundary
-    sha256     32 bytes  SHA-256 of everything before it
+    header_len  uint64 little-endian
+    header      header_len bytes of UTF-8 JSON, padded with spaces:
+                {"__metadata__": {str: str}, key: {"dtype", "shape", "data_offsets"}, ...}
+    data        the tensors' raw little-endian bytes, back to back
 
-``root`` describes the saved object: JSON null / true / false / numbers / strings stand for
-themselves, JSON lists for Python lists, and an object with a ``"type"`` of ``tuple``, ``dict``,
-``tensor``, ``ndarray``, ``npscalar`` or ``float`` (NaN and infinities) for the rest; arrays are
-referred to by their index in ``arrays`` (dtype, shape, offset, nbytes). Loading checks the magic,
-version, lengths and checksum before it reads the JSON, and checks the whole description against
-this closed list before it builds anything; nothing in a file can name a class or a function.
+Each array is stored under a flat dotted key: a state dict's own keys (``"fc.weight"``), nested
+paths joined with ``"."`` (``"optim.state.0.exp_avg"``), made unique with a ``".1"``, ``".2"``...
+suffix if two collide; a bare tensor is stored as ``"obj"``. ``__metadata__`` holds four strings:
+
+    format             "labkit-checkpoint"
+    labkit.version     "2"
+    labkit.structure   JSON describing the saved object (below)
+    labkit.sha256      hex SHA-256 of the JSON list [format, version, structure,
+                       [[key, dtype, shape], ...]] (compact separators, keys sorted), followed by
+                       every tensor's bytes in that key order
+
+The structure: JSON null / true / false / numbers / strings stand for themselves, JSON lists for
+Python lists, and an object with a ``"type"`` of ``tuple``, ``dict``, ``tensor``, ``ndarray``,
+``npscalar`` or ``float`` (NaN and infinities) for the rest; arrays are referred to by their key
+(``{"type": "tensor", "array": "fc.weight", "device": "cpu:0", "requires_grad": true}``).
+safetensors has no complex128, so such a NumPy array is stored as float64 with a trailing
+dimension of 2 (real, imaginary) and its node says ``"dtype": "complex128"``.
+
+Loading parses the header itself and checks every entry (dtype, shape, offsets inside the file,
+consistent with dtype and shape, no gaps or overlaps), then the checksum, then the whole structure
+against the closed list above before it builds anything; nothing in a file can name a class or a
+function. Arrays are not read into memory: they are views of a copy-on-write memory map of the
+file (``np.memmap(mode="c")``), so writing to a loaded tensor never changes the file; GPU tensors
+go from that mapping straight to their device. A safetensors file written by another tool
+(``safetensors.numpy.save_file``, ``safetensors.torch.save_file``) loads as a dict key -> Tensor.
+Files in labkit's first format (which start with ``b"\\x89labkit\\n"``) still load.
 
 Saving is atomic: the bytes go to a temporary file in the same directory, which is flushed,
 fsync'ed and renamed over ``path``; on any failure the temporary file is removed and what was at
 ``path`` before is untouched.
 
 >>> import os, tempfile, labkit as lk
->>> path = os.path.join(tempfile.mkdtemp(), "model.lk")
+>>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
 >>> lk.save({"w": lk.ones(2, 3), "step": 10, "sizes": (2, 3)}, path)
 >>> state = lk.load(path)
 >>> state["w"].shape, state["step"], state["sizes"]
 ((2, 3), 10, (2, 3))
+>>> import safetensors.numpy
+>>> list(safetensors.numpy.load_file(path))
+['w']
 """
 import errno
 import hashlib
@@ -42,66 +63,88 @@ import math
 import os
 import secrets
 import struct
+import sys
 
 import numpy as np
+import safetensors.numpy as _st_numpy
 
 from ..devices import get_device
 from ..devices import transfer as _transfer
 from ..errors import CheckpointError, DeviceError
+from .dtypes import ALL as _LABKIT_DTYPES
 from .tensor import Tensor
 
-MAGIC = b"\x89labkit\n"
-VERSION = 1
 FORMAT = "labkit-checkpoint"
-_PREFIX = struct.Struct("<8sIQQ")      # magic, version, json_len, data_len
-_DIGEST = 32                            # bytes of SHA-256
-_ALIGN = 64
+VERSION = 2
+_META_KEYS = ("format", "labkit.version", "labkit.structure", "labkit.sha256")
 _MAX_DEPTH = 200                        # nesting deeper than this is refused (save and load)
+_MAX_HEADER = 100_000_000               # safetensors' own limit on the header's length
 
-# The array dtypes a checkpoint may hold, by the name stored in the file; always little-endian.
-_DTYPES = {name: np.dtype(name).newbyteorder("<") for name in (
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64", "complex64", "complex128")}
-_TENSOR_DTYPES = ("bool", "int32", "int64", "float16", "float32", "float64")
+# safetensors' dtype names and the NumPy dtypes they are (always little-endian).
+_ST_DTYPES = {name: np.dtype(np_name).newbyteorder("<") for name, np_name in (
+    ("BOOL", "bool"), ("U8", "uint8"), ("I8", "int8"), ("I16", "int16"), ("U16", "uint16"),
+    ("I32", "int32"), ("U32", "uint32"), ("I64", "int64"), ("U64", "uint64"),
+    ("F16", "float16"), ("F32", "float32"), ("F64", "float64"), ("C64", "complex64"))}
+_ST_NAMES = {dtype.name: name for name, dtype in _ST_DTYPES.items()}
+# safetensors dtypes that NumPy and labkit have no type for
+_ST_FOREIGN = ("BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C128")
+_TENSOR_DTYPES = tuple(np.dtype(d.np).name for d in _LABKIT_DTYPES)
 _NODE_KEYS = {"tuple": {"items"}, "dict": {"items"}, "float": {"value"}, "ndarray": {"array"},
               "npscalar": {"array"}, "tensor": {"array", "device", "requires_grad"}}
 _SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
+def _digest(structure, tensors):
+    """The checksum of a labkit file: ``tensors`` is a list of (key, dtype, shape, bytes)."""
+    tensors = sorted(tensors, key=lambda t: t[0])
+    table = [[key, dtype, list(shape)] for key, dtype, shape, _ in tensors]
+    digest = hashlib.sha256(json.dumps([FORMAT, str(VERSION), structure, table],
+                                       separators=(",", ":")).encode("utf-8"))
+    for *_, data in tensors:
+        digest.update(data)
+    return digest.hexdigest()
+
+
 # ---- save ------------------------------------------------------------------------------------
 class _Encoder:
-    """Turns a Python object into the JSON description plus a list of host arrays."""
+    """Turns a Python object into the JSON structure plus the arrays under their flat keys."""
 
     def __init__(self):
-        self.arrays = []      # host arrays, C-contiguous little-endian
-        self.entries = []     # their JSON descriptions
-        self.by_id = {}       # id(object) -> array index (objects saved twice are stored once)
+        self.arrays = {}      # flat key -> host array, C-contiguous little-endian
+        self.by_id = {}       # id(object) -> its key (objects saved twice are stored once)
         self.keep = []        # keeps every object whose id is in by_id alive while saving
-        self.offset = 0
 
     def fail(self, where, obj, why):
         return CheckpointError(f"lk.save: cannot store {where} of type {type(obj).__name__}: "
                                f"{why}")
 
-    def array(self, obj, host, where):
-        index = self.by_id.get(id(obj))
-        if index is not None:
-            return index
+    def array(self, obj, host, where, path):
+        """The key ``obj`` is stored under, and the dtype its node marks (complex128 or None)."""
+        known = self.by_id.get(id(obj))
+        if known is not None:
+            return known
         name = host.dtype.name
-        if host.dtype.kind not in "biufc" or name not in _DTYPES:
+        if host.dtype.kind not in "biufc" or (name not in _ST_NAMES and name != "complex128"):
+            stored = ", ".join(sorted(set(_ST_NAMES) | {"complex128"}))
             raise self.fail(where, obj, f"arrays of dtype {host.dtype} cannot be stored (a "
-                                        f"checkpoint holds {', '.join(_DTYPES)}); convert it first,"
-                                        f" e.g. with .astype('float32')")
-        host = np.ascontiguousarray(host, dtype=_DTYPES[name]).reshape(host.shape)
-        self.offset = -(-self.offset // _ALIGN) * _ALIGN
-        self.entries.append({"dtype": name, "shape": list(host.shape), "offset": self.offset,
-                             "nbytes": host.nbytes})
-        self.arrays.append((self.offset, host))
-        self.offset += host.nbytes
-        index = len(self.entries) - 1
-        self.by_id[id(obj)] = index
+                                        f"checkpoint holds {stored}); convert it first, e.g. "
+                                        f"with .astype('float32')")
+        marked = None
+        shape = host.shape
+        host = np.ascontiguousarray(host, dtype=host.dtype.newbyteorder("<")).reshape(shape)
+        if name == "complex128":      # safetensors has no complex128: (..., 2) float64
+            host = host.reshape(-1).view("<f8").reshape(shape + (2,))
+            marked = "complex128"
+        key = ".".join(path) or "obj"
+        if key in self.arrays:
+            n = 1
+            while f"{key}.{n}" in self.arrays:
+                n += 1
+            key = f"{key}.{n}"
+        self.arrays[key] = host
+        self.by_id[id(obj)] = (key, marked)
         self.keep.append(obj)
-        return index
+        return key, marked
 
     @staticmethod
     def scalar(obj):
@@ -114,7 +157,7 @@ class _Encoder:
             return {"type": "float", "value": "nan" if obj != obj else repr(obj)}
         return None
 
-    def encode(self, obj, where, depth, active):
+    def encode(self, obj, where, path, depth, active):
         if depth > _MAX_DEPTH:
             raise self.fail(where, obj, f"the structure is nested more than {_MAX_DEPTH} levels "
                                         f"deep")
@@ -124,15 +167,17 @@ class _Encoder:
         if isinstance(obj, Tensor):
             if obj.dtype.np.name not in _TENSOR_DTYPES:
                 raise self.fail(where, obj, f"tensors of dtype {obj.dtype} cannot be stored")
-            index = self.by_id.get(id(obj))     # a tensor saved twice is copied to the host once
-            if index is None:
-                index = self.array(obj, obj.numpy(), where)
-            return {"type": "tensor", "array": index, "device": obj.device.name,
+            known = self.by_id.get(id(obj))     # a tensor saved twice is copied to the host once
+            key = known[0] if known else self.array(obj, obj.numpy(), where, path)[0]
+            return {"type": "tensor", "array": key, "device": obj.device.name,
                     "requires_grad": bool(obj.requires_grad)}
-        if isinstance(obj, np.ndarray):
-            return {"type": "ndarray", "array": self.array(obj, obj, where)}
-        if isinstance(obj, np.generic):
-            return {"type": "npscalar", "array": self.array(obj, np.asarray(obj), where)}
+        if isinstance(obj, (np.ndarray, np.generic)):
+            tag = "ndarray" if isinstance(obj, np.ndarray) else "npscalar"
+            key, marked = self.array(obj, np.asarray(obj), where, path)
+            node = {"type": tag, "array": key}
+            if marked:
+                node["dtype"] = marked
+            return node
         if kind in (list, tuple) or isinstance(obj, dict):
             if id(obj) in active:
                 raise self.fail(where, obj, "it contains itself (a reference cycle)")
@@ -147,10 +192,10 @@ class _Encoder:
                                 f"lk.save: cannot store the key {key!r} of {where}: dict keys "
                                 f"must be str, int, float, bool or None, not "
                                 f"{type(key).__name__}")
-                        items.append([self.scalar(key),
-                                      self.encode(value, at, depth + 1, active)])
+                        items.append([self.scalar(key), self.encode(
+                            value, at, path + [str(key)], depth + 1, active)])
                     return {"type": "dict", "items": items}
-                items = [self.encode(v, f"{where}[{i}]", depth + 1, active)
+                items = [self.encode(v, f"{where}[{i}]", path + [str(i)], depth + 1, active)
                          for i, v in enumerate(obj)]
                 return items if kind is list else {"type": "tuple", "items": items}
             finally:
@@ -182,25 +227,24 @@ def _fsync_directory(directory):
         os.close(fd)
 
 
-def _write(f, digest, data):
-    digest.update(data)
-    f.write(data)
-
-
 def save(obj, path):
-    """Write ``obj`` to the file ``path`` as a labkit checkpoint, atomically.
+    """Write ``obj`` to the file ``path`` as a labkit checkpoint (a safetensors file), atomically.
 
     ``obj`` may be a Tensor, a NumPy array, or nested dicts / lists / tuples of those plus str,
-    int, float, bool and None (a state dict). GPU tensors are saved from host copies and come back
-    on their device. Anything else raises CheckpointError naming where it is (e.g.
-    ``obj['layers'][2]``) before anything is written. If writing fails, the file that was at
-    ``path`` is left as it was and no temporary file remains.
+    int, float, bool and None (a state dict). Its arrays are stored under flat dotted keys (a
+    state dict's own keys), so any safetensors reader sees them; the rest of ``obj`` is described
+    in the header. GPU tensors are saved from host copies and come back on their device. Anything
+    else raises CheckpointError naming where it is (e.g. ``obj['layers'][2]``) before anything is
+    written. If writing fails, the file that was at ``path`` is left as it was and no temporary
+    file remains.
 
-    >>> import os, tempfile, labkit as lk
-    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.lk")
-    >>> lk.save({"step": 3, "w": lk.zeros(2)}, path)
+    >>> import os, tempfile, labkit as lk, safetensors.numpy
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.safetensors")
+    >>> lk.save({"step": 3, "model": {"fc.bias": lk.zeros(2)}}, path)
     >>> lk.load(path)["step"]
     3
+    >>> safetensors.numpy.load_file(path)
+    {'model.fc.bias': array([0., 0.], dtype=float32)}
     """
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise TypeError(f"lk.save writes to a file path (str or os.PathLike), got "
@@ -208,11 +252,12 @@ def save(obj, path):
                         f"because the write could not be atomic")
     path = os.fsdecode(path)
     encoder = _Encoder()
-    root = encoder.encode(obj, "obj", 0, set())
-    text = json.dumps({"format": FORMAT, "arrays": encoder.entries, "root": root},
-                      allow_nan=False, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-(_PREFIX.size + len(text)) % _ALIGN)
-    data_len = encoder.offset
+    root = encoder.encode(obj, "obj", [], 0, set())
+    structure = json.dumps(root, allow_nan=False, separators=(",", ":"))
+    tensors = [(key, _ST_NAMES[host.dtype.name], host.shape, host.reshape(-1).view(np.uint8))
+               for key, host in encoder.arrays.items()]
+    metadata = {"format": FORMAT, "labkit.version": str(VERSION), "labkit.structure": structure,
+                "labkit.sha256": _digest(structure, tensors)}
 
     directory = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
@@ -225,21 +270,13 @@ def save(obj, path):
         except FileExistsError:
             continue
     try:
-        with os.fdopen(fd, "wb") as f:
-            digest = hashlib.sha256()
-            _write(f, digest, _PREFIX.pack(MAGIC, VERSION, len(text), data_len))
-            _write(f, digest, text)
-            position = 0
-            for offset, host in encoder.arrays:
-                if offset > position:
-                    _write(f, digest, bytes(offset - position))
-                _write(f, digest, host.reshape(-1).view(np.uint8))
-                position = offset + host.nbytes
-            if data_len > position:
-                _write(f, digest, bytes(data_len - position))
-            f.write(digest.digest())
-            f.flush()
-            os.fsync(f.fileno())
+        os.close(fd)
+        _st_numpy.save_file(encoder.arrays, tmp, metadata=metadata)
+        fd = os.open(tmp, os.O_RDWR | getattr(os, "O_BINARY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -252,51 +289,23 @@ def save(obj, path):
 
 # ---- load ------------------------------------------------------------------------------------
 class _Decoder:
-    """Checks a parsed JSON description completely, then builds the Python object from it."""
+    """Checks a parsed structure completely, then builds the Python object from it.
 
-    def __init__(self, path, blob, data_start, data_len):
+    ``arrays`` maps each array reference (a key; an index in the first format) to
+    (NumPy dtype, shape); ``host_array(ref)`` gives the array itself."""
+
+    def __init__(self, path, arrays, host_array, ref_type, marks=False):
         self.path = path
-        self.blob = blob
-        self.data_start = data_start
-        self.data_len = data_len
-        self.arrays = []
+        self.arrays = arrays
+        self.host_array = host_array
+        self.ref_type = ref_type
+        self.marks = marks          # whether nodes may say "dtype": "complex128" (format 2)
         self.devices = set()
         self.built = {}
 
     def bad(self, what):
         return CheckpointError(f"lk.load: {self.path!r} is not a valid labkit checkpoint: "
                                f"{what}. The file is corrupted or was not written by lk.save.")
-
-    def check_header(self, header):
-        if type(header) is not dict or set(header) != {"format", "arrays", "root"} \
-                or header["format"] != FORMAT:
-            raise self.bad("its description does not have the expected fields")
-        arrays = header["arrays"]
-        if type(arrays) is not list:
-            raise self.bad("'arrays' is not a list")
-        for i, entry in enumerate(arrays):
-            if type(entry) is not dict or set(entry) != {"dtype", "shape", "offset", "nbytes"}:
-                raise self.bad(f"array {i} is not described by dtype, shape, offset, nbytes")
-            dtype, shape = entry["dtype"], entry["shape"]
-            offset, nbytes = entry["offset"], entry["nbytes"]
-            if type(dtype) is not str or dtype not in _DTYPES:
-                raise self.bad(f"array {i} has the unknown dtype {dtype!r}")
-            if type(shape) is not list or any(type(s) is not int or s < 0 for s in shape):
-                raise self.bad(f"array {i} has the invalid shape {shape!r}")
-            if type(offset) is not int or type(nbytes) is not int or offset < 0 or \
-                    nbytes != math.prod(shape) * _DTYPES[dtype].itemsize or \
-                    offset + nbytes > self.data_len:
-                raise self.bad(f"array {i} (dtype {dtype}, shape {tuple(shape)}) does not fit "
-                               f"the {self.data_len} data bytes (offset {offset!r}, nbytes "
-                               f"{nbytes!r})")
-            self.arrays.append((_DTYPES[dtype], tuple(shape), offset, nbytes, dtype))
-        self.check(header["root"], "obj", 0)
-
-    def check_index(self, node, where):
-        index = node["array"]
-        if type(index) is not int or not 0 <= index < len(self.arrays):
-            raise self.bad(f"{where} refers to array {index!r}, which does not exist")
-        return index
 
     def check(self, node, where, depth):
         if depth > _MAX_DEPTH:
@@ -314,9 +323,12 @@ class _Decoder:
         if type(tag) is not str or tag not in _NODE_KEYS:
             raise self.bad(f"{where} has the unknown node type {tag!r} (a checkpoint holds only "
                            f"{', '.join(_NODE_KEYS)} nodes; it never names classes or code)")
-        if set(node) != _NODE_KEYS[tag] | {"type"}:
+        fields = _NODE_KEYS[tag] | {"type"}
+        if self.marks and tag in ("ndarray", "npscalar") and "dtype" in node:
+            fields = fields | {"dtype"}
+        if set(node) != fields:
             raise self.bad(f"{where}: a {tag} node must have exactly the fields "
-                           f"{sorted(_NODE_KEYS[tag] | {'type'})}, not {sorted(node)}")
+                           f"{sorted(fields)}, not {sorted(node)}")
         if tag == "float":
             if node["value"] not in _SPECIAL_FLOATS:
                 raise self.bad(f"{where} is the float {node['value']!r}")
@@ -347,14 +359,22 @@ class _Decoder:
                 keys.add(key)
                 self.check(pair[1], f"{where}[{key!r}]", depth + 1)
         else:
-            index = self.check_index(node, where)
-            dtype, shape = self.arrays[index][:2]
-            name = self.arrays[index][4]
+            ref = node["array"]
+            if type(ref) is not self.ref_type or ref not in self.arrays:
+                raise self.bad(f"{where} refers to array {ref!r}, which does not exist")
+            dtype, shape = self.arrays[ref]
+            if "dtype" in node:
+                if node["dtype"] != "complex128" or dtype.name != "float64" or \
+                        not shape or shape[-1] != 2:
+                    raise self.bad(f"{where}: only a float64 array of shape (..., 2) can be "
+                                   f"read as dtype complex128, not {dtype.name} {shape} as "
+                                   f"{node['dtype']!r}")
+                shape = shape[:-1]
             if tag == "npscalar" and shape:
                 raise self.bad(f"{where}: a NumPy scalar must refer to a 0-d array")
             if tag == "tensor":
-                if name not in _TENSOR_DTYPES:
-                    raise self.bad(f"{where}: a tensor cannot have dtype {name}")
+                if dtype.name not in _TENSOR_DTYPES:
+                    raise self.bad(f"{where}: a tensor cannot have dtype {dtype.name}")
                 if type(node["requires_grad"]) is not bool or (
                         node["requires_grad"] and dtype.kind != "f"):
                     raise self.bad(f"{where}: requires_grad must be true or false, and true "
@@ -366,17 +386,6 @@ class _Decoder:
     @staticmethod
     def scalar_key(node):
         return _SPECIAL_FLOATS[node["value"]]
-
-    def host_array(self, index):
-        dtype, shape, offset, nbytes, _ = self.arrays[index]
-        start = self.data_start + offset
-        raw = np.frombuffer(self.blob, dtype=dtype, count=math.prod(shape), offset=start) \
-            if nbytes else np.zeros(0, dtype=dtype)
-        if dtype.kind == "b":
-            array = raw.view(np.uint8) != 0
-        else:
-            array = raw.astype(dtype.newbyteorder("="), copy=True)
-        return array.reshape(shape)
 
     def build(self, node, placement):
         kind = type(node)
@@ -392,92 +401,45 @@ class _Decoder:
         if tag == "dict":
             return {self.scalar_key(k) if type(k) is dict else k: self.build(v, placement)
                     for k, v in node["items"]}
-        key = (tag, node["array"], node.get("device"), node.get("requires_grad"))
+        key = (tag, node["array"], node.get("device"), node.get("requires_grad"),
+               node.get("dtype"))
         if key in self.built:
             return self.built[key]
         array = self.host_array(node["array"])
+        if "dtype" in node:               # complex128 stored as (..., 2) float64
+            array = array.view(np.complex128).reshape(array.shape[:-1])
         if tag == "ndarray":
             out = array
         elif tag == "npscalar":
             out = array[()]
         else:
-            dev = placement[node["device"]]
-            if dev.type != "cpu":
-                array = _transfer(array, get_device("cpu:0"), dev)
-            out = Tensor._make(array, dev, node["requires_grad"])
+            out = _to_tensor(array, placement[node["device"]], node["requires_grad"])
         self.built[key] = out
         return out
+
+
+def _to_tensor(array, device, requires_grad):
+    if device.type != "cpu":
+        array = _transfer(array, get_device("cpu:0"), device)
+    return Tensor._make(array, device, requires_grad)
 
 
 def _parse_constant(name):
     raise ValueError(f"the JSON holds the non-standard constant {name}")
 
 
-def load(path, device=None):
-    """Read a checkpoint written by ``lk.save`` and return the object it holds.
+def _no_duplicates(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} appears twice")
+        out[key] = value
+    return out
 
-    Tensors come back on the device they were saved from, or all on ``device`` if given (e.g.
-    ``device='cpu'`` to open a GPU checkpoint on a machine without a GPU). The whole file is
-    checked (magic, version, lengths, SHA-256, structure) before anything is built; a file that
-    fails a check raises CheckpointError naming the file and what is wrong. Loading never
-    imports or calls anything named in the file.
 
-    >>> import os, tempfile, labkit as lk
-    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.lk")
-    >>> lk.save([lk.arange(3), 1.5, None], path)
-    >>> lk.load(path, device="cpu")
-    [tensor([0, 1, 2]), 1.5, None]
-    """
-    path = os.fsdecode(path)
-    target = get_device(device) if device is not None else None
-    with open(path, "rb") as f:
-        blob = f.read()
-    size = len(blob)
-
-    def fail(what):
-        return CheckpointError(f"lk.load: {path!r} {what}")
-
-    if size < len(MAGIC) and MAGIC.startswith(blob):
-        if not size:
-            raise fail("is empty (0 bytes), not a labkit checkpoint. Was the save interrupted?")
-        raise fail(f"is truncated at byte {size} of at least {_PREFIX.size + _DIGEST}: it holds "
-                   f"only the start of a labkit checkpoint. Copy it again or save it again.")
-    if blob[:len(MAGIC)] != MAGIC:
-        raise fail(f"is not a labkit checkpoint: it starts with {blob[:len(MAGIC)]!r}, not "
-                   f"{MAGIC!r}. lk.load reads only files written by lk.save (it never unpickles).")
-    if size < _PREFIX.size:
-        raise fail(f"is truncated at byte {size} of at least {_PREFIX.size + _DIGEST}: the "
-                   f"header is incomplete. Copy it again or save it again.")
-    _, version, json_len, data_len = _PREFIX.unpack_from(blob)
-    if version != VERSION:
-        newer = " (written by a newer labkit: upgrade labkit to read it)" \
-            if version > VERSION else ""
-        raise fail(f"has the unsupported checkpoint format version {version}; this labkit "
-                   f"reads version {VERSION}{newer}.")
-    expected = _PREFIX.size + json_len + data_len + _DIGEST
-    if size < expected:
-        raise fail(f"is truncated at byte {size} of {expected} (its header says it is {expected} "
-                   f"bytes long). The file was cut short, e.g. by an interrupted copy: copy it "
-                   f"again or save it again.")
-    if size > expected:
-        raise fail(f"has {size - expected} unexpected bytes after its end (it is {size} bytes, "
-                   f"its header says {expected}): the file is corrupted.")
-    body = memoryview(blob)[:expected - _DIGEST]
-    if not hmac.compare_digest(hashlib.sha256(body).digest(), blob[expected - _DIGEST:]):
-        raise fail(f"failed its SHA-256 checksum ({size} bytes): the file is corrupted (a "
-                   f"changed byte, a bad disk or transfer). Use another copy of it.")
-
-    data_start = _PREFIX.size + json_len
-    decoder = _Decoder(path, blob, data_start, data_len)
-    try:
-        header = json.loads(bytes(body[_PREFIX.size:data_start]).decode("utf-8"),
-                            parse_constant=_parse_constant)
-    except (ValueError, RecursionError) as exc:
-        raise decoder.bad(f"its description is not valid JSON ({exc})") from None
-    decoder.check_header(header)
-
+def _placement(path, devices, target):
     placement = {}
-    for name in sorted(decoder.devices):
+    for name in sorted(devices):
         if target is not None:
             placement[name] = target
             continue
@@ -487,4 +449,256 @@ def load(path, device=None):
             raise DeviceError(f"lk.load: {path!r} holds tensors saved on {name}, which this "
                               f"process cannot use ({exc}). Pass device='cpu' (or another "
                               f"device) to lk.load to put them there.") from None
-    return decoder.build(header["root"], placement)
+    return placement
+
+
+def load(path, device=None):
+    """Read a checkpoint written by ``lk.save``, or any safetensors file, and return what it holds.
+
+    For a file written by ``lk.save`` this is the saved object; tensors come back on the device
+    they were saved from, or all on ``device`` if given (e.g. ``device='cpu'`` to open a GPU
+    checkpoint on a machine without a GPU). A safetensors file written by another tool
+    (``safetensors.torch.save_file``...) comes back as a dict key -> Tensor on ``device`` (the CPU
+    by default). Files in labkit's first checkpoint format load too.
+
+    The file is memory-mapped, not read: arrays are views of a copy-on-write mapping, so loading
+    a large checkpoint costs no copy and writing to a loaded tensor never changes the file. The
+    header (every entry's dtype, shape and offsets), the SHA-256 checksum and the structure are
+    checked before anything is built; a file that fails a check raises CheckpointError naming the
+    file and what is wrong. Loading never imports or calls anything named in the file.
+
+    >>> import os, tempfile, labkit as lk
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.safetensors")
+    >>> lk.save([lk.arange(3), 1.5, None], path)
+    >>> lk.load(path, device="cpu")
+    [tensor([0, 1, 2]), 1.5, None]
+    """
+    path = os.fsdecode(path)
+    target = get_device(device) if device is not None else None
+
+    def fail(what):
+        return CheckpointError(f"lk.load: {path!r} {what}")
+
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(8)
+        if not size:
+            raise fail("is empty (0 bytes), not a labkit checkpoint. Was the save interrupted?")
+        if head == _V1_MAGIC or (size < 8 and _V1_MAGIC.startswith(head)):
+            return _load_v1(path, head + f.read(), target, fail)
+        if size < 8:
+            raise fail(f"is truncated at byte {size} of at least 8 (a safetensors file starts "
+                       f"with the 8-byte length of its header), or is not a checkpoint.")
+        header_len = int.from_bytes(head, "little")
+        first = f.read(1)
+        if not 2 <= header_len <= _MAX_HEADER or first not in (b"{", b""):
+            raise fail(f"is not a labkit checkpoint or safetensors file: it starts with "
+                       f"{head + first!r}. lk.load reads safetensors files (lk.save writes "
+                       f"them) and labkit's first checkpoint format; it never unpickles.")
+        if size < 8 + header_len:
+            raise fail(f"is truncated at byte {size} of at least {8 + header_len} (its header "
+                       f"alone is {header_len} bytes). The file was cut short, e.g. by an "
+                       f"interrupted copy: copy it again or save it again.")
+        text = first + f.read(header_len - 1)
+    try:
+        header = json.loads(text.decode("utf-8"), parse_constant=_parse_constant,
+                            object_pairs_hook=_no_duplicates)
+    except (ValueError, RecursionError) as exc:
+        raise fail(f"is not a valid checkpoint: its safetensors header is not valid JSON "
+                   f"({exc}). The file is corrupted.") from None
+    if type(header) is not dict:
+        raise fail("is not a valid checkpoint: its safetensors header is not a JSON object. "
+                   "The file is corrupted.")
+    metadata = header.pop("__metadata__", None)
+    if metadata is not None and (type(metadata) is not dict or any(
+            type(k) is not str or type(v) is not str for k, v in metadata.items())):
+        raise fail("is not a valid checkpoint: its __metadata__ is not a map of strings to "
+                   "strings. The file is corrupted.")
+    ours = metadata is not None and (metadata.get("format") == FORMAT or any(
+        key in metadata for key in _META_KEYS[1:]))
+    entries = _check_entries(header, size, 8 + header_len, fail, ours)
+    mapped = np.memmap(path, mode="c", dtype=np.uint8) if size else None
+    start = 8 + header_len
+
+    def raw(key):
+        _, _, begin, end = entries[key]
+        return mapped[start + begin:start + end]
+
+    def host_array(key):
+        dtype, shape, begin, _ = entries[key]
+        array = np.ndarray(shape, dtype=dtype, buffer=mapped, offset=start + begin)
+        if dtype.kind == "b" and array.size and raw(key).max() > 1:
+            raise fail(f"is not a valid checkpoint: the bool tensor {key!r} holds bytes other "
+                       f"than 0 and 1. The file is corrupted.")
+        if dtype.byteorder == "<" and sys.byteorder != "little":
+            array = array.astype(dtype.newbyteorder("="))
+        return array
+
+    if not ours:
+        out = {}
+        for key, (dtype, _, _, _) in entries.items():
+            if dtype.name not in _TENSOR_DTYPES:
+                raise fail(f"holds the tensor {key!r} of dtype {_ST_NAMES[dtype.name]}, which "
+                           f"labkit tensors cannot hold (they are "
+                           f"{', '.join(_ST_NAMES[n] for n in _TENSOR_DTYPES)}).")
+        device = target if target is not None else get_device("cpu:0")
+        for key in entries:
+            out[key] = _to_tensor(host_array(key), device, False)
+        return out
+
+    if set(metadata) != set(_META_KEYS) or metadata["format"] != FORMAT:
+        raise fail(f"is not a valid labkit checkpoint: its __metadata__ must hold exactly "
+                   f"{', '.join(_META_KEYS)} with format {FORMAT!r}, not {sorted(metadata)}. "
+                   f"The file is corrupted or was not written by lk.save.")
+    version = metadata["labkit.version"]
+    if version != str(VERSION):
+        newer = " (written by a newer labkit: upgrade labkit to read it)" \
+            if version.isdigit() and int(version) > VERSION else ""
+        raise fail(f"has the unsupported checkpoint format version {version!r}; this labkit "
+                   f"reads version {VERSION}{newer}.")
+    structure = metadata["labkit.structure"]
+    table = [(key, _ST_NAMES[dtype.name], shape, raw(key))
+             for key, (dtype, shape, _, _) in entries.items()]
+    if not hmac.compare_digest(_digest(structure, table).encode("utf-8"),
+                               metadata["labkit.sha256"].encode("utf-8")):
+        raise _checksum_failed(size, fail)
+    decoder = _Decoder(path, {key: entry[:2] for key, entry in entries.items()}, host_array,
+                       str, marks=True)
+    try:
+        root = json.loads(structure, parse_constant=_parse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise decoder.bad(f"its structure is not valid JSON ({exc})") from None
+    decoder.check(root, "obj", 0)
+    return decoder.build(root, _placement(path, decoder.devices, target))
+
+
+def _check_entries(header, size, data_start, fail, ours):
+    """Check every tensor entry of a safetensors header; key -> (dtype, shape, begin, end)."""
+    def bad(what):
+        kind = "labkit checkpoint" if ours else "safetensors file"
+        return fail(f"is not a valid {kind}: {what}. The file is corrupted.")
+
+    entries = {}
+    for key, entry in header.items():
+        if type(entry) is not dict or set(entry) != {"dtype", "shape", "data_offsets"}:
+            raise bad(f"the entry of {key!r} is not described by dtype, shape, data_offsets")
+        name, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+        if name in _ST_FOREIGN:
+            raise fail(f"holds the tensor {key!r} of dtype {name}, which labkit cannot hold "
+                       f"(NumPy has no such type); convert it before saving, e.g. to F32.")
+        if type(name) is not str or name not in _ST_DTYPES:
+            raise bad(f"the tensor {key!r} has the unknown dtype {name!r}")
+        if type(shape) is not list or any(type(s) is not int or s < 0 for s in shape):
+            raise bad(f"the tensor {key!r} has the invalid shape {shape!r}")
+        dtype = _ST_DTYPES[name]
+        if type(offsets) is not list or len(offsets) != 2 or \
+                any(type(o) is not int for o in offsets) or \
+                not 0 <= offsets[0] <= offsets[1] or \
+                offsets[1] - offsets[0] != math.prod(shape) * dtype.itemsize:
+            raise bad(f"the tensor {key!r} (dtype {name}, shape {tuple(shape)}) has the data "
+                      f"offsets {offsets!r}, which do not hold its "
+                      f"{math.prod(shape) * dtype.itemsize} bytes")
+        entries[key] = (dtype, tuple(shape), offsets[0], offsets[1])
+    end = 0
+    for key, (_, _, begin, stop) in sorted(entries.items(), key=lambda e: e[1][2:]):
+        if begin != end:
+            raise bad(f"the tensor {key!r} starts at data byte {begin}, not {end} (tensors "
+                      f"must follow each other with no gap or overlap)")
+        end = stop
+    _check_length(size, data_start + end, fail)
+    return entries
+
+
+def _check_length(size, expected, fail):
+    """A file of ``size`` bytes whose header says it is ``expected`` bytes long."""
+    if size < expected:
+        raise fail(f"is truncated at byte {size} of {expected} (its header says it is "
+                   f"{expected} bytes long). The file was cut short, e.g. by an interrupted "
+                   f"copy: copy it again or save it again.")
+    if size > expected:
+        raise fail(f"has {size - expected} unexpected bytes after its end (it is {size} bytes, "
+                   f"its header says {expected}): the file is corrupted.")
+
+
+def _checksum_failed(size, fail):
+    return fail(f"failed its SHA-256 checksum ({size} bytes): the file is corrupted (a "
+                f"changed byte, a bad disk or transfer). Use another copy of it.")
+
+
+# ---- labkit's first format (read only) -------------------------------------------------------
+# magic b"\x89labkit\n", uint32 version 1, uint64 json_len, uint64 data_len, the JSON description
+# {"format", "arrays", "root"}, the array data (each array at a 64-byte boundary), then the
+# SHA-256 of everything before it. ``root`` is the structure above, its arrays referred to by
+# their index in ``arrays`` (dtype as NumPy names it, shape, offset, nbytes).
+_V1_MAGIC = b"\x89labkit\n"
+_V1_PREFIX = struct.Struct("<8sIQQ")    # magic, version, json_len, data_len
+_V1_DIGEST = 32
+_V1_DTYPES = {name: np.dtype(name).newbyteorder("<") for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128")}
+
+
+def _load_v1(path, blob, target, fail):
+    size = len(blob)
+    if size < _V1_PREFIX.size:
+        raise fail(f"is truncated at byte {size} of at least {_V1_PREFIX.size + _V1_DIGEST}: "
+                   f"it holds only the start of a labkit checkpoint. Copy it again or save it "
+                   f"again.")
+    _, version, json_len, data_len = _V1_PREFIX.unpack_from(blob)
+    if version != 1:
+        newer = " (written by a newer labkit: upgrade labkit to read it)" \
+            if version > 1 else ""
+        raise fail(f"has the unsupported checkpoint format version {version}; this labkit "
+                   f"reads version 1 of this format{newer}.")
+    expected = _V1_PREFIX.size + json_len + data_len + _V1_DIGEST
+    _check_length(size, expected, fail)
+    body = memoryview(blob)[:expected - _V1_DIGEST]
+    if not hmac.compare_digest(hashlib.sha256(body).digest(), blob[expected - _V1_DIGEST:]):
+        raise _checksum_failed(size, fail)
+
+    data_start = _V1_PREFIX.size + json_len
+    arrays = {}
+    decoder = _Decoder(path, arrays, None, int)
+    try:
+        header = json.loads(bytes(body[_V1_PREFIX.size:data_start]).decode("utf-8"),
+                            parse_constant=_parse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise decoder.bad(f"its description is not valid JSON ({exc})") from None
+    if type(header) is not dict or set(header) != {"format", "arrays", "root"} \
+            or header["format"] != FORMAT:
+        raise decoder.bad("its description does not have the expected fields")
+    if type(header["arrays"]) is not list:
+        raise decoder.bad("'arrays' is not a list")
+    places = []
+    for i, entry in enumerate(header["arrays"]):
+        if type(entry) is not dict or set(entry) != {"dtype", "shape", "offset", "nbytes"}:
+            raise decoder.bad(f"array {i} is not described by dtype, shape, offset, nbytes")
+        dtype, shape = entry["dtype"], entry["shape"]
+        offset, nbytes = entry["offset"], entry["nbytes"]
+        if type(dtype) is not str or dtype not in _V1_DTYPES:
+            raise decoder.bad(f"array {i} has the unknown dtype {dtype!r}")
+        if type(shape) is not list or any(type(s) is not int or s < 0 for s in shape):
+            raise decoder.bad(f"array {i} has the invalid shape {shape!r}")
+        if type(offset) is not int or type(nbytes) is not int or offset < 0 or \
+                nbytes != math.prod(shape) * _V1_DTYPES[dtype].itemsize or \
+                offset + nbytes > data_len:
+            raise decoder.bad(f"array {i} (dtype {dtype}, shape {tuple(shape)}) does not fit "
+                              f"the {data_len} data bytes (offset {offset!r}, nbytes "
+                              f"{nbytes!r})")
+        arrays[i] = (_V1_DTYPES[dtype], tuple(shape))
+        places.append(data_start + offset)
+
+    def host_array(index):
+        dtype, shape = arrays[index]
+        count = math.prod(shape)
+        raw = np.frombuffer(blob, dtype=dtype, count=count, offset=places[index]) \
+            if count else np.zeros(0, dtype=dtype)
+        if dtype.kind == "b":
+            array = raw.view(np.uint8) != 0
+        else:
+            array = raw.astype(dtype.newbyteorder("="), copy=True)
+        return array.reshape(shape)
+
+    decoder.host_array = host_array
+    decoder.check(header["root"], "obj", 0)
+    return decoder.build(header["root"], _placement(path, decoder.devices, target))

@@ -1,7 +1,8 @@
-"""lk.save / lk.load: round trips, a format that runs no code on load, and atomic writes.
+"""lk.save / lk.load: round trips, safetensors files that run no code on load, and atomic writes.
 
-The file layout is spelled out here independently of the implementation (see ``_craft``), so a
-change to the on-disk format shows up as a failing test.
+The file layout is spelled out here independently of the implementation (see ``_craft`` for
+safetensors files and ``_craft_v1`` for labkit's first format, which still loads), so a change to
+the on-disk format shows up as a failing test.
 """
 import builtins
 import collections
@@ -14,12 +15,14 @@ import struct
 
 import numpy as np
 import pytest
+import safetensors.numpy
 
 import labkit as lk
-from labkit.tensor import checkpoint
 
-MAGIC = b"\x89labkit\n"
-PREFIX = struct.Struct("<8sIQQ")   # magic, version, json_len, data_len; then json, data, sha256
+V1_MAGIC = b"\x89labkit\n"
+V1_PREFIX = struct.Struct("<8sIQQ")   # magic, version, json_len, data_len; then json, data, sha256
+# what numpy imports itself while loading: its own modules, and mmap and os.path (np.memmap)
+NUMPY_OWN = ("numpy", "mmap", "os.path")
 
 
 # ---- helpers -------------------------------------------------------------------------------
@@ -34,19 +37,56 @@ def _write(path, data):
 
 
 def _parts(path):
-    """(version, header dict, data bytes) of a checkpoint written by lk.save."""
+    """(safetensors header without __metadata__, metadata, data bytes) of a safetensors file."""
     blob = _read(path)
-    magic, version, json_len, data_len = PREFIX.unpack_from(blob)
-    assert magic == MAGIC
-    header = json.loads(blob[PREFIX.size:PREFIX.size + json_len])
-    data = blob[PREFIX.size + json_len:PREFIX.size + json_len + data_len]
-    return version, header, data
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    return header, header.pop("__metadata__", None), blob[8 + n:]
 
 
-def _craft(path, header, data=b"", version=1, raw_json=None):
-    """Write a file with a *valid* checksum, so that only its content can be wrong."""
+def _structure(path):
+    return json.loads(_parts(path)[1]["labkit.structure"])
+
+
+def _raw_safetensors(path, header, data=b""):
+    """A safetensors file from a header (a dict, or JSON text as bytes) and the data bytes."""
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    _write(path, len(text).to_bytes(8, "little") + text + data)
+
+
+def _checksum(structure, tensors):
+    """labkit's checksum as the module docstring describes it: SHA-256 of the JSON list
+    [format, version, structure, [[key, dtype, shape]...]] (keys sorted), then the bytes."""
+    keys = sorted(tensors)
+    table = [[k, tensors[k][0], list(tensors[k][1])] for k in keys]
+    digest = hashlib.sha256(json.dumps(["labkit-checkpoint", "2", structure, table],
+                                       separators=(",", ":")).encode())
+    for k in keys:
+        digest.update(tensors[k][2])
+    return digest.hexdigest()
+
+
+def _craft(path, root, tensors=None, metadata=None, raw_structure=None):
+    """A labkit safetensors file with a *valid* checksum, so that only its content can be wrong.
+    ``tensors``: key -> (safetensors dtype, shape, bytes)."""
+    tensors = tensors or {}
+    structure = raw_structure if raw_structure is not None else json.dumps(root)
+    meta = {"format": "labkit-checkpoint", "labkit.version": "2",
+            "labkit.structure": structure, "labkit.sha256": _checksum(structure, tensors)}
+    meta.update(metadata or {})
+    header, data = {"__metadata__": {k: v for k, v in meta.items() if v is not None}}, b""
+    for key, (dtype, shape, raw) in tensors.items():
+        header[key] = {"dtype": dtype, "shape": list(shape),
+                       "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    _raw_safetensors(path, header, data)
+
+
+def _craft_v1(path, header, data=b"", version=1, raw_json=None):
+    """A file in labkit's first format with a *valid* checksum."""
     text = raw_json if raw_json is not None else json.dumps(header).encode()
-    body = PREFIX.pack(MAGIC, version, len(text), len(data)) + text + data
+    body = V1_PREFIX.pack(V1_MAGIC, version, len(text), len(data)) + text + data
     with open(path, "wb") as f:
         f.write(body + hashlib.sha256(body).digest())
 
@@ -76,7 +116,7 @@ def _random(dtype, shape, device="cpu:0"):
 
 @pytest.fixture
 def ckpt(tmp_path):
-    return str(tmp_path / "model.lk")
+    return str(tmp_path / "model.safetensors")
 
 
 @pytest.fixture
@@ -201,11 +241,18 @@ def test_virtual_device_checkpoint_needs_device_argument(ckpt):
     assert lk.load(ckpt, device="cpu")["w"].device.name == "cpu:0"
 
 
+def _tensors_of(path):
+    """key -> (dtype, shape, bytes) of a safetensors file, to craft a changed copy of it."""
+    header, _, data = _parts(path)
+    return {k: (e["dtype"], e["shape"], data[e["data_offsets"][0]:e["data_offsets"][1]])
+            for k, e in header.items()}
+
+
 def test_gpu_checkpoint_loads_on_cpu_with_device_cpu(ckpt):
     lk.save({"w": lk.ones(2, 3)}, ckpt)
-    _, header, data = _parts(ckpt)
-    header["root"]["items"][0][1]["device"] = "gpu:0"   # as if saved on a GPU
-    _craft(ckpt, header, data)
+    root = _structure(ckpt)
+    root["items"][0][1]["device"] = "gpu:0"   # as if saved on a GPU
+    _craft(ckpt, root, _tensors_of(ckpt))
     back = lk.load(ckpt, device="cpu")
     assert back["w"].device.name == "cpu:0" and back["w"].tolist() == [[1.0] * 3] * 2
     if lk.devices.gpu_count() == 0:
@@ -221,43 +268,229 @@ def test_gpu_tensor_comes_back_on_its_gpu(ckpt):
     assert back.device.name == "gpu:0" and back.requires_grad
     np.testing.assert_array_equal(back.numpy(), t.numpy())
     assert lk.load(ckpt, device="gpu:0")["t"].device.name == "gpu:0"
+    safetensors.numpy.save_file({"x": np.arange(6, dtype=np.float32).reshape(2, 3)}, ckpt)
+    x = lk.load(ckpt, device="gpu:0")["x"]
+    assert x.device.name == "gpu:0" and x.tolist() == [[0, 1, 2], [3, 4, 5]]
 
 
 def test_format_on_disk(ckpt):
-    lk.save({"w": lk.tensor([1.0, 2.0]), "n": np.arange(3, dtype=np.int16)}, ckpt)
+    lk.save({"w": lk.tensor([1.0, 2.0]), "n": np.arange(3, dtype=np.int16),
+             "opt": {"state": {0: {"m": lk.zeros(1)}}, "lr": 0.5}}, ckpt)
     blob = _read(ckpt)
-    version, header, data = _parts(ckpt)
-    assert version == 1 and header["format"] == "labkit-checkpoint"
-    assert (PREFIX.size + len(json.dumps(header, separators=(",", ":")))) <= \
-        len(blob) - len(data) - 32
-    assert blob[-32:] == hashlib.sha256(blob[:-32]).digest()
-    w, n = header["arrays"]
-    assert w == {"dtype": "float32", "shape": [2], "offset": 0, "nbytes": 8}
-    assert n["dtype"] == "int16" and n["offset"] % 64 == 0
-    assert data[:8] == np.array([1.0, 2.0], "<f4").tobytes()
-    assert data[n["offset"]:n["offset"] + 6] == np.arange(3, dtype="<i2").tobytes()
-    assert (PREFIX.size + len(blob[PREFIX.size:]) - len(data) - 32) % 64 == 0  # aligned data
-    assert header["root"]["items"][0] == ["w", {"type": "tensor", "array": 0,
-                                                "device": "cpu:0", "requires_grad": False}]
+    n = int.from_bytes(blob[:8], "little")
+    assert blob[8:9] == b"{" and (8 + n) % 8 == 0
+    header, meta, data = _parts(ckpt)
+    assert header == {
+        "w": {"dtype": "F32", "shape": [2], "data_offsets": header["w"]["data_offsets"]},
+        "n": {"dtype": "I16", "shape": [3], "data_offsets": header["n"]["data_offsets"]},
+        "opt.state.0.m": {"dtype": "F32", "shape": [1],
+                          "data_offsets": header["opt.state.0.m"]["data_offsets"]}}
+    w0, w1 = header["w"]["data_offsets"]
+    n0, n1 = header["n"]["data_offsets"]
+    assert data[w0:w1] == np.array([1.0, 2.0], "<f4").tobytes()
+    assert data[n0:n1] == np.arange(3, dtype="<i2").tobytes()
+    assert set(meta) == {"format", "labkit.version", "labkit.structure", "labkit.sha256"}
+    assert meta["format"] == "labkit-checkpoint" and meta["labkit.version"] == "2"
+    assert meta["labkit.sha256"] == _checksum(meta["labkit.structure"], _tensors_of(ckpt))
+    root = json.loads(meta["labkit.structure"])
+    assert root["items"][0] == ["w", {"type": "tensor", "array": "w", "device": "cpu:0",
+                                      "requires_grad": False}]
+    assert root["items"][1] == ["n", {"type": "ndarray", "array": "n"}]
+
+
+def test_state_dict_reads_with_safetensors(ckpt):
+    model = lk.nn.Sequential(lk.nn.Linear(3, 4), lk.nn.ReLU(), lk.nn.Linear(4, 2))
+    state = model.state_dict()
+    lk.save(state, ckpt)
+    back = safetensors.numpy.load_file(ckpt)
+    assert sorted(back) == sorted(state)
+    for key, t in state.items():
+        np.testing.assert_array_equal(back[key], t.numpy())
+        assert back[key].dtype == t.numpy().dtype
+    nested = {"model": state, "also": state["0.weight"], "a.b": lk.ones(1), "a": {"b": lk.zeros(1)}}
+    lk.save(nested, ckpt)
+    keys = sorted(safetensors.numpy.load_file(ckpt))
+    assert keys == sorted(["a.b", "a.b.1"] + [f"model.{k}" for k in state])   # tied: stored once
+    back = lk.load(ckpt)
+    assert back["also"] is back["model"]["0.weight"]
+    assert back["a.b"].item() == 1 and back["a"]["b"].item() == 0
+
+
+def test_files_of_other_tools_load(ckpt):
+    arrays = {"emb": np.arange(12, dtype=np.float32).reshape(3, 4), "ids": np.arange(3),
+              "mask": np.array([True, False]), "h": np.ones(2, np.float16),
+              "b": np.arange(4, dtype=np.uint8), "s": np.array(2.5)}
+    safetensors.numpy.save_file(arrays, ckpt)
+    back = lk.load(ckpt)
+    assert type(back) is dict and sorted(back) == sorted(arrays)
+    for key, a in arrays.items():
+        assert isinstance(back[key], lk.Tensor) and back[key].device.name == "cpu:0"
+        assert back[key].numpy().dtype == a.dtype and back[key].shape == a.shape
+        np.testing.assert_array_equal(back[key].numpy(), a)
+    assert lk.load(ckpt, device="cpu:0")["emb"].shape == (3, 4)
+
+
+def test_torch_files_load(ckpt):
+    torch = pytest.importorskip("torch")
+    import safetensors.torch
+    tensors = {"layer.weight": torch.randn(3, 2), "layer.bias": torch.zeros(3),
+               "steps": torch.tensor([1, 2], dtype=torch.int64)}
+    safetensors.torch.save_file(tensors, ckpt)
+    back = lk.load(ckpt)
+    assert sorted(back) == sorted(tensors)
+    for key, t in tensors.items():
+        np.testing.assert_array_equal(back[key].numpy(), t.numpy())
+    safetensors.torch.save_file({"ok": torch.ones(2), "w": torch.ones(2, dtype=torch.bfloat16)},
+                                ckpt)
+    with pytest.raises(lk.CheckpointError) as info:
+        lk.load(ckpt)
+    assert "'w'" in str(info.value) and "BF16" in str(info.value) and ckpt in str(info.value)
+
+
+def test_foreign_dtype_labkit_cannot_hold_is_named(ckpt):
+    safetensors.numpy.save_file({"x": np.arange(3, dtype=np.uint32)}, ckpt)
+    with pytest.raises(lk.CheckpointError, match=r"'x' of dtype U32"):
+        lk.load(ckpt)
+
+
+def test_optimizer_state_round_trips_exactly(ckpt):
+    lk.manual_seed(0)
+    model = lk.nn.Linear(3, 2)
+    opt = lk.optim.Adam(model.parameters(), lr=0.1, betas=(0.8, 0.99))
+    for _ in range(3):
+        opt.zero_grad()
+        model(lk.randn(4, 3)).pow(2).sum().backward()
+        opt.step()
+    state = {"model": model.state_dict(), "optim": opt.state_dict(), "epoch": 2}
+    lk.save(state, ckpt)
+    back = lk.load(ckpt)
+    assert back["optim"]["param_groups"] == state["optim"]["param_groups"]
+    assert type(back["optim"]["param_groups"][0]["betas"]) is tuple
+    assert list(back["optim"]["state"]) == list(state["optim"]["state"]) == [0, 1]
+    for i in (0, 1):
+        for key, value in state["optim"]["state"][i].items():
+            _same(value, back["optim"]["state"][i][key])
+    # training resumed from the checkpoint goes on exactly as the original
+    model2 = lk.nn.Linear(3, 2)
+    model2.load_state_dict(back["model"])
+    opt2 = lk.optim.Adam(model2.parameters(), lr=0.5)
+    opt2.load_state_dict(back["optim"])
+    x = lk.randn(4, 3)
+    for m, o in ((model, opt), (model2, opt2)):
+        o.zero_grad()
+        m(x).pow(2).sum().backward()
+        o.step()
+    for a, b in zip(model.parameters(), model2.parameters()):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+
+
+def test_generator_state_round_trips_exactly(ckpt):
+    g = lk.Generator()
+    g.manual_seed(5)
+    lk.randn(7, generator=g)
+    lk.save({"rng": g.get_state()}, ckpt)
+    expected = lk.randn(5, generator=g).numpy()
+    g2 = lk.Generator()
+    g2.set_state(lk.load(ckpt)["rng"])
+    assert lk.randn(5, generator=g2).numpy().tobytes() == expected.tobytes()
+
+
+def test_complex128_arrays_round_trip(ckpt):
+    obj = {"c": np.array([[1 + 2j, -3.5j]]), "s": np.complex128(1 - 1j), "z": np.zeros(0, complex)}
+    lk.save(obj, ckpt)
+    back = lk.load(ckpt)
+    for key in ("c", "z"):
+        assert back[key].dtype == np.complex128 and back[key].shape == obj[key].shape
+        np.testing.assert_array_equal(back[key], obj[key])
+    assert type(back["s"]) is np.complex128 and back["s"] == obj["s"]
+    raw = safetensors.numpy.load_file(ckpt)
+    assert raw["c"].dtype == np.float64 and raw["c"].shape == (1, 2, 2)
+    assert _structure(ckpt)["items"][0][1] == {"type": "ndarray", "array": "c",
+                                               "dtype": "complex128"}
+
+
+def _memmapped(array):
+    while array is not None:
+        if isinstance(array, np.memmap):
+            return True
+        array = array.base
+    return False
+
+
+def test_load_maps_the_file_and_never_writes_it(ckpt, monkeypatch):
+    lk.save({"w": lk.ones(1000), "n": np.arange(5)}, ckpt)
+    before = _read(ckpt)
+    reads = []
+    real_open = builtins.open
+
+    def spy(*args, **kwargs):          # lk.load reads the header, never the data
+        f = real_open(*args, **kwargs)
+        real_read = f.read
+        f.read = lambda n=-1: reads.append(n) or real_read(n)
+        return f
+    monkeypatch.setattr(builtins, "open", spy)
+    back = lk.load(ckpt)
+    monkeypatch.undo()
+    assert all(0 <= n < 1000 for n in reads), reads
+    w = back["w"]
+    assert _memmapped(np.asarray(w)) and _memmapped(back["n"])
+    w.add_(1)
+    np.asarray(w)[0] = 7
+    back["n"][:] = -1
+    assert w[0].item() == 7 and w[1].item() == 2
+    assert _read(ckpt) == before
+    again = lk.load(ckpt)
+    assert again["w"][0].item() == 1 and again["n"].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_first_format_still_loads(ckpt):
+    arrays = [{"dtype": "float32", "shape": [2], "offset": 0, "nbytes": 8},
+              {"dtype": "complex128", "shape": [1], "offset": 64, "nbytes": 16},
+              {"dtype": "bool", "shape": [2], "offset": 128, "nbytes": 2}]
+    data = np.array([1.0, 2.0], "<f4").tobytes() + bytes(56) + \
+        np.array([1 + 2j], "<c16").tobytes() + bytes(48) + b"\x01\x00"
+    root = {"type": "dict", "items": [
+        ["w", {"type": "tensor", "array": 0, "device": "cpu:0", "requires_grad": True}],
+        ["tied", {"type": "tensor", "array": 0, "device": "cpu:0", "requires_grad": True}],
+        ["c", {"type": "ndarray", "array": 1}], ["m", {"type": "ndarray", "array": 2}],
+        ["step", 7], ["betas", {"type": "tuple", "items": [0.9, {"type": "float",
+                                                                  "value": "inf"}]}]]}
+    _craft_v1(ckpt, _header(root, arrays), data=data)
+    back = lk.load(ckpt)
+    assert back["w"].tolist() == [1.0, 2.0] and back["w"].requires_grad
+    assert back["tied"] is back["w"]
+    assert back["c"].tolist() == [1 + 2j] and back["m"].tolist() == [True, False]
+    assert back["step"] == 7 and back["betas"] == (0.9, math.inf)
 
 
 # ---- damaged files -------------------------------------------------------------------------
 def test_truncated_files(small):
     path, _ = small
     blob = _read(path)
-    json_len = PREFIX.unpack_from(blob)[2]
-    for cut in [1, 5, 8, 12, 27, 28, PREFIX.size + json_len // 2, PREFIX.size + json_len + 3,
-                len(blob) - 32, len(blob) - 1]:
+    n = int.from_bytes(blob[:8], "little")
+    for cut in [1, 5, 8, 12, 27, 8 + n // 2, 8 + n - 1, 8 + n, 8 + n + 3, len(blob) - 1]:
         _write(path, blob[:cut])
         with pytest.raises(lk.CheckpointError, match="truncated at byte") as info:
             lk.load(path)
         assert path in str(info.value) and f"byte {cut} of" in str(info.value)
-    _write(path, blob[:PREFIX.size + 3])
-    with pytest.raises(lk.CheckpointError, match=f"byte {PREFIX.size + 3} of {len(blob)}"):
+    _write(path, blob[:8 + n + 3])
+    with pytest.raises(lk.CheckpointError, match=f"byte {8 + n + 3} of {len(blob)}"):
+        lk.load(path)
+    _write(path, blob[:20])
+    with pytest.raises(lk.CheckpointError, match=f"byte 20 of at least {8 + n}"):
         lk.load(path)
     _write(path, b"")
     with pytest.raises(lk.CheckpointError, match="empty"):
         lk.load(path)
+
+
+def test_truncated_first_format_file(ckpt):
+    _craft_v1(ckpt, _header([1, 2]))
+    blob = _read(ckpt)
+    for cut in [1, 5, 8, 12, 27, 28, len(blob) - 32, len(blob) - 1]:
+        _write(ckpt, blob[:cut])
+        with pytest.raises(lk.CheckpointError, match=f"truncated at byte {cut} of"):
+            lk.load(ckpt)
 
 
 def test_every_flipped_byte_is_caught(small):
@@ -275,11 +508,18 @@ def test_every_flipped_byte_is_caught(small):
 def test_checksum_mismatch_message(small):
     path, _ = small
     bad = bytearray(_read(path))
-    bad[-40] ^= 0xFF     # in the array data
+    bad[-3] ^= 0xFF      # in the array data
     _write(path, bad)
     with pytest.raises(lk.CheckpointError, match="checksum") as info:
         lk.load(path)
     assert path in str(info.value) and "corrupted" in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["é" * 64, "", "0" * 64])
+def test_checksum_that_does_not_match(ckpt, value):
+    _craft(ckpt, [1], metadata={"labkit.sha256": value})
+    with pytest.raises(lk.CheckpointError, match="SHA-256 checksum"):
+        lk.load(ckpt)
 
 
 def test_trailing_bytes(small):
@@ -304,9 +544,19 @@ def test_not_a_checkpoint(ckpt, content):
     assert ckpt in str(info.value)
 
 
-@pytest.mark.parametrize("version", [0, 2, 2**32 - 1])
+@pytest.mark.parametrize("version", ["1", "3", "x"])
 def test_unsupported_version(ckpt, version):
-    _craft(ckpt, {"format": "labkit-checkpoint", "arrays": [], "root": 1}, version=version)
+    _craft(ckpt, 1, metadata={"labkit.version": version})
+    with pytest.raises(lk.CheckpointError, match=f"unsupported checkpoint format version "
+                                                 f"'{version}'") as info:
+        lk.load(ckpt)
+    assert ckpt in str(info.value)
+    assert ("upgrade labkit" in str(info.value)) == (version == "3")
+
+
+@pytest.mark.parametrize("version", [0, 2, 2**32 - 1])
+def test_unsupported_first_format_version(ckpt, version):
+    _craft_v1(ckpt, {"format": "labkit-checkpoint", "arrays": [], "root": 1}, version=version)
     with pytest.raises(lk.CheckpointError, match=f"unsupported checkpoint format version "
                                                  f"{version}") as info:
         lk.load(ckpt)
@@ -355,9 +605,9 @@ CRAFTED = {
                                      [dict(_F32, dtype="int32")]),
     "device not a name": _header({"type": "tensor", "array": 0, "device": {"type": "class"},
                                   "requires_grad": False}, [_F32]),
-    "uint8 tensor": _header({"type": "tensor", "array": 0, "device": "cpu:0",
-                             "requires_grad": False},
-                            [dict(_F32, dtype="uint8", shape=[8])]),
+    "uint16 tensor": _header({"type": "tensor", "array": 0, "device": "cpu:0",
+                              "requires_grad": False},
+                             [dict(_F32, dtype="uint16", shape=[4])]),
     "duplicate key": _header({"type": "dict", "items": [["a", 1], ["a", 2]]}),
     "int and bool key clash": _header({"type": "dict", "items": [[1, 1], [True, 2]]}),
     "key is a list": _header({"type": "dict", "items": [[["a"], 1]]}),
@@ -368,9 +618,40 @@ CRAFTED = {
 }
 
 
-@pytest.mark.parametrize("name", list(CRAFTED))
-def test_crafted_description_is_rejected_without_importing(ckpt, name, monkeypatch):
-    _craft(ckpt, CRAFTED[name], data=np.array([1.0, 2.0], "<f4").tobytes())
+_W = {"w": ("F32", [2], np.array([1.0, 2.0], "<f4").tobytes())}
+_I = {"i": ("I32", [2], np.array([1, 2], "<i4").tobytes())}
+_TENSOR = {"type": "tensor", "array": "w", "device": "cpu:0", "requires_grad": False}
+CRAFTED_V2 = {      # (structure, tensors, metadata): each with a valid checksum
+    "class node": ({"type": "class", "module": "os", "name": "system"}, _W, None),
+    "reduce node": ([{"__reduce__": ["os.system", ["echo pwned"]]}], _W, None),
+    "object hook": ({"__class__": "collections.OrderedDict", "items": []}, _W, None),
+    "python expression": ({"type": "float", "value": "__import__('os').getpid()"}, _W, None),
+    "extra field": ({"type": "tuple", "items": [], "factory": "os.system"}, _W, None),
+    "missing array": (dict(_TENSOR, array="v"), _W, None),
+    "array by index": (dict(_TENSOR, array=0), _W, None),
+    "integer requires grad": (dict(_TENSOR, array="i", requires_grad=True), _I, None),
+    "device not a name": (dict(_TENSOR, device={"type": "class"}), _W, None),
+    "uint16 tensor": (dict(_TENSOR, array="u"), {"u": ("U16", [1], b"\x01\x00")}, None),
+    "complex mark on float32": ({"type": "ndarray", "array": "w", "dtype": "complex128"}, _W,
+                                None),
+    "complex mark on a tensor": (dict(_TENSOR, dtype="complex128"), _W, None),
+    "other dtype mark": ({"type": "ndarray", "array": "w", "dtype": "object"}, _W, None),
+    "npscalar of a vector": ({"type": "npscalar", "array": "w"}, _W, None),
+    "duplicate key": ({"type": "dict", "items": [["a", 1], ["a", 2]]}, {}, None),
+    "int and bool key clash": ({"type": "dict", "items": [[1, 1], [True, 2]]}, {}, None),
+    "key is a list": ({"type": "dict", "items": [[["a"], 1]]}, {}, None),
+    "dict item not a pair": ({"type": "dict", "items": [["a", 1, 2]]}, {}, None),
+    "deep nesting": (json.loads("[" * 300 + "]" * 300), {}, None),
+    "wrong format name": (1, {}, {"format": "pickle"}),
+    "missing structure": (1, {}, {"labkit.structure": None}),
+    "extra metadata": (1, {}, {"labkit.loader": "os.system"}),
+    "bool bytes other than 0 and 1": ({"type": "ndarray", "array": "b"},
+                                      {"b": ("BOOL", [2], b"\x01\x02")}, None),
+}
+
+
+def _load_noting_imports(path, monkeypatch):
+    """(what lk.load(path) returns or raises, the modules it imports beyond numpy's own)."""
     imports = []
     real_import = builtins.__import__
 
@@ -378,33 +659,90 @@ def test_crafted_description_is_rejected_without_importing(ckpt, name, monkeypat
         imports.append(module)
         return real_import(module, *args, **kwargs)
     monkeypatch.setattr(builtins, "__import__", spy)
-    with pytest.raises(lk.CheckpointError) as info:
+    try:
+        result = lk.load(path)
+    except lk.CheckpointError as exc:
+        result = exc
+    finally:
+        monkeypatch.undo()
+    return result, [m for m in imports if not m.startswith(NUMPY_OWN)]
+
+
+@pytest.mark.parametrize("name", list(CRAFTED_V2))
+def test_crafted_structure_is_rejected_without_importing(ckpt, name, monkeypatch):
+    root, tensors, metadata = CRAFTED_V2[name]
+    _craft(ckpt, root, tensors, metadata)
+    error, imports = _load_noting_imports(ckpt, monkeypatch)
+    assert isinstance(error, lk.CheckpointError)
+    msg = str(error)
+    assert ckpt in msg and ("not a valid labkit checkpoint" in msg or
+                            "not a valid checkpoint" in msg), msg
+    assert imports == []
+
+
+_E = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+_META = {"format": "labkit-checkpoint"}
+CRAFTED_HEADERS = {      # safetensors headers, of labkit files (the metadata says so) or not
+    "dtype object": {"x": dict(_E, dtype="object")},
+    "dtype as class path": {"__metadata__": _META, "x": dict(_E, dtype="numpy.float32")},
+    "offsets past the data": {"x": dict(_E, data_offsets=[4, 12])},
+    "offsets disagree with shape": {"__metadata__": _META, "x": dict(_E, shape=[3])},
+    "negative shape": {"x": dict(_E, shape=[-2])},
+    "huge shape": {"x": dict(_E, shape=[2**40, 2**40])},
+    "offsets reversed": {"x": dict(_E, data_offsets=[8, 0])},
+    "overlap": {"x": dict(_E, shape=[1], data_offsets=[0, 4]),
+                "y": dict(_E, shape=[1], data_offsets=[0, 4])},
+    "gap": {"x": dict(_E, shape=[1], data_offsets=[4, 8])},
+    "extra entry field": {"x": dict(_E, hook="os.system")},
+    "entry not an object": {"x": [0, 8]},
+    "metadata not strings": {"__metadata__": {"format": 1}, "x": _E},
+    "header a list": [_E],
+}
+
+
+@pytest.mark.parametrize("name", list(CRAFTED_HEADERS))
+def test_crafted_header_is_rejected(ckpt, name):
+    _raw_safetensors(ckpt, CRAFTED_HEADERS[name], np.array([1.0, 2.0], "<f4").tobytes())
+    with pytest.raises(lk.CheckpointError, match="not a valid|not a labkit checkpoint") as info:
         lk.load(ckpt)
-    monkeypatch.undo()
-    assert ckpt in str(info.value) and "not a valid labkit checkpoint" in str(info.value)
-    assert [m for m in imports if not m.startswith("numpy")] == []   # numpy's own internals
+    assert ckpt in str(info.value)
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b'{"x": NaN}', b"{\xff\xfe}",
+                                 b'{"x": 1, "x": 2}', b'{"x": ' + b"[" * 5000])
+def test_header_that_is_not_json(ckpt, raw):
+    _raw_safetensors(ckpt, raw)
+    with pytest.raises(lk.CheckpointError, match="not valid JSON"):
+        lk.load(ckpt)
+
+
+@pytest.mark.parametrize("raw", ["{not json", '{"type": NaN}', "[" * 5000])
+def test_structure_that_is_not_json(ckpt, raw):
+    _craft(ckpt, None, raw_structure=raw)
+    with pytest.raises(lk.CheckpointError, match="not valid JSON"):
+        lk.load(ckpt)
+
+
+@pytest.mark.parametrize("name", list(CRAFTED))
+def test_crafted_first_format_file_is_rejected_without_importing(ckpt, name, monkeypatch):
+    _craft_v1(ckpt, CRAFTED[name], data=np.array([1.0, 2.0], "<f4").tobytes())
+    error, imports = _load_noting_imports(ckpt, monkeypatch)
+    assert isinstance(error, lk.CheckpointError)
+    assert ckpt in str(error) and "not a valid labkit checkpoint" in str(error)
+    assert imports == []
 
 
 @pytest.mark.parametrize("raw", [b"{not json", b'{"format": NaN}', b"\xff\xfe", b"[" * 5000])
-def test_description_that_is_not_json(ckpt, raw):
-    _craft(ckpt, None, raw_json=raw)
+def test_first_format_description_that_is_not_json(ckpt, raw):
+    _craft_v1(ckpt, None, raw_json=raw)
     with pytest.raises(lk.CheckpointError, match="not valid JSON"):
         lk.load(ckpt)
 
 
 def test_valid_load_imports_nothing(small, monkeypatch):
     path, obj = small
-
-    imports = []
-    real_import = builtins.__import__
-
-    def spy(module, *args, **kwargs):
-        imports.append(module)
-        return real_import(module, *args, **kwargs)
-    monkeypatch.setattr(builtins, "__import__", spy)
-    back = lk.load(path)
-    monkeypatch.undo()
-    assert [m for m in imports if not m.startswith("numpy")] == []
+    back, imports = _load_noting_imports(path, monkeypatch)
+    assert imports == []
     assert back["step"] == 7 and back["names"] == ("a", "b")
 
 
@@ -412,7 +750,10 @@ def test_pickle_payload_in_array_data_is_just_bytes(ckpt):
     payload = pickle.dumps(print)
     payload += bytes(-len(payload) % 8)
     arrays = [{"dtype": "uint8", "shape": [len(payload)], "offset": 0, "nbytes": len(payload)}]
-    _craft(ckpt, _header({"type": "ndarray", "array": 0}, arrays), data=payload)
+    _craft_v1(ckpt, _header({"type": "ndarray", "array": 0}, arrays), data=payload)
+    back = lk.load(ckpt)
+    assert back.dtype == np.uint8 and back.tobytes() == payload
+    _craft(ckpt, {"type": "ndarray", "array": "p"}, {"p": ("U8", [len(payload)], payload)})
     back = lk.load(ckpt)
     assert back.dtype == np.uint8 and back.tobytes() == payload
 
@@ -486,18 +827,18 @@ def test_failure_midway_through_writing_leaves_previous_file(small, monkeypatch,
     path, _ = small
     before = _read(path)
     calls = []
-    real_write = checkpoint._write
 
-    def flaky(f, digest, data):
-        calls.append(len(data))
-        if len(calls) == 3:            # after the prefix and the description
-            raise exc
-        real_write(f, digest, data)
-    monkeypatch.setattr(checkpoint, "_write", flaky)
+    def flaky(tensors, filename, metadata=None):     # writes half a file, then fails
+        calls.append(filename)
+        data = safetensors.numpy.save(tensors, metadata=metadata)
+        with open(filename, "wb") as f:
+            f.write(data[:len(data) // 2])
+        raise exc
+    monkeypatch.setattr(safetensors.numpy, "save_file", flaky)
     with pytest.raises(type(exc)):
         lk.save({"a": lk.ones(10), "b": lk.ones(10)}, path)
     monkeypatch.undo()
-    assert len(calls) == 3
+    assert len(calls) == 1 and os.path.dirname(calls[0]) == os.path.dirname(path)
     _assert_untouched(path, before)
 
 
