@@ -20,8 +20,9 @@ from .ops.reduce import argmax, argmin, max, min, sum
 from .ops.shape import broadcast_to, concat, permute, reshape
 from .ops.softmax import log_softmax, softmax
 from .ops.state import assign, assign_add, assign_sub
-from .random import (Generator, bernoulli, manual_seed, multinomial, normal, rand, rand_like,
-                     randint, randint_like, randn, randn_like, randperm)
+from .random import (Generator, bernoulli, default_generator, get_rng_state, initial_seed,
+                     manual_seed, multinomial, normal, rand, rand_like, randint, randint_like,
+                     randn, randn_like, randperm, seed, set_rng_state)
 from .tensor import Tensor
 from .public import PUBLIC as _PUBLIC
 from .public.comparisons import PUBLIC_COMPARISONS as _COMPARISONS

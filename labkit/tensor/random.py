@@ -1,9 +1,11 @@
 """Random tensors, reproducible with ``lk.manual_seed`` on every device, in PyTorch's signatures.
 
-Values are drawn on the host from one NumPy generator (or from ``generator=``, an
-``lk.Generator``) and then moved to the target device, so the same seed gives the same numbers on
-CPU and GPU. These are plain functions, not graph ops (a captured function draws its numbers
-once, when it is traced).
+Values are drawn on the host from the default ``lk.Generator`` (or from ``generator=``) and then
+moved to the target device, so the same seed gives the same numbers on CPU and GPU. ``rand``,
+``randn``, ``randint``, ``randperm``, ``normal``, ``bernoulli`` and dropout's masks are graph ops
+(``labkit/tensor/ops/random.py``): a captured function draws new numbers every call, the same
+ones eager code draws from the same seed. ``multinomial`` is not one yet: captured, it keeps the
+draw it made when it was traced.
 
 >>> import labkit as lk
 >>> lk.manual_seed(0); x = lk.randint(0, 10, (3,)); x.dtype, x.shape
@@ -17,21 +19,10 @@ import numpy as np
 from ..devices import get_device
 from ..errors import DTypeError, ShapeError, describe
 from .creation import _place, _shape
-from .dtypes import as_dtype, get_default_dtype, int64, result_type
+from .dtypes import as_dtype, float64, get_default_dtype, int64, result_type
+from .ops import elementwise as _ew
+from .ops import random as _draws
 from .tensor import Tensor
-
-_generator = np.random.default_rng()
-
-
-def manual_seed(seed):
-    """Seed labkit's random numbers (``rand``, ``randn``, dropout, shuffling, initialisation)."""
-    global _generator
-    _generator = np.random.default_rng(int(seed))
-
-
-def generator():
-    """The NumPy Generator behind labkit's random functions."""
-    return _generator
 
 
 class Generator:
@@ -77,17 +68,77 @@ class Generator:
         return f"lk.Generator(device='{self.device.name}', initial_seed={self._seed})"
 
 
+default_generator = Generator()
+
+
+def manual_seed(seed):
+    """Seed labkit's random numbers (``rand``, ``randn``, dropout, shuffling, initialisation):
+    reseeds ``lk.default_generator`` in place, so functions captured before draw from the new
+    stream too. Returns the generator, as PyTorch's does.
+
+    >>> import labkit as lk
+    >>> _ = lk.manual_seed(3); a = lk.rand(2)
+    >>> _ = lk.manual_seed(3); bool((lk.rand(2) == a).all())
+    True
+    """
+    return default_generator.manual_seed(seed)
+
+
+def seed():
+    """Reseed the default generator from fresh entropy; returns the seed."""
+    return default_generator.seed()
+
+
+def initial_seed():
+    """The seed the default generator was last started from."""
+    return default_generator.initial_seed()
+
+
+def get_rng_state():
+    """The default generator's position (``set_rng_state`` returns to it)."""
+    return default_generator.get_state()
+
+
+def set_rng_state(state):
+    """Return the default generator to a position ``get_rng_state`` gave."""
+    default_generator.set_state(state)
+
+
+def generator():
+    """The NumPy Generator behind labkit's random functions (the default lk.Generator's)."""
+    return default_generator._rng
+
+
 def numpy_generator(generator=None):
     """The NumPy Generator a draw should use: ``generator``'s (an ``lk.Generator``, or a NumPy
     Generator as it is), or labkit's global one (seeded by ``lk.manual_seed``) when None."""
+    return _draws.host_generator(_generator_of(generator))
+
+
+def _generator_of(generator):
+    """The generator a random op reads: ``generator`` (an lk.Generator or a NumPy Generator), or
+    the default lk.Generator."""
     if generator is None:
-        return _generator
-    if isinstance(generator, Generator):
-        return generator._rng
-    if isinstance(generator, np.random.Generator):
+        return default_generator
+    if isinstance(generator, (Generator, np.random.Generator)):
         return generator
     raise TypeError(f"generator= takes an lk.Generator (or a NumPy Generator), got "
                     f"{type(generator).__name__}")
+
+
+def _draw(op, shape, dtype, device, generator, requires_grad=False, **params):
+    """Run the random op ``op`` (see ops/random.py) for a tensor of ``shape`` and ``dtype``."""
+    t = op(shape=tuple(shape), dtype=dtype, device=get_device(device).name,
+           generator=_generator_of(generator), **params)
+    if requires_grad:
+        t.requires_grad = True   # checks the dtype, with a clear error for integers
+    return t
+
+
+def _concrete(x):
+    """Whether ``x`` holds values now (not a symbolic tensor of a trace): checks of values are
+    made only then."""
+    return not isinstance(x, Tensor) or x._data is not None
 
 
 def _float_dtype(name, dtype):
@@ -100,15 +151,13 @@ def _float_dtype(name, dtype):
 def rand(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) (float32 by default)."""
     d = _float_dtype("rand", as_dtype(dtype) or get_default_dtype())
-    return _place(numpy_generator(generator).random(_shape(shape)).astype(d.np), device,
-                  requires_grad)
+    return _draw(_draws.uniform, _shape(shape), d, device, generator, requires_grad)
 
 
 def randn(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples (float32 by default)."""
     d = _float_dtype("randn", as_dtype(dtype) or get_default_dtype())
-    return _place(numpy_generator(generator).standard_normal(_shape(shape)).astype(d.np), device,
-                  requires_grad)
+    return _draw(_draws.normal, _shape(shape), d, device, generator, requires_grad)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False):
@@ -134,9 +183,8 @@ def _integers(name, low, high, size, dtype, device, requires_grad, generator=Non
         raise ShapeError(f"{name}: low={low} must be less than high={high} (values are drawn "
                          f"from [low, high))")
     d = as_dtype(dtype) or int64
-    values = numpy_generator(generator).integers(
-        low, high, size=_shape((size,) if isinstance(size, int) else (tuple(size),)))
-    return _place(values.astype(d.np), device, requires_grad)
+    shape = _shape((size,) if isinstance(size, int) else (tuple(size),))
+    return _draw(_draws.integers, shape, d, device, generator, requires_grad, low=low, high=high)
 
 
 def randint(*args, size=None, low=None, high=None, generator=None, dtype=None, device=None,
@@ -188,8 +236,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     [0, 1, 2, 3]
     """
     d = as_dtype(dtype) or int64
-    return _place(numpy_generator(generator).permutation(int(n)).astype(d.np), device,
-                  requires_grad)
+    return _draw(_draws.permutation, (int(n),), d, device, generator, requires_grad)
 
 
 def _host(x):
@@ -206,14 +253,16 @@ def bernoulli(input, p=None, *, generator=None):
     >>> lk.bernoulli(lk.tensor([0.0, 1.0])).tolist(), lk.bernoulli(lk.zeros(2), p=1.0).tolist()
     ([0.0, 1.0], [1.0, 1.0])
     """
-    probs = _host(input if p is None else p)
+    probs = input if p is None else p
     if p is None and not input.dtype.is_floating:
         raise DTypeError(f"bernoulli: the probabilities must be floating-point, got "
                          f"{describe(input)}; convert with x.float()")
-    if np.any((np.asarray(probs) < 0) | (np.asarray(probs) > 1)) or np.any(np.isnan(probs)):
-        raise ShapeError("bernoulli: probabilities must lie in [0, 1]")
-    draws = numpy_generator(generator).random(input.shape) < probs
-    return _place(draws.astype(input.dtype.np), input.device, False)
+    if _concrete(probs):
+        values = np.asarray(_host(probs))
+        if np.any((values < 0) | (values > 1)) or np.any(np.isnan(values)):
+            raise ShapeError("bernoulli: probabilities must lie in [0, 1]")
+    u = _draw(_draws.uniform, input.shape, float64, input.device, generator)
+    return _ew.cast(_ew.lt(u, probs), dtype=input.dtype)
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
@@ -285,8 +334,10 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
                             "the size")
         shape = _shape((size,) if isinstance(size, numbers.Integral) else (tuple(size),))
         d = as_dtype(dtype) or get_default_dtype()
-    m, s = _host(mean), _host(std)
-    if np.any(np.asarray(s) < 0):
+    if _concrete(std) and np.any(np.asarray(_host(std)) < 0):
         raise ShapeError("normal: std must be >= 0")
-    values = m + s * numpy_generator(generator).standard_normal(shape)
-    return _place(np.asarray(values).astype(d.np), device, requires_grad)
+    z = _draw(_draws.normal, shape, float64, device, generator)
+    out = _ew.cast(_ew.add(_ew.mul(z, std), mean), dtype=d)       # in float64, then d
+    if requires_grad:
+        out.requires_grad = True
+    return out

@@ -2,8 +2,8 @@
 ``F.feature_alpha_dropout``.
 
 Every mask comes from one place, ``keep_mask``, which draws from labkit's seeded generator
-(``lk.manual_seed``). Masks are drawn on the host when the function runs, so a captured
-function holds the mask it was traced with.
+(``lk.manual_seed``) through a random op: a captured function draws a new mask every call, the
+same one eager code draws from the same seed.
 
 >>> import labkit as lk
 >>> import labkit.nn.functional as F
@@ -14,8 +14,8 @@ import math
 
 from ...errors import ShapeError, describe
 from ...tensor import random as _random
-from ...tensor.creation import tensor as _tensor
-from ...tensor.ops.elementwise import add, mul
+from ...tensor.dtypes import float64
+from ...tensor.ops.elementwise import add, cast, ge, mul
 
 SELU_ALPHA_SCALED = 1.7580993408473766      # SELU's alpha times its scale: -(its lower bound)
 
@@ -28,8 +28,9 @@ def _check_p(name, p):
 def keep_mask(x, p, shape=None, divide_by=1.0):
     """A mask of ``shape`` (default: ``x``'s) in ``x``'s dtype and device: each element is
     ``1 / divide_by`` with probability ``1 - p``, else 0."""
-    keep = _random.generator().random(tuple(x.shape if shape is None else shape)) >= p
-    return _tensor((keep / divide_by).astype(x.dtype.np), device=x.device)
+    u = _random.rand(tuple(x.shape if shape is None else shape), dtype=float64, device=x.device)
+    keep = cast(ge(u, p), dtype=x.dtype)
+    return keep if divide_by == 1.0 else mul(keep, 1.0 / divide_by)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):

@@ -1,0 +1,54 @@
+"""Random draws as ops: each reads and advances a generator (an ``lk.Generator``) when it runs.
+
+They are stateful ops with no tensor inputs (TensorFlow's stateful random ops): eagerly an op
+draws at once; under capture it is a node of the graph that draws afresh every time the graph
+runs, so a captured function does not freeze the values it saw when it was traced. Graphs run
+their side effects in program order, so the same seed gives the same numbers eagerly and
+captured. Values are drawn on the host by NumPy and then put on the op's device, so a seed also
+gives the same numbers on CPU and GPU.
+
+The attributes: ``shape``, ``dtype`` (a labkit DType), ``device`` (a name), ``generator`` (the
+``lk.Generator`` drawn from; the public functions put the default one there when none is given,
+and ``lk.manual_seed`` reseeds that object in place), and the parameters of the distribution.
+
+>>> import labkit as lk
+>>> from labkit.tensor.ops.random import uniform
+>>> from labkit.tensor.random import default_generator
+>>> uniform(shape=(2,), dtype=lk.float64, device="cpu:0", generator=default_generator).shape
+(2,)
+"""
+import numpy as np
+
+from ...devices import get_device
+from ..op import op
+
+
+def _rule(shape, dtype, **attrs):
+    return tuple(shape), dtype
+
+
+def host_generator(generator):
+    """The NumPy Generator behind ``generator`` (an lk.Generator or a NumPy Generator)."""
+    return getattr(generator, "_rng", generator)
+
+
+def _random_op(name, draw, doc):
+    """A stateful op with no inputs whose kernel is ``draw(numpy_generator, shape, **params)``
+    cast to ``dtype`` and put on the op's device."""
+    def kernel(xp, shape, dtype, device, generator, **params):
+        values = draw(host_generator(generator), tuple(shape), **params)
+        return xp.asarray(np.asarray(values).astype(dtype.np, copy=False))
+    kernel.__name__, kernel.__doc__ = name, doc
+    declared = op(name, shape=_rule, vjp=None, register=False, stateful=True)(kernel)
+    declared.out_device = lambda attrs: get_device(attrs["device"])
+    return declared
+
+
+uniform = _random_op("uniform", lambda rng, shape: rng.random(shape),
+                     "Samples uniform in [0, 1).")
+normal = _random_op("normal", lambda rng, shape: rng.standard_normal(shape),
+                    "Standard normal samples.")
+integers = _random_op("integers", lambda rng, shape, low, high: rng.integers(low, high, shape),
+                      "Integers uniform in [low, high).")
+permutation = _random_op("permutation", lambda rng, shape: rng.permutation(shape[0]),
+                         "A random permutation of 0..n-1 (``shape`` is (n,)).")

@@ -1,0 +1,134 @@
+"""Random draws under capture: every call of a captured function draws new numbers, the same
+ones eager code draws from the same seed (ops/random.py: stateful ops reading a generator)."""
+import numpy as np
+import pytest
+
+import labkit as lk
+import labkit.nn.functional as F
+
+DRAWS = {
+    "rand": lambda x: lk.rand(2, 3) + x,
+    "randn": lambda x: lk.randn(2, 3, dtype=lk.float64) * x,
+    "randint": lambda x: lk.randint(0, 100, (2, 3)) + x.long(),
+    "randperm": lambda x: lk.randperm(6).reshape(2, 3) + x.long(),
+    "normal": lambda x: lk.normal(x, 2.0),
+    "normal_numbers": lambda x: lk.normal(1.0, 0.5, (2, 3)) + x,
+    "bernoulli": lambda x: lk.bernoulli(x * 0.5),
+    "bernoulli_p": lambda x: lk.bernoulli(x, p=0.3),
+    "dropout": lambda x: F.dropout(x, 0.5),
+    "dropout2d": lambda x: F.dropout2d(x.reshape(1, 2, 3, 1), 0.5),
+    "alpha_dropout": lambda x: F.alpha_dropout(x, 0.2, training=True),
+    "two_draws": lambda x: lk.rand(3) * lk.randn(3) + x[0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(DRAWS))
+def test_captured_draws_are_the_eager_stream(name):
+    fn = DRAWS[name]
+    x = lk.ones(2, 3)
+    lk.manual_seed(7)
+    eager = [fn(x).numpy() for _ in range(3)]
+    captured = lk.function(fn)
+    lk.manual_seed(7)
+    got = [captured(x).numpy() for _ in range(3)]
+    for a, b in zip(eager, got):
+        np.testing.assert_array_equal(b, a)
+    assert len(captured.traces) == 1
+    assert not all(np.array_equal(got[0], g) for g in got[1:]), "every call must draw anew"
+
+
+def test_dropout_module_is_not_frozen_by_capture():
+    d = lk.nn.Dropout(0.5)
+    d.train()
+    f = lk.function(lambda x: d(x))
+    assert not np.array_equal(f(lk.ones(4, 8)).numpy(), f(lk.ones(4, 8)).numpy())
+    d.eval()
+    np.testing.assert_array_equal(d(lk.ones(4, 8)).numpy(), np.ones((4, 8), np.float32))
+
+
+def test_manual_seed_reseeds_functions_captured_before():
+    f = lk.function(lambda: lk.rand(4))
+    f()
+    lk.manual_seed(3)
+    first = f().numpy()
+    lk.manual_seed(3)
+    np.testing.assert_array_equal(f().numpy(), first)
+    lk.manual_seed(3)
+    np.testing.assert_array_equal(lk.rand(4).numpy(), first)
+
+
+def test_a_generator_of_its_own_is_read_by_the_graph_and_leaves_the_default_alone():
+    g = lk.Generator().manual_seed(11)
+    f = lk.function(lambda: lk.randn(3, generator=g))
+    lk.manual_seed(0)
+    got = [f().numpy() for _ in range(2)]
+    default_next = lk.rand(2).numpy()
+    g.manual_seed(11)
+    np.testing.assert_array_equal(got[0], lk.randn(3, generator=g).numpy())
+    np.testing.assert_array_equal(got[1], lk.randn(3, generator=g).numpy())
+    lk.manual_seed(0)
+    np.testing.assert_array_equal(lk.rand(2).numpy(), default_next)
+
+
+def test_rng_state_returns_the_stream_to_a_position():
+    lk.manual_seed(5)
+    state = lk.get_rng_state()
+    a = lk.randn(3).numpy()
+    lk.set_rng_state(state)
+    np.testing.assert_array_equal(lk.randn(3).numpy(), a)
+    assert lk.initial_seed() == 5 and lk.default_generator.initial_seed() == 5
+
+
+def test_the_random_nodes_are_in_the_graph():
+    f = lk.function(lambda x: F.dropout(x, 0.25) + lk.randn(3))
+    f(lk.ones(3))
+    ops = [n.op_name for n in f.traces[0].graph.nodes if n.kind == "op"]
+    assert "uniform" in ops and "normal" in ops
+
+
+def test_a_captured_training_step_with_dropout_is_bitwise_the_eager_run():
+    # 20 SGD steps of an MLP with dropout on the digits: the same losses from the same seed
+    train, _ = lk.data.digits()
+    images, labels = (t.numpy() for t in train.tensors)
+    images = images.reshape(len(labels), -1)[:640]
+    labels = labels[:640]
+
+    def run(capture):
+        lk.manual_seed(0)
+        model = lk.nn.Sequential(lk.nn.Linear(64, 32), lk.nn.ReLU(), lk.nn.Dropout(0.3),
+                                 lk.nn.Linear(32, 10))
+        opt = lk.optim.SGD(model.parameters(), lr=0.05)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = lk.function(step) if capture else step
+        return [fn(lk.tensor(images[i:i + 32]), lk.tensor(labels[i:i + 32])).item()
+                for i in range(0, 640, 32)]
+    eager, captured = run(False), run(True)
+    assert eager == captured
+    assert eager[-1] < eager[0]
+
+
+def test_random_arguments_are_checked():
+    with pytest.raises(TypeError, match="generator= takes an lk.Generator"):
+        lk.rand(2, generator=3)
+    with pytest.raises(lk.ShapeError, match="probabilities must lie in"):
+        lk.bernoulli(lk.tensor([1.5]))
+    with pytest.raises(lk.ShapeError, match="low=3 must be less than high=3"):
+        lk.randint(3, 3, (2,))
+    with pytest.raises(lk.DTypeError, match="rand: draws floating-point"):
+        lk.rand(2, dtype=lk.int64)
+
+
+def test_draws_on_the_gpu_are_the_cpu_numbers(device):
+    lk.manual_seed(2)
+    cpu = lk.randn(5).numpy()
+    f = lk.function(lambda: lk.randn(5, device=device))
+    lk.manual_seed(2)
+    out = f()
+    assert out.device.type == lk.device(device).type
+    np.testing.assert_array_equal(out.numpy(), cpu)
