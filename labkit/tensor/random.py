@@ -1,11 +1,10 @@
 """Random tensors, reproducible with ``lk.manual_seed`` on every device, in PyTorch's signatures.
 
 Values are drawn on the host from the default ``lk.Generator`` (or from ``generator=``) and then
-moved to the target device, so the same seed gives the same numbers on CPU and GPU. ``rand``,
-``randn``, ``randint``, ``randperm``, ``normal``, ``bernoulli`` and dropout's masks are graph ops
-(``labkit/tensor/ops/random.py``): a captured function draws new numbers every call, the same
-ones eager code draws from the same seed. ``multinomial`` is not one yet: captured, it keeps the
-draw it made when it was traced.
+moved to the target device, so the same seed gives the same numbers on CPU and GPU. Every draw
+(``rand``, ``randn``, ``randint``, ``randperm``, ``normal``, ``bernoulli``, ``multinomial``,
+dropout's masks) is a graph op (``labkit/tensor/ops/random.py``): a captured function draws new
+numbers every call, the same ones eager code draws from the same seed.
 
 >>> import labkit as lk
 >>> lk.manual_seed(0); x = lk.randint(0, 10, (3,)); x.dtype, x.shape
@@ -18,7 +17,7 @@ import numpy as np
 
 from ..devices import get_device
 from ..errors import DTypeError, ShapeError, describe
-from .creation import _place, _shape
+from .creation import _shape
 from .dtypes import as_dtype, float64, get_default_dtype, int64, result_type
 from .ops import elementwise as _ew
 from .ops import random as _draws
@@ -274,38 +273,10 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     >>> lk.multinomial(lk.tensor([0.0, 1.0, 0.0]), 2, replacement=True).tolist()
     [1, 1]
     """
-    if input.ndim not in (1, 2):
-        raise ShapeError(f"multinomial: expects 1-D or 2-D weights, got {describe(input)}")
-    if not input.dtype.is_floating:
-        raise DTypeError(f"multinomial: the weights must be floating-point, got "
-                         f"{describe(input)}; convert with x.float()")
-    w = np.atleast_2d(_host(input))
-    rows, k = w.shape
-    num_samples = int(num_samples)
-    if num_samples <= 0:
+    if int(num_samples) <= 0:
         raise ShapeError(f"multinomial: num_samples must be positive, got {num_samples}")
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ShapeError("multinomial: the weights contain inf, nan or a negative value")
-    if np.any(w.sum(axis=1) <= 0):
-        raise ShapeError("multinomial: a row of weights sums to 0 (no category can be drawn)")
-    if not replacement:
-        if num_samples > k:
-            raise ShapeError(f"multinomial: cannot draw {num_samples} samples from {k} "
-                             f"categories without replacement; pass replacement=True")
-        with np.errstate(divide="ignore"):
-            # exponential races: the first num_samples arrivals are a draw without replacement
-            # (categories of weight 0 never arrive: they come last, in order, as in PyTorch)
-            keys = numpy_generator(generator).exponential(size=(rows, k)) / w
-        out = np.argsort(keys, axis=1, kind="stable")[:, :num_samples]
-    else:
-        cdf = np.cumsum(w, axis=1) / w.sum(axis=1, keepdims=True)
-        cdf[:, -1] = 1.0
-        offset = np.arange(rows)[:, None]
-        u = numpy_generator(generator).random((rows, num_samples))
-        out = np.searchsorted((cdf + offset).ravel(), (u + offset).ravel(), side="right")
-        out = out.reshape(rows, num_samples) - offset * k
-    out = out.astype(np.int64)
-    return _place(out if input.ndim == 2 else out[0], input.device, False)
+    return _draws.multinomial(input, num_samples=int(num_samples), replacement=bool(replacement),
+                              generator=_generator_of(generator))
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,

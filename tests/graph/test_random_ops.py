@@ -19,6 +19,8 @@ DRAWS = {
     "dropout2d": lambda x: F.dropout2d(x.reshape(1, 2, 3, 1), 0.5),
     "alpha_dropout": lambda x: F.alpha_dropout(x, 0.2, training=True),
     "two_draws": lambda x: lk.rand(3) * lk.randn(3) + x[0],
+    "multinomial": lambda x: lk.multinomial(x + lk.arange(3.0), 2) + x[:, :2].long(),
+    "multinomial_replacement": lambda x: lk.multinomial(x[0] * lk.arange(3.0), 5, True),
 }
 
 

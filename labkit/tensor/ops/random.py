@@ -20,6 +20,7 @@ and ``lk.manual_seed`` reseeds that object in place), and the parameters of the 
 import numpy as np
 
 from ...devices import get_device
+from ...errors import DTypeError, ShapeError, describe
 from ..op import op
 
 
@@ -52,3 +53,50 @@ integers = _random_op("integers", lambda rng, shape, low, high: rng.integers(low
                       "Integers uniform in [low, high).")
 permutation = _random_op("permutation", lambda rng, shape: rng.permutation(shape[0]),
                          "A random permutation of 0..n-1 (``shape`` is (n,)).")
+
+
+def _multinomial_rule(weights, num_samples, replacement, generator):
+    from ..dtypes import int64
+    if weights.ndim not in (1, 2):
+        raise ShapeError(f"multinomial: expects 1-D or 2-D weights, got {describe(weights)}")
+    if not weights.dtype.is_floating:
+        raise DTypeError(f"multinomial: the weights must be floating-point, got "
+                         f"{describe(weights)}; convert with x.float()")
+    k = weights.shape[-1]
+    if num_samples <= 0:
+        raise ShapeError(f"multinomial: num_samples must be positive, got {num_samples}")
+    if not replacement and k is not None and num_samples > k:
+        raise ShapeError(f"multinomial: cannot draw {num_samples} samples from {k} categories "
+                         f"without replacement; pass replacement=True")
+    return tuple(weights.shape[:-1]) + (num_samples,), int64
+
+
+@op("multinomial", shape=_multinomial_rule, vjp=None, register=False, stateful=True)
+def multinomial(xp, weights, num_samples, replacement, generator):
+    """Indices drawn from the categories of each row of ``weights`` (non-negative, need not sum
+    to 1), ``num_samples`` per row, each category at most once unless ``replacement``."""
+    w = np.atleast_2d(weights.get() if xp is not np else weights).astype(np.float64)
+    rows, k = w.shape
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ShapeError("multinomial: the weights contain inf, nan or a negative value")
+    if np.any(w.sum(axis=1) <= 0):
+        raise ShapeError("multinomial: a row of weights sums to 0 (no category can be drawn)")
+    if not replacement and num_samples > k:
+        raise ShapeError(f"multinomial: cannot draw {num_samples} samples from {k} categories "
+                         f"without replacement; pass replacement=True")
+    rng = host_generator(generator)
+    if not replacement:
+        with np.errstate(divide="ignore"):
+            # exponential races: the first num_samples arrivals are a draw without replacement
+            # (categories of weight 0 never arrive: they come last, in order, as in PyTorch)
+            keys = rng.exponential(size=(rows, k)) / w
+        out = np.argsort(keys, axis=1, kind="stable")[:, :num_samples]
+    else:
+        cdf = np.cumsum(w, axis=1) / w.sum(axis=1, keepdims=True)
+        cdf[:, -1] = 1.0
+        offset = np.arange(rows)[:, None]
+        u = rng.random((rows, num_samples))
+        out = np.searchsorted((cdf + offset).ravel(), (u + offset).ravel(), side="right")
+        out = out.reshape(rows, num_samples) - offset * k
+    out = out.astype(np.int64)
+    return xp.asarray(out if weights.ndim == 2 else out[0])
