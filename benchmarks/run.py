@@ -71,6 +71,7 @@ TARGETS = [
     ("W4", "labkit_captured", "torch", "<=", 1.5),
     ("W6", "labkit_captured", "torch", "<=", 0.8),
     ("W10", "labkit_captured", "torch", "<=", 1.0),
+    ("W11", "labkit_captured", "torch", "<=", 0.8),
 ]
 IMPORT_TARGET_S = 0.5
 RSS_TARGET = 0.5
