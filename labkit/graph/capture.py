@@ -15,6 +15,7 @@ from ..errors import DeviceError, describe
 from ..tensor import dispatch
 from ..tensor.dispatch import Mode
 from ..tensor.dtypes import as_dtype, float32
+from ..tensor.ops.random import DRAWS
 from ..tensor.tape import TapeNode
 from ..tensor.tensor import Tensor
 from .grad_state import GradTracker
@@ -85,7 +86,9 @@ class CaptureMode(Mode):
             node.requested_device, node.device_forced = request
         node.colocation = colocation
         node.stateful = op.stateful
-        node.role = "update" if op.stateful else self.role
+        # a stateful op changes state (an update), except a random draw, which only moves its
+        # generator on: a dropout mask belongs to the forward pass it is drawn in
+        node.role = "update" if op.stateful and op not in DRAWS else self.role
         grad = needs_grad and op.vjp is not None and dispatch._state.grad_enabled
         out = SymbolicTensor._of(node, grad)
         if op.vjp is not None and dispatch._state.grad_enabled:

@@ -88,6 +88,26 @@ def test_the_random_nodes_are_in_the_graph():
     assert "uniform" in ops and "normal" in ops
 
 
+def test_draws_take_the_role_of_their_pass_not_update():
+    # a dropout mask is drawn in the forward pass: the picture colours it forward, while the
+    # optimiser's assignments stay the update
+    model = lk.nn.Sequential(lk.nn.Linear(4, 3), lk.nn.Dropout(0.5))
+    opt = lk.optim.SGD(model.parameters(), lr=0.1)
+
+    @lk.function
+    def step(x):
+        opt.zero_grad()
+        loss = (model(x) + lk.randn(3)).sum()
+        loss.backward()
+        opt.step()
+        return loss
+    graph = step.graph(lk.ones(2, 4), passes=[])
+    roles = {n.op_name: n.role for n in graph.nodes if n.kind == "op"}
+    assert roles["uniform"] == "forward" and roles["normal"] == "forward"
+    assert any(n.role == "update" for n in graph.nodes if n.kind == "op" and n.stateful
+               and n.op_name.startswith("assign"))
+
+
 def test_a_captured_training_step_with_dropout_is_bitwise_the_eager_run():
     # 20 SGD steps of an MLP with dropout on the digits: the same losses from the same seed
     train, _ = lk.data.digits()

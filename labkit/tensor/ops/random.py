@@ -100,3 +100,8 @@ def multinomial(xp, weights, num_samples, replacement, generator):
         out = out.reshape(rows, num_samples) - offset * k
     out = out.astype(np.int64)
     return xp.asarray(out if weights.ndim == 2 else out[0])
+
+
+# every random draw: stateful (it moves its generator on), but not an update of the program's
+# state, so a captured graph draws it in the role of the pass it is in (a dropout mask: forward)
+DRAWS = frozenset({uniform, normal, integers, permutation, multinomial})
