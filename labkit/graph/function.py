@@ -30,6 +30,7 @@ import functools
 import inspect
 import threading
 import warnings
+import weakref
 
 from .. import config
 from ..autodiff.batched import BatchedTensor, VmapMode, vmap
@@ -64,6 +65,45 @@ def _describe_spec(spec):
     return f"shape {shape}, {dtype}, {device}{', requires_grad' if rg else ''}"
 
 
+_tracing = threading.local()     # .modes: one dict per function being traced, innermost last
+
+
+def record_module_mode(module):
+    """Note that the function being traced called ``module`` in its present ``training`` mode:
+    a later call finding the mode changed traces again (``Module.__call__`` calls this)."""
+    stack = getattr(_tracing, "modes", None)
+    if stack:
+        stack[-1].setdefault(id(module), (weakref.ref(module), module.training))
+
+
+def _modes_hold(trace):
+    """Whether every module the trace called is still in the mode it was traced in (a module
+    that no longer exists cannot be called again)."""
+    for ref, training in trace.mode_guards:
+        module = ref()
+        if module is not None and module.training != training:
+            return False
+    return True
+
+
+def _mode_changes(trace):
+    """Why a trace no longer fits: e.g. "2 modules (Sequential, Dropout) are in eval mode,
+    traced in train mode"."""
+    changed = {True: [], False: []}
+    for ref, training in trace.mode_guards:
+        module = ref()
+        if module is not None and module.training != training:
+            changed[module.training].append(type(module).__name__)
+    parts = []
+    for training, names in changed.items():
+        if names:
+            now, was = ("train", "eval") if training else ("eval", "train")
+            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+            what = f"{len(names)} modules ({shown}) are" if len(names) > 1 else f"{shown} is"
+            parts.append(f"{what} in {now} mode, traced in {was} mode")
+    return "; ".join(parts)
+
+
 class Trace:
     """One trace of a function: its signature, graph, compiled plan, and why it was made."""
 
@@ -81,6 +121,7 @@ class Trace:
         self.grad_clears = []      # tensors whose .grad the function sets to None
         self.grad_guards = []      # tensors whose .grad this trace assumes is None at a call
         self.accumulating = None   # the trace for calls that find a guarded .grad set
+        self.mode_guards = []      # (module weakref, training) of each module the trace called
 
     def __repr__(self):
         return f"<trace {self.number}: {self.reason}>"
@@ -105,6 +146,7 @@ class Function:
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
         self.traces = []
         self._cache = {}
+        self._by_signature = {}   # every trace of a signature (one per set of module modes)
         self._lock = threading.RLock()   # one trace per signature when threads call at once
         self._batched = {}               # lk.vmap of this function, per way of batching
         try:
@@ -139,6 +181,9 @@ class Function:
                 trace = self._cache.get(key) or self._trace(key, args, kwargs)
         elif trace.passes_version != config._state["passes_version"]:
             self._optimize(trace)
+        if trace.mode_guards and not _modes_hold(trace):
+            with self._lock:
+                trace = self._for_modes(key, trace, args, kwargs)
         if trace.grad_guards:
             for t in trace.grad_guards:
                 if t._grad is not None:
@@ -190,6 +235,15 @@ class Function:
         return structures.unflatten(trace.out_spec, outs)
 
     # ---- tracing -----------------------------------------------------------------------------
+    def _for_modes(self, key, trace, args, kwargs):
+        """The trace of this signature made with the modules in their present modes
+        (``train()`` / ``eval()``): an earlier one, or a new trace."""
+        for other in self._by_signature.get(key, ()):
+            if _modes_hold(other):
+                self._cache[key] = other
+                return other
+        return self._trace(key, args, kwargs, reason=_mode_changes(trace))
+
     def _paths(self, args, kwargs):
         leaves, paths = [], []
         names = self._params
@@ -252,16 +306,23 @@ class Function:
         graph = Graph(f"{self.name}#{len(self.traces) + 1}")
         leaves, paths = self._paths(args, kwargs)
         symbolic = {}
-        with no_device_request(), enter_graph(graph) as mode:
-            mode.grads.assume_none = assume_none
-            for t, path in zip(leaves, paths):
-                node = graph.add_node(PLACEHOLDER, None, (), {}, t.shape, t.dtype, t.device,
-                                      name=path.replace("[", "_").replace("]", "")
-                                      .replace("'", "") or "arg")
-                symbolic[id(t)] = SymbolicTensor._of(node, t._requires_grad)
-            sym_args = _substitute(args, symbolic)
-            sym_kwargs = _substitute(kwargs, symbolic)
-            result = self.fn(*sym_args, **sym_kwargs)
+        modes = getattr(_tracing, "modes", None)
+        if modes is None:
+            modes = _tracing.modes = []
+        modes.append({})
+        try:
+            with no_device_request(), enter_graph(graph) as mode:
+                mode.grads.assume_none = assume_none
+                for t, path in zip(leaves, paths):
+                    node = graph.add_node(PLACEHOLDER, None, (), {}, t.shape, t.dtype, t.device,
+                                          name=path.replace("[", "_").replace("]", "")
+                                          .replace("'", "") or "arg")
+                    symbolic[id(t)] = SymbolicTensor._of(node, t._requires_grad)
+                sym_args = _substitute(args, symbolic)
+                sym_kwargs = _substitute(kwargs, symbolic)
+                result = self.fn(*sym_args, **sym_kwargs)
+        finally:
+            called = modes.pop()
         out_leaves = []
         out_spec = _flatten(result, out_leaves)
         structures.check_rebuildable(out_spec, f"lk.function {self.name}")
@@ -272,6 +333,7 @@ class Function:
             else:   # an outside tensor returned as is
                 fetches.append(graph.capture(t))
         trace = Trace(len(self.traces) + 1, key, graph, reason)
+        trace.mode_guards = list(called.values())
         sets, trace.grad_clears = mode.grads.finish()
         trace.grad_guards = mode.grads.guards
         for tensor, value in sets:
@@ -285,6 +347,7 @@ class Function:
         self.traces.append(trace)
         if assume_none:
             self._cache[key] = trace
+            self._by_signature.setdefault(key, []).append(trace)
         limit = config._state["retrace_warning"]
         if len(self.traces) == limit:
             warnings.warn(

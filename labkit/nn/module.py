@@ -28,6 +28,7 @@ import numpy as np
 from ..devices import Device, get_device, transfer
 from ..errors import DTypeError, LabkitError
 from ..graph.capture import current_graph
+from ..graph.function import record_module_mode
 from ..tensor.dtypes import DType, as_dtype
 from ..tensor.tensor import Tensor
 from .hooks import BackwardHookCall, add_hook
@@ -108,6 +109,7 @@ class Module:
         graph = current_graph()
         if graph is None:
             return self._hooked_forward(args, kwargs)
+        record_module_mode(self)
         stack = getattr(_running, "stack", None)
         if stack is None:
             stack = _running.stack = []

@@ -17,7 +17,7 @@ and every run of the graph updates the parameters and slots in place.
 
 A whole training step, captured as one graph (forward, backward and update nodes):
 
->>> lk.manual_seed(0)
+>>> _ = lk.manual_seed(0)
 >>> model = lk.nn.Linear(3, 1)
 >>> opt = lk.optim.Adam(model.parameters(), lr=0.05)
 >>> @lk.function

@@ -5,7 +5,7 @@
 lk.int64
 >>> lk.zeros((2, 3)).shape
 (2, 3)
->>> lk.manual_seed(0); a = lk.randn(3); lk.manual_seed(0); bool((a == lk.randn(3)).all())
+>>> _ = lk.manual_seed(0); a = lk.randn(3); _ = lk.manual_seed(0); bool((a == lk.randn(3)).all())
 True
 """
 import math

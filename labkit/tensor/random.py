@@ -7,7 +7,7 @@ dropout's masks) is a graph op (``labkit/tensor/ops/random.py``): a captured fun
 numbers every call, the same ones eager code draws from the same seed.
 
 >>> import labkit as lk
->>> lk.manual_seed(0); x = lk.randint(0, 10, (3,)); x.dtype, x.shape
+>>> _ = lk.manual_seed(0); x = lk.randint(0, 10, (3,)); x.dtype, x.shape
 (lk.int64, (3,))
 """
 import copy

@@ -154,3 +154,26 @@ def test_draws_on_the_gpu_are_the_cpu_numbers(device):
     out = f()
     assert out.device.type == lk.device(device).type
     np.testing.assert_array_equal(out.numpy(), cpu)
+
+
+def test_a_captured_module_follows_train_and_eval():
+    # the trace keeps each module's mode: eval() after capture must not keep dropping units
+    model = lk.nn.Sequential(lk.nn.Linear(3, 3), lk.nn.Dropout(0.9))
+    f = lk.function(model)
+    x = lk.ones(2, 3)
+    f(x)
+    model.eval()
+    np.testing.assert_array_equal(f(x).numpy(), model(x).numpy())
+    assert len(f.traces) == 2
+    assert "3 modules (Sequential, Linear, Dropout) are in eval mode, traced in train mode" in \
+        f.traces[-1].reason
+    model.train()
+    f(x)
+    model.eval()
+    f(x)
+    assert len(f.traces) == 2          # each mode's trace is kept and found again
+    model.train()
+    lk.manual_seed(4)
+    eager = model(x).numpy()
+    lk.manual_seed(4)
+    np.testing.assert_array_equal(f(x).numpy(), eager)

@@ -70,7 +70,7 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     rest by ``1 / (1 - p)``).
 
     >>> import labkit as lk
-    >>> lk.manual_seed(0)
+    >>> _ = lk.manual_seed(0)
     >>> y = lk.nn.functional.dropout1d(lk.ones(1, 8, 5), p=0.5)
     >>> sorted(set(y.sum(-1).flatten().tolist()))
     [0.0, 10.0]
