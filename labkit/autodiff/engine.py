@@ -216,7 +216,7 @@ def _vjp_checking_writes(node, g, create_graph):
     for i, t in enumerate(node.inputs):
         c = getattr(t, "_version", None)
         if isinstance(t, Tensor) and c is not None and c[0] > node.epoch:
-            written[id(t._data)] = (f"its input {i}, {describe(t)},", c)
+            written[versions.value_key(t)] = (f"its input {i}, {describe(t)},", c)
     c = node.out_version
     if c is not None and c[0] > node.epoch:
         written[id(node.out)] = (f"its output ({node.op.name}'s result),", c)
@@ -236,7 +236,7 @@ class _WriteCheck(dispatch.Mode):
 
     def apply(self, op, inputs, attrs):
         for a in inputs:
-            hit = self.written.get(id(getattr(a, "_data", None)))
+            hit = self.written.get(versions.value_key(a)) if isinstance(a, Tensor) else None
             if hit is not None:
                 what, counter = hit
                 name = self.node.op.name

@@ -17,6 +17,7 @@ from ..tensor.dispatch import Mode
 from ..tensor.dtypes import as_dtype, float32
 from ..tensor.ops.random import DRAWS
 from ..tensor.tape import TapeNode
+from ..tensor import versions
 from ..tensor.tensor import Tensor
 from .grad_state import GradTracker
 from .ir import PLACEHOLDER, GraphError, Node
@@ -42,6 +43,11 @@ class CaptureMode(Mode):
         self.graph = graph
         self.grads = GradTracker()   # .grad of outside tensors during the trace
         self.role = "forward"
+        # A traced function's tensor arguments (their symbolic tensors, by id -> position) and
+        # what the function does to their .grad: position -> [value or None, replaces]; the
+        # function sets each argument's .grad from the graph after a run (lk.function)
+        self.arguments = {}
+        self.argument_grads = {}
 
     def apply(self, op, inputs, attrs):
         g = self.graph
@@ -108,6 +114,9 @@ class CaptureMode(Mode):
     def set_grad(self, tensor, value):
         if isinstance(tensor, SymbolicTensor):
             tensor._grad = value
+            position = self.arguments.get(id(tensor))
+            if position is not None:        # x.grad = ... (or zero_grad) on an argument
+                self.argument_grads[position] = [value, True]
         else:
             self.grads.set(tensor, value)
 
@@ -122,6 +131,14 @@ class CaptureMode(Mode):
     def write_inplace(self, target, result):
         if not isinstance(target, SymbolicTensor):
             return False          # a tensor from outside: the assign op, a stateful node
+        # as eagerly, a backward pass through an op that saved the value written over raises
+        # (versions.py): the write counts as a version of ``target``, and of the output of the
+        # op that made the value
+        made_by = target._node
+        versions.bump(target)
+        if isinstance(made_by, SymbolicTapeNode) and made_by.out is target._gnode and \
+                made_by.out_version is None:
+            made_by.out_version = target._version
         target._gnode = result._gnode      # a value inside the graph: it now names the result
         target._node, target._requires_grad = result._node, result._requires_grad
         return True
@@ -129,6 +146,10 @@ class CaptureMode(Mode):
     def accumulate_grad(self, leaf, g):
         if isinstance(leaf, SymbolicTensor):
             leaf._grad = g if leaf._grad is None else leaf._grad + g
+            position = self.arguments.get(id(leaf))
+            if position is not None:        # backward() reaching an argument: its .grad
+                entry = self.argument_grads.setdefault(position, [None, False])
+                entry[0] = leaf._grad
         else:
             self.grads.accumulate(leaf, g)
 

@@ -122,6 +122,7 @@ class Trace:
         self.grad_guards = []      # tensors whose .grad this trace assumes is None at a call
         self.accumulating = None   # the trace for calls that find a guarded .grad set
         self.mode_guards = []      # (module weakref, training) of each module the trace called
+        self.argument_grads = []   # (position, replaces, fetched): .grad of tensor arguments
 
     def __repr__(self):
         return f"<trace {self.number}: {self.reason}>"
@@ -225,14 +226,29 @@ class Function:
         arrays = [t._data if t._data is not None else feed_array(n, t)
                   for t, n in zip(leaves, trace.plan.feed_nodes)]
         results = trace.plan(*arrays)
-        n_out = len(results) - len(trace.grad_outputs)
+        n_args = sum(fetched for _, _, fetched in trace.argument_grads)
+        n_out = len(results) - len(trace.grad_outputs) - n_args
         for tensor, array in zip(trace.grad_outputs, results[n_out:]):
             tensor._grad = Tensor._make(array, tensor._device)
+        if trace.argument_grads:
+            self._set_argument_grads(trace, leaves, iter(results[len(results) - n_args:]))
         for tensor in trace.grad_clears:
             tensor._grad = None
         outs = [Tensor._make(a, n.device) for a, n in
                 zip(results[:n_out], trace.plan.fetch_nodes)]
         return structures.unflatten(trace.out_spec, outs)
+
+    @staticmethod
+    def _set_argument_grads(trace, leaves, arrays):
+        """``.grad`` of the tensor arguments the function differentiated, as eagerly: added to
+        a gradient the argument already has, unless the function set or cleared it first."""
+        for position, replaces, fetched in trace.argument_grads:
+            leaf = leaves[position]
+            if not fetched:
+                leaf._grad = None
+                continue
+            g = Tensor._make(next(arrays), leaf._device)
+            leaf._grad = g if replaces or leaf._grad is None else leaf._grad + g
 
     # ---- tracing -----------------------------------------------------------------------------
     def _for_modes(self, key, trace, args, kwargs):
@@ -318,6 +334,7 @@ class Function:
                                           name=path.replace("[", "_").replace("]", "")
                                           .replace("'", "") or "arg")
                     symbolic[id(t)] = SymbolicTensor._of(node, t._requires_grad)
+                    mode.arguments[id(symbolic[id(t)])] = len(mode.arguments)
                 sym_args = _substitute(args, symbolic)
                 sym_kwargs = _substitute(kwargs, symbolic)
                 result = self.fn(*sym_args, **sym_kwargs)
@@ -338,6 +355,13 @@ class Function:
         trace.grad_guards = mode.grads.guards
         for tensor, value in sets:
             trace.grad_outputs.append(tensor)
+            fetches.append(value.node if isinstance(value, SymbolicTensor)
+                           else graph.capture(value))
+        for position, (value, replaces) in sorted(mode.argument_grads.items()):
+            if value is None:
+                trace.argument_grads.append((position, replaces, False))
+                continue
+            trace.argument_grads.append((position, replaces, True))
             fetches.append(value.node if isinstance(value, SymbolicTensor)
                            else graph.capture(value))
         trace.out_spec = out_spec

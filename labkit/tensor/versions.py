@@ -40,7 +40,8 @@ def counter_of(tensor):
     if c is None:
         c = tensor._version = [0, 0, []]
         node = tensor._node
-        if node is not None and node.out is tensor._data and node.out_version is None:
+        if node is not None and tensor._data is not None and node.out is tensor._data \
+                and node.out_version is None:
             node.out_version = c
     return c
 
@@ -72,3 +73,10 @@ def share_if_view(out_tensor, inputs):
         if data is not None and (data is out or data is root or data.base is root):
             out_tensor._version = counter_of(a)
             return
+
+
+def value_key(tensor):
+    """What identifies the value a tensor holds, for the backward pass's check of written
+    values: its array, or for a symbolic tensor of a trace the graph node it names."""
+    data = tensor._data
+    return id(data) if data is not None else id(getattr(tensor, "_gnode", tensor))

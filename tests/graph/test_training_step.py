@@ -291,3 +291,31 @@ def test_a_trace_assumes_no_grad_until_a_call_finds_one():
     step(lk.tensor([3.0, 3.0], dtype="float64"))
     step(lk.tensor([1.0, 1.0], dtype="float64"))
     assert len(step.traces) == 2 and w.grad.tolist() == [4.0, 4.0]
+
+
+def test_backward_in_a_captured_function_sets_its_arguments_grad_as_eagerly():
+    # a tensor argument that requires grad gets its .grad from backward() inside the function,
+    # added to one it already has (as eagerly), or replaced after the function clears it
+    def accumulate(x, w):
+        (x * w).sin().sum().backward()
+        return x * 1.0
+
+    def cleared_first(x, w):
+        x.grad = None
+        (x * w).sin().sum().backward()
+        return x * 1.0
+
+    for fn in (accumulate, cleared_first):
+        results = []
+        for run in (fn, lk.function(fn)):
+            x = lk.tensor([0.5, 1.0, 2.0], requires_grad=True)
+            w = lk.tensor([1.0, -1.0, 3.0])
+            grads = []
+            for _ in range(3):
+                run(x, w)
+                grads.append(x.grad.numpy().copy())
+            results.append(grads)
+        for eager, captured in zip(*results):
+            np.testing.assert_allclose(captured, eager, rtol=1e-6)
+        accumulated = not np.allclose(results[0][0], results[0][1])
+        assert accumulated == (fn is accumulate)

@@ -242,3 +242,47 @@ def test_inplace_forms_of_indexing_methods_match_torch():
         a.scatter_(0, lib.tensor([[1, 0, 1]]), -1.0)
         a.index_fill_(1, lib.tensor([1]), 3.0)
     np.testing.assert_allclose(x.numpy(), t.numpy())
+
+
+def _writes_saved_input(x):
+    y = x * 2
+    z = y.sin()          # sin's gradient reads y
+    y.add_(1)
+    z.sum().backward()
+    return z
+
+
+def _writes_saved_output(x):
+    y = x.exp()          # exp's gradient reads its output
+    y.mul_(2)
+    y.sum().backward()
+    return y
+
+
+def _writes_unread_value(x):
+    y = x * 2
+    z = y + 1            # add's gradient reads neither
+    y.add_(1)
+    (z * y).sum().backward()
+    return z
+
+
+@pytest.mark.parametrize("program", [_writes_saved_input, _writes_saved_output])
+def test_captured_programs_raise_the_eager_version_error_when_traced(program):
+    # under capture an in-place op rebinds its tensor to a new node; a backward pass through an
+    # op that saved the old value raises as eagerly (it would otherwise read the new value)
+    x = lk.tensor([0.3, 0.5, 0.7], requires_grad=True)
+    with pytest.raises(lk.GradError) as eager:
+        program(x)
+    with pytest.raises(lk.GradError) as captured:
+        lk.function(program)(x)
+    assert str(captured.value) == str(eager.value)
+
+
+def test_captured_writes_that_no_gradient_reads_differentiate_as_eagerly():
+    x = lk.tensor([0.3, 0.5, 0.7], requires_grad=True)
+    _writes_unread_value(x)
+    eager = x.grad.numpy().copy()
+    x.grad = None
+    lk.function(_writes_unread_value)(x)
+    np.testing.assert_allclose(x.grad.numpy(), eager, rtol=1e-6)
