@@ -50,9 +50,19 @@ KIND_COLORS = {
 # The phases a parameter-server run records (labkit.dist.parameter_server), by kind.
 _PHASE_KIND = {"ps.pull": "pull / push", "ps.push": "pull / push", "ps.compute": "compute",
                "ps.straggle": "waiting", "ps.apply": "apply"}
-_MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "elementwise": "elementwise",
-                "reduce": "reduction", "shape": "shape / index", "index": "shape / index",
-                "state": "state", "composite": "elementwise"}
+# A primitive's kind is that of the module of labkit/tensor/ops that declares its kernel...
+_MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "einsum": "matmul / conv",
+                "decompositions": "matmul / conv",
+                "elementwise": "elementwise", "elementwise_math": "elementwise",
+                "bitwise": "elementwise", "nn_kernels": "elementwise", "composite": "elementwise",
+                "reduce": "reduction", "statistics": "reduction", "scan": "reduction",
+                "norm": "reduction", "softmax": "reduction", "nll": "reduction",
+                "loss": "reduction",
+                "shape": "shape / index", "index": "shape / index", "layout": "shape / index",
+                "scatter": "shape / index", "sorting": "shape / index",
+                "state": "state"}
+# ... but for the ops of a module that holds more than one kind.
+_OP_KIND = {"layer_norm": "reduction", "layer_norm_backward": "reduction"}
 _TRAILING_NUMBER = re.compile(r"_\d+$")
 
 
@@ -68,6 +78,8 @@ def op_kind(op_name):
         return "control"
     if style.is_queue_op(op_name):
         return "state"
+    if op_name in _OP_KIND:
+        return _OP_KIND[op_name]
     from ..tensor.op import REGISTRY
     o = REGISTRY.get(op_name)
     module = getattr(getattr(o, "kernel", None), "__module__", "") or ""
