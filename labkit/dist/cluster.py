@@ -25,6 +25,7 @@ import tempfile
 import time
 import weakref
 
+from ..tensor.random import initial_seed
 from . import procs, remote, runtime, worker
 from .errors import DistError, WorkerError
 from .output import MODES as OUTPUT_MODES, make_output
@@ -174,7 +175,7 @@ class _Workers:
             self._start_remote(profile_dir, mpiexec, env, config.MPIEngineSetLauncher)
         self.client = self.ipp_cluster.connect_client_sync()
         self._wait_for_engines(timeout)
-        spec = {"backend": self.backend,
+        spec = {"backend": self.backend, "seed": initial_seed(),
                 "sys_path": [p for p in sys.path if p and os.path.isdir(p)]}
         ids = sorted(self.client.ids)[:self.n]
         try:

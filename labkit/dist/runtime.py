@@ -15,7 +15,10 @@ workers also runs, unchanged, in a single process.
 import os
 import sys
 
+import numpy as np
+
 from ..devices import get_device, gpu_count
+from ..tensor.random import manual_seed
 
 
 class Group:
@@ -90,8 +93,19 @@ def init_worker(spec):
     if device.type == "gpu":
         device.xp.cuda.Device(device.index).use()     # raw CuPy calls go to this GPU too
     _group = Group(comm, local, device, backend)
+    if "seed" in spec:
+        manual_seed(worker_seed(spec["seed"], _group.rank))
     return {"rank": _group.rank, "size": _group.size, "local_rank": _group.local_rank,
             "pid": os.getpid(), "host": socket.gethostname(), "device": device.name}
+
+
+def worker_seed(seed, rank):
+    """The seed of rank ``rank``'s default generator in a cluster started from a notebook whose
+    generator was seeded with ``seed``: reproducible, and a stream of its own for every rank (a
+    program that wants the same numbers on every rank, e.g. to initialise replicas alike, calls
+    ``lk.manual_seed`` itself)."""
+    return int(np.random.SeedSequence([int(seed) % 2 ** 63, int(rank)]).generate_state(1,
+                                                                                     np.uint64)[0])
 
 
 def is_initialized():

@@ -191,3 +191,17 @@ def test_workers_end_when_the_owning_process_dies_or_exits(killed):
     left = wait_until_gone(lambda: procs.marked(cluster_id), timeout=10.0)
     assert not left, [p.cmdline()[:3] for p in left]
     assert not wait_until_gone(lambda: os.path.exists(folder), timeout=5.0)   # files too
+
+
+def _draw():
+    return lk.rand(4).numpy()
+
+
+def test_ranks_draw_streams_of_their_own_reproducible_from_the_notebook_seed():
+    lk.manual_seed(21)
+    first = lk.dist.launch(_draw, n=2)
+    lk.manual_seed(21)
+    again = lk.dist.launch(_draw, n=2)
+    assert not np.array_equal(first[0], first[1])          # each rank a stream of its own
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)                 # the same seed, the same streams
