@@ -72,6 +72,7 @@ TARGETS = [
     ("W6", "labkit_captured", "torch", "<=", 0.8),
     ("W10", "labkit_captured", "torch", "<=", 1.0),
     ("W11", "labkit_captured", "torch", "<=", 0.8),
+    ("W12", "labkit_captured", "labkit_eager", "<=", 1.0),
 ]
 IMPORT_TARGET_S = 0.5
 RSS_TARGET = 0.5
