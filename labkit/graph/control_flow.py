@@ -19,15 +19,16 @@ vjps; the vjp of ``while`` / ``scan`` is a node whose kernel runs the loop forwa
 each iteration's carried state, then runs the body's vjp (built by ``lk.gradients`` on the body's
 sub-graph, from the same vjp rules) in reverse.
 """
-from ..errors import DTypeError, GradError, ShapeError
+from ..errors import DTypeError, GradError, LabkitError, ShapeError
+from ..tensor import dispatch
 from ..tensor.creation import tensor
 from ..tensor.op import op
 from ..tensor.tensor import Tensor
 from .capture import current_graph
-from .ir import GraphError
-from .subgraph import (Like, Subgraph, align_lifted, bind_multi, check_scalar,
+from .ir import GraphError, Node
+from .subgraph import (Like, OutputsToken, Subgraph, align_lifted, bind_multi, check_scalar,
                        collect_cotangents, flatten_values, next_name, node_text, trace,
-                       type_text, wants_grad)
+                       output, type_text, wants_grad)
 from .structures import text as spec_text, unflatten
 from .symbolic import SymbolicTensor
 
@@ -342,8 +343,8 @@ def while_loop(cond_fn, body_fn, loop_vars, max_iterations=None):
 
 
 # ---- lk.scan -------------------------------------------------------------------------------------
-def _scan_vjp(g, out, *inputs, body, n_carry, n_xs, length):
-    n_ys = len(body.outputs) - n_carry
+def _scan_vjp(g, out, *inputs, body, n_carry, n_xs, length, n_saved=0):
+    n_ys = len(body.outputs) - n_carry - n_saved
     cots = collect_cotangents(g, n_carry + n_ys)
     carry, xs, caps = inputs[:n_carry], inputs[n_carry:n_carry + n_xs], inputs[n_carry + n_xs:]
     fcar = tuple(i for i in range(n_carry) if carry[i].dtype.is_floating)
@@ -358,9 +359,21 @@ def _scan_vjp(g, out, *inputs, body, n_carry, n_xs, length):
     bwd = body.backward(fcar + fy, in_idx, what)
     specs = [(carry[i].shape, carry[i].dtype) for i in fcar] + \
         [(xs[j].shape, xs[j].dtype) for j in fx] + [(caps[j].shape, caps[j].dtype) for j in fc]
-    _, grads = bind_multi(scan_grad_op, (*inputs, *[cots[i] for i in given]),
+    kept = []
+    if n_saved:    # the forward loop kept, per step, the carry and what the gradient reads
+        bwd = _reading_saved(body, bwd, n_carry + n_ys, n_saved)
+        tok = OutputsToken._of(out.node, False)
+        first = n_carry + n_ys + n_saved
+        for k in range(first, first + n_carry):
+            c = inputs[k - first]
+            kept.append(output(tok, index=k, shape=(length, *c.shape), dtype=c.dtype.name))
+        for k in range(n_carry + n_ys, first):
+            r = body.outputs[k]
+            kept.append(output(tok, index=k, shape=(length, *r.shape), dtype=r.dtype.name))
+    _, grads = bind_multi(scan_grad_op, (*inputs, *[cots[i] for i in given], *kept),
                           dict(body=body, bwd=bwd, n_carry=n_carry, n_xs=n_xs, length=length,
-                               fcar=fcar, fy=fy, given=given, fx=fx, fc=fc), specs)
+                               fcar=fcar, fy=fy, given=given, fx=fx, fc=fc,
+                               n_saved=n_saved), specs)
     result = [None] * len(inputs)
     for k, i in enumerate(fcar):
         if wants_grad(carry[i]):
@@ -373,37 +386,64 @@ def _scan_vjp(g, out, *inputs, body, n_carry, n_xs, length):
 
 
 @op("scan", shape=_tuple_rule, vjp=_scan_vjp, register=False)
-def scan_op(xp, *inputs, body, n_carry, n_xs, length):
+def scan_op(xp, *inputs, body, n_carry, n_xs, length, n_saved=0):
     """Run the body's plan on each slice of the ``xs`` along their leading axis, carrying
-    ``n_carry`` values; returns the final carry and the stacked per-step outputs."""
+    ``n_carry`` values; returns the final carry and the stacked per-step outputs (with
+    ``n_saved``, the body's last outputs are values its gradient reads, and the carry each
+    step started from is stacked after them)."""
     carry, xs = inputs[:n_carry], inputs[n_carry:n_carry + n_xs]
     outside = inputs[n_carry + n_xs:]
     step = body.plan()
     y_nodes = body.out_nodes[n_carry:]
     ys = [[] for _ in y_nodes]
+    starts = [[] for _ in range(n_carry)] if n_saved else []
     for t in range(length):
+        for acc, c in zip(starts, carry):
+            acc.append(c)
         out = step(*carry, *(x[t, ...] for x in xs), *outside)
         carry = out[:n_carry]
         for acc, y in zip(ys, out[n_carry:]):
             acc.append(y)
     stacked = [xp.stack(acc) if acc else xp.zeros((0, *n.shape), dtype=n.dtype.np)
                for acc, n in zip(ys, y_nodes)]
-    return (*carry, *stacked)
+    started = [xp.stack(acc) if acc else xp.zeros((0, *c.shape), dtype=c.dtype)
+               for acc, c in zip(starts, inputs[:n_carry])]
+    return (*carry, *stacked, *started)
+
+
+def _reading_saved(body, bwd, first, n_saved):
+    """``bwd`` (the body's vjp) taking the body's saved outputs ``first ..`` as inputs after its
+    own: what the forward loop kept is read, not recomputed (cached on ``bwd``)."""
+    reading = getattr(bwd, "reading_saved", None)
+    if reading is None:
+        saved = body.outputs[first:first + n_saved]
+        reading = bwd.reading_saved = Subgraph(bwd.graph, bwd.inputs + saved, bwd.outputs,
+                                               f"{bwd.label}/saved", stateful=False,
+                                               backward_of=body)
+    return reading
 
 
 @op("scan_grad", shape=_tuple_rule, vjp=_no_second_order("lk.scan"), register=False)
-def scan_grad_op(xp, *arrays, body, bwd, n_carry, n_xs, length, fcar, fy, given, fx, fc):
-    """The vjp of ``scan``: rerun the scan keeping each step's carry, then run the body's vjp
-    from the last step to the first."""
+def scan_grad_op(xp, *arrays, body, bwd, n_carry, n_xs, length, fcar, fy, given, fx, fc,
+                 n_saved=0):
+    """The vjp of ``scan``: the body's vjp from the last step to the first, from each step's
+    carry (kept by the forward loop when ``n_saved``, else found by running the loop again)."""
     n_in = len(body.inputs)
-    inputs, cot = arrays[:n_in], dict(zip(given, arrays[n_in:]))
+    inputs, cot = arrays[:n_in], dict(zip(given, arrays[n_in:n_in + len(given)]))
+    kept = arrays[n_in + len(given):]
     carry, xs = inputs[:n_carry], inputs[n_carry:n_carry + n_xs]
     outside = inputs[n_carry + n_xs:]
-    step, back = body.plan(False), bwd.plan(False)
-    carries = []
-    for t in range(length):
-        carries.append(carry)
-        carry = step(*carry, *(x[t, ...] for x in xs), *outside)[:n_carry]
+    back = bwd.plan(False)
+    if n_saved:
+        starts, values = kept[:n_carry], kept[n_carry:]
+        carries = [[c[t, ...] for c in starts] for t in range(length)]
+        saved = [[v[t, ...] for v in values] for t in range(length)]
+    else:
+        step = body.plan(False)
+        carries, saved = [], [()] * length
+        for t in range(length):
+            carries.append(carry)
+            carry = step(*carry, *(x[t, ...] for x in xs), *outside)[:n_carry]
     g = [cot[i] if i in cot else xp.zeros_like(inputs[i]) for i in fcar]
     y_nodes = body.out_nodes
     g_ys = [cot.get(k) for k in fy]
@@ -413,7 +453,7 @@ def scan_grad_op(xp, *arrays, body, bwd, n_carry, n_xs, length, fcar, fy, given,
     nf, nx = len(fcar), len(fx)
     for t in reversed(range(length)):
         cy = [z if gy is None else gy[t, ...] for gy, z in zip(g_ys, zero_ys)]
-        res = back(*carries[t], *(x[t, ...] for x in xs), *outside, *g, *cy)
+        res = back(*carries[t], *(x[t, ...] for x in xs), *outside, *g, *cy, *saved[t])
         g = res[:nf]
         for acc, r in zip(g_xs, res[nf:nf + nx]):
             acc[t] = r
@@ -494,9 +534,54 @@ def scan(fn, init, xs, length=None):
         _check_carried(where, k, before, after)
     lifted, extra = align_lifted([b])
     bs = Subgraph(b.graph, b.inputs + extra[0], b.outputs, f"{name}/body")
+    n_ys = len(b.outputs) - nc
+    saved = _residuals(bs, nc, (*c_leaves, *x_leaves, *lifted), where)
+    if saved:      # the body also returns what its gradient reads, stacked over the steps
+        bs = _with_outputs(bs, saved, f"{name}/body")
     specs = [(t.shape, t.dtype) for t in c_leaves] + \
-        [((n, *y.shape), y.dtype) for y in b.outputs[nc:]]
+        [((n, *y.shape), y.dtype) for y in bs.outputs[nc:]] + \
+        ([((n, *t.shape), t.dtype) for t in c_leaves] if saved else [])
     node, outs = bind_multi(scan_op, (*c_leaves, *x_leaves, *lifted),
-                            dict(body=bs, n_carry=nc, n_xs=len(x_leaves), length=n), specs)
+                            dict(body=bs, n_carry=nc, n_xs=len(x_leaves), length=n,
+                                 n_saved=len(saved)), specs)
     node.stateful = bs.stateful
-    return unflatten(c_spec, outs[:nc]), unflatten(y_spec, outs[nc:])
+    return unflatten(c_spec, outs[:nc]), unflatten(y_spec, outs[nc:nc + n_ys])
+
+
+def _residuals(body, n_carry, inputs, where):
+    """The values of the body's forward computation that its gradient reads (as tensors of the
+    body's graph), for the forward loop to keep per step so that the backward loop neither runs
+    the forward again nor recomputes them; none when no gradient can be asked for, or the body
+    has side effects (its gradient is then refused anyway)."""
+    if not dispatch._state.grad_enabled or body.stateful or \
+            not any(wants_grad(x) for x in inputs):
+        return []
+    n_out = len(body.outputs)
+    out_idx = tuple(i for i in range(n_out) if body.outputs[i].dtype.is_floating)
+    in_idx = tuple(i for i, x in enumerate(inputs) if i < n_carry and x.dtype.is_floating
+                   or i >= n_carry and wants_grad(x))
+    if not out_idx or not in_idx:
+        return []
+    try:
+        bwd = body.backward(out_idx, in_idx, f"the gradient of {where}")
+    except LabkitError:
+        return []                  # said again, where it matters, when a gradient is asked for
+    forward = {id(n) for n in body.plan(False).nodes} - {id(n) for n in body.in_nodes}
+    saved, seen = [], set()
+    for n in bwd.plan(False).nodes:
+        if id(n) in forward:
+            continue
+        for a in n.inputs:
+            if isinstance(a, Node) and id(a) in forward and a.kind == "op" and \
+                    id(a) not in seen:
+                seen.add(id(a))
+                saved.append(SymbolicTensor._of(a))
+    return saved
+
+
+def _with_outputs(body, extra, label):
+    """``body`` with ``extra`` outputs after its own (its gradients, already built, kept)."""
+    out = Subgraph(body.graph, body.inputs, body.outputs + extra, label)
+    out._backward = body._backward
+    out.n_saved = len(extra)
+    return out

@@ -423,8 +423,8 @@ class _CodeGen:
         ns, lines, slot_of = self.ns, self.lines, self.slot_of
         last_use = {}
         for n in nodes:
-            if n.kind == "op" and n.op is recv:
-                continue             # it reads the rendezvous, not its input
+            if n.kind == "op" and n.op is recv or n.index in feed_expr:
+                continue             # it reads the rendezvous (or is given), not its inputs
             for a in n.inputs:
                 if isinstance(a, Node):
                     last_use[a.index] = n.index
@@ -435,7 +435,7 @@ class _CodeGen:
                 dels.setdefault(last, []).append(idx)
         for n in nodes:
             v = f"v{n.index}"
-            if n.index in feed_expr and n.kind == PLACEHOLDER:
+            if n.index in feed_expr:            # a placeholder, or a value given (scan_grad)
                 lines.append(f"{v} = {feed_expr[n.index]}")
             elif n.kind == CAPTURE:
                 ns[f"c{n.index}"] = n.value
