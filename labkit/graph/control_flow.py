@@ -551,10 +551,11 @@ def scan(fn, init, xs, length=None):
 def _residuals(body, n_carry, inputs, where):
     """The values of the body's forward computation that its gradient reads (as tensors of the
     body's graph), for the forward loop to keep per step so that the backward loop neither runs
-    the forward again nor recomputes them; none when no gradient can be asked for, or the body
-    has side effects (its gradient is then refused anyway)."""
+    the forward again nor recomputes them; none when no input requires grad (``lk.gradients``
+    asked of other values recomputes them), or the body has side effects (its gradient is then
+    refused anyway)."""
     if not dispatch._state.grad_enabled or body.stateful or \
-            not any(wants_grad(x) for x in inputs):
+            not any(isinstance(x, Tensor) and x._requires_grad for x in inputs):
         return []
     n_out = len(body.outputs)
     out_idx = tuple(i for i in range(n_out) if body.outputs[i].dtype.is_floating)
