@@ -2,6 +2,8 @@
 counting the moment they are dropped, not whenever the cyclic garbage collector next runs (a
 captured 2048x2048 matmul called in a loop once held ~30 results, 500 MB, that way)."""
 import gc
+import os
+import types
 import weakref
 
 import numpy as np
@@ -10,8 +12,20 @@ import labkit as lk
 from labkit import nn
 
 
+def _labkit_object(obj):
+    """Whether ``obj`` belongs to labkit: an instance of a labkit class, or a frame or function
+    of labkit's code (a cycle labkit makes holds at least one of those)."""
+    if type(obj).__module__.startswith("labkit"):
+        return True
+    code = obj.f_code if isinstance(obj, types.FrameType) else \
+        obj.__code__ if isinstance(obj, types.FunctionType) else None
+    return code is not None and f"{os.sep}labkit{os.sep}" in code.co_filename
+
+
 def cyclic_garbage(fn, calls=5):
-    """How many objects ``calls`` calls of ``fn`` leave that only the cyclic GC can free."""
+    """How many labkit objects ``calls`` calls of ``fn`` leave that only the cyclic GC can free
+    (garbage of other threads, such as a cluster's client threads left by earlier tests, is not
+    counted)."""
     for _ in range(2):          # warm up: traces and plans are made once and kept
         fn()
     gc.collect()
@@ -19,8 +33,13 @@ def cyclic_garbage(fn, calls=5):
     try:
         for _ in range(calls):
             fn()
-        return gc.collect()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        found = sum(1 for obj in gc.garbage if _labkit_object(obj))
+        gc.garbage.clear()
+        return found
     finally:
+        gc.set_debug(0)
         gc.enable()
 
 
