@@ -18,7 +18,6 @@ import math
 import warnings
 
 import numpy as np
-import scipy.special
 
 from ..devices import get_device, transfer
 from ..errors import GradError, ShapeError
@@ -65,6 +64,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
                       "distribution of values may be incorrect.", stacklevel=2)
+    import scipy.special          # here: importing it costs ~0.2 s, most programs never call this
     lo, hi = scipy.special.ndtr((a - mean) / std), scipy.special.ndtr((b - mean) / std)
     u = _gen(generator).uniform(lo, hi, size=tensor.shape)
     return _fill(tensor, np.clip(mean + std * scipy.special.ndtri(u), a, b))
