@@ -343,19 +343,29 @@ def while_loop(cond_fn, body_fn, loop_vars, max_iterations=None):
 
 
 # ---- lk.scan -------------------------------------------------------------------------------------
+def _grad_indices(inputs, outputs, n_carry, n_xs, n_ys):
+    """Where a scan's gradient goes through its body: the floating carries and the floating
+    ys (as the body's output indices), the xs and captured tensors that want a gradient (as
+    positions among the xs and among the captures), and all those inputs as the body's input
+    indices."""
+    n_caps = len(inputs) - n_carry - n_xs
+    fcar = tuple(i for i in range(n_carry) if inputs[i].dtype.is_floating)
+    fy = tuple(n_carry + k for k in range(n_ys) if outputs[n_carry + k].dtype.is_floating)
+    fx = tuple(j for j in range(n_xs) if wants_grad(inputs[n_carry + j]))
+    fc = tuple(j for j in range(n_caps) if wants_grad(inputs[n_carry + n_xs + j]))
+    in_idx = fcar + tuple(n_carry + j for j in fx) + tuple(n_carry + n_xs + j for j in fc)
+    return fcar, fy, fx, fc, in_idx
+
+
 def _scan_vjp(g, out, *inputs, body, n_carry, n_xs, length, n_saved=0):
     n_ys = len(body.outputs) - n_carry - n_saved
     cots = collect_cotangents(g, n_carry + n_ys)
     carry, xs, caps = inputs[:n_carry], inputs[n_carry:n_carry + n_xs], inputs[n_carry + n_xs:]
-    fcar = tuple(i for i in range(n_carry) if carry[i].dtype.is_floating)
-    fy = tuple(n_carry + k for k in range(n_ys) if body.outputs[n_carry + k].dtype.is_floating)
+    fcar, fy, fx, fc, in_idx = _grad_indices(inputs, body.outputs, n_carry, n_xs, n_ys)
     given = tuple(i for i in fcar + fy if cots[i] is not None)
-    fx = tuple(j for j in range(n_xs) if wants_grad(xs[j]))
-    fc = tuple(j for j in range(len(caps)) if wants_grad(caps[j]))
     if not given or not (fx or fc or any(wants_grad(carry[i]) for i in fcar)):
         return (None,) * len(inputs)
     what = f"the gradient of lk.scan '{out.node.name}'"
-    in_idx = fcar + tuple(n_carry + j for j in fx) + tuple(n_carry + n_xs + j for j in fc)
     bwd = body.backward(fcar + fy, in_idx, what)
     specs = [(carry[i].shape, carry[i].dtype) for i in fcar] + \
         [(xs[j].shape, xs[j].dtype) for j in fx] + [(caps[j].shape, caps[j].dtype) for j in fc]
@@ -535,7 +545,7 @@ def scan(fn, init, xs, length=None):
     lifted, extra = align_lifted([b])
     bs = Subgraph(b.graph, b.inputs + extra[0], b.outputs, f"{name}/body")
     n_ys = len(b.outputs) - nc
-    saved = _residuals(bs, nc, (*c_leaves, *x_leaves, *lifted), where)
+    saved = _residuals(bs, nc, len(x_leaves), (*c_leaves, *x_leaves, *lifted), where)
     if saved:      # the body also returns what its gradient reads, stacked over the steps
         bs = _with_outputs(bs, saved, f"{name}/body")
     specs = [(t.shape, t.dtype) for t in c_leaves] + \
@@ -548,7 +558,7 @@ def scan(fn, init, xs, length=None):
     return unflatten(c_spec, outs[:nc]), unflatten(y_spec, outs[nc:nc + n_ys])
 
 
-def _residuals(body, n_carry, inputs, where):
+def _residuals(body, n_carry, n_xs, inputs, where):
     """The values of the body's forward computation that its gradient reads (as tensors of the
     body's graph), for the forward loop to keep per step so that the backward loop neither runs
     the forward again nor recomputes them; none when no input requires grad (``lk.gradients``
@@ -557,14 +567,12 @@ def _residuals(body, n_carry, inputs, where):
     if not dispatch._state.grad_enabled or body.stateful or \
             not any(isinstance(x, Tensor) and x._requires_grad for x in inputs):
         return []
-    n_out = len(body.outputs)
-    out_idx = tuple(i for i in range(n_out) if body.outputs[i].dtype.is_floating)
-    in_idx = tuple(i for i, x in enumerate(inputs) if i < n_carry and x.dtype.is_floating
-                   or i >= n_carry and wants_grad(x))
-    if not out_idx or not in_idx:
+    fcar, fy, _, _, in_idx = _grad_indices(inputs, body.outputs, n_carry, n_xs,
+                                           len(body.outputs) - n_carry)
+    if not fcar + fy or not in_idx:
         return []
-    try:
-        bwd = body.backward(out_idx, in_idx, f"the gradient of {where}")
+    try:      # the vjp's own indices: _scan_vjp finds this gradient in the body's cache
+        bwd = body.backward(fcar + fy, in_idx, f"the gradient of {where}")
     except LabkitError:
         return []                  # said again, where it matters, when a gradient is asked for
     forward = {id(n) for n in body.plan(False).nodes} - {id(n) for n in body.in_nodes}
@@ -584,5 +592,4 @@ def _with_outputs(body, extra, label):
     """``body`` with ``extra`` outputs after its own (its gradients, already built, kept)."""
     out = Subgraph(body.graph, body.inputs, body.outputs + extra, label)
     out._backward = body._backward
-    out.n_saved = len(extra)
     return out

@@ -123,6 +123,7 @@ class Trace:
         self.accumulating = None   # the trace for calls that find a guarded .grad set
         self.mode_guards = []      # (module weakref, training) of each module the trace called
         self.argument_grads = []   # (position, replaces, fetched): .grad of tensor arguments
+        self.n_argument_grads = 0  # how many of those the plan fetches (after grad_outputs)
 
     def __repr__(self):
         return f"<trace {self.number}: {self.reason}>"
@@ -226,7 +227,7 @@ class Function:
         arrays = [t._data if t._data is not None else feed_array(n, t)
                   for t, n in zip(leaves, trace.plan.feed_nodes)]
         results = trace.plan(*arrays)
-        n_args = sum(fetched for _, _, fetched in trace.argument_grads)
+        n_args = trace.n_argument_grads
         n_out = len(results) - len(trace.grad_outputs) - n_args
         for tensor, array in zip(trace.grad_outputs, results[n_out:]):
             tensor._grad = Tensor._make(array, tensor._device)
@@ -329,12 +330,12 @@ class Function:
         try:
             with no_device_request(), enter_graph(graph) as mode:
                 mode.grads.assume_none = assume_none
-                for t, path in zip(leaves, paths):
+                for position, (t, path) in enumerate(zip(leaves, paths)):
                     node = graph.add_node(PLACEHOLDER, None, (), {}, t.shape, t.dtype, t.device,
                                           name=path.replace("[", "_").replace("]", "")
                                           .replace("'", "") or "arg")
                     symbolic[id(t)] = SymbolicTensor._of(node, t._requires_grad)
-                    mode.arguments[id(symbolic[id(t)])] = len(mode.arguments)
+                    mode.arguments[id(symbolic[id(t)])] = position
                 sym_args = _substitute(args, symbolic)
                 sym_kwargs = _substitute(kwargs, symbolic)
                 result = self.fn(*sym_args, **sym_kwargs)
@@ -362,6 +363,7 @@ class Function:
                 trace.argument_grads.append((position, replaces, False))
                 continue
             trace.argument_grads.append((position, replaces, True))
+            trace.n_argument_grads += 1
             fetches.append(value.node if isinstance(value, SymbolicTensor)
                            else graph.capture(value))
         trace.out_spec = out_spec

@@ -636,12 +636,17 @@ def _scatter_add(xp, x, index, src, dim):
     return out
 
 
+# Positions along an axis up to this long are handled one after another (pooling windows):
+# scatter_add of one position per line here, argmax/argmin in reduce.py.
+SHORT_AXIS = 16
+
+
 def _add_one_per_line(xp, out, index, src, d):
     """``scatter_add`` where ``index`` picks one position of a short axis ``d`` for every line
     along it (the gradient of a max-pool's window maximum), on the host: one masked add per
     position. False where that does not apply (other shapes, an index out of range)."""
     k = out.shape[d]
-    if xp is not np or index.shape[d] != 1 or not 2 <= k <= 16 or index.size < 1024 or \
+    if xp is not np or index.shape[d] != 1 or not 2 <= k <= SHORT_AXIS or index.size < 1024 or \
             any(si != so for i, (si, so) in enumerate(zip(index.shape, out.shape)) if i != d):
         return False
     if index.min() < 0 or index.max() >= k:

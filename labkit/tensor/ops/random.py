@@ -62,13 +62,16 @@ def _multinomial_rule(weights, num_samples, replacement, generator):
     if not weights.dtype.is_floating:
         raise DTypeError(f"multinomial: the weights must be floating-point, got "
                          f"{describe(weights)}; convert with x.float()")
-    k = weights.shape[-1]
     if num_samples <= 0:
         raise ShapeError(f"multinomial: num_samples must be positive, got {num_samples}")
+    _check_enough_categories(weights.shape[-1], num_samples, replacement)
+    return tuple(weights.shape[:-1]) + (num_samples,), int64
+
+
+def _check_enough_categories(k, num_samples, replacement):
     if not replacement and k is not None and num_samples > k:
         raise ShapeError(f"multinomial: cannot draw {num_samples} samples from {k} categories "
                          f"without replacement; pass replacement=True")
-    return tuple(weights.shape[:-1]) + (num_samples,), int64
 
 
 @op("multinomial", shape=_multinomial_rule, vjp=None, register=False, stateful=True)
@@ -81,9 +84,7 @@ def multinomial(xp, weights, num_samples, replacement, generator):
         raise ShapeError("multinomial: the weights contain inf, nan or a negative value")
     if np.any(w.sum(axis=1) <= 0):
         raise ShapeError("multinomial: a row of weights sums to 0 (no category can be drawn)")
-    if not replacement and num_samples > k:
-        raise ShapeError(f"multinomial: cannot draw {num_samples} samples from {k} categories "
-                         f"without replacement; pass replacement=True")
+    _check_enough_categories(k, num_samples, replacement)     # eagerly no shape rule runs
     rng = host_generator(generator)
     if not replacement:
         with np.errstate(divide="ignore"):

@@ -10,6 +10,7 @@ from ..dtypes import from_numpy_dtype, int64
 from ..op import op
 from ..shape_rules import normalize_dims, reduced_shape, shape_of
 from .elementwise import cast, div, eq, mul
+from .index import SHORT_AXIS
 from .shape import broadcast_like, broadcast_to, expand_dims, moved, reshape
 
 
@@ -249,10 +250,6 @@ def _arg_kernel(fn):
     return kernel
 
 
-# Positions along an axis up to this long are compared one after another (pooling windows).
-_SHORT_AXIS = 16
-
-
 def _arg_along_short_axis(xp, x, dim, largest):
     """argmax / argmin over a short axis that is not the last (a max-pool's window positions,
     over a strided view) as one elementwise comparison per position, kept as size 1; None
@@ -263,7 +260,7 @@ def _arg_along_short_axis(xp, x, dim, largest):
         return None
     axis = dim % x.ndim
     k = x.shape[axis]
-    if axis == x.ndim - 1 or not 2 <= k <= _SHORT_AXIS or x.size < 1024 * k:
+    if axis == x.ndim - 1 or not 2 <= k <= SHORT_AXIS or x.size < 1024 * k:
         return None
     if x.dtype.kind == "f" and np.isnan(x.max()):
         return None
