@@ -34,3 +34,19 @@ from . import viz
 from . import dist
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # lk.onnx needs the onnx package (the onnx extra) and takes a while to import: loaded when
+    # first named
+    if name == "onnx":
+        import importlib
+        try:
+            return importlib.import_module(".onnx", __name__)
+        except ModuleNotFoundError as e:
+            if e.name not in ("onnx", "onnxruntime"):
+                raise
+            raise ModuleNotFoundError(
+                "lk.onnx needs the onnx package: scripts/install onnx (or pip install "
+                "'labkit[onnx]')", name=e.name) from None
+    raise AttributeError(f"module 'labkit' has no attribute {name!r}")

@@ -11,6 +11,9 @@ exception, so ``except ValueError`` in existing code keeps working.
 ...     print(type(e).__name__)
 ShapeError
 """
+import linecache
+import os
+import sys
 
 
 class LabkitError(Exception):
@@ -59,6 +62,28 @@ class DataDependentShapeError(VmapError):
     def __init__(self, op, message):
         super().__init__(message)
         self.op = op
+
+
+_LABKIT = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_frame(frame=None):
+    """The innermost frame outside labkit's own files (the user's line that led here), and how
+    many frames up from ``frame`` (default: the caller's) it is; ``(None, depth)`` if none is."""
+    frame = sys._getframe(1) if frame is None else frame
+    depth = 0
+    while frame is not None and frame.f_code.co_filename.startswith(_LABKIT):
+        frame, depth = frame.f_back, depth + 1
+    return frame, depth
+
+
+def source_text(where):
+    """``where`` (a ``(filename, line)`` pair, as graph nodes keep it) as ``file:line: code``."""
+    if where is None:
+        return "an unknown line"
+    filename, line = where
+    code = linecache.getline(filename, line).strip()
+    return f"{filename}:{line}" + (f": {code}" if code else "")
 
 
 def describe(value):

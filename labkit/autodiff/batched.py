@@ -29,11 +29,10 @@ Autodiff composes both ways:
 import functools
 import inspect
 import math
-import os
 import sys
 import warnings
 
-from ..errors import GradError, LabkitError, ShapeError, VmapError, describe
+from ..errors import GradError, LabkitError, ShapeError, VmapError, describe, user_frame
 from ..tensor import dispatch
 from ..tensor.dispatch import Mode
 from ..tensor.ops.composite import stack
@@ -149,16 +148,12 @@ class BatchedTapeNode(TapeNode):
 _warned = set()
 
 
-_LABKIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def _warn_once(name, size):
     if name in _warned:
         return
     _warned.add(name)
-    level, frame = 1, sys._getframe(0)
-    while frame is not None and frame.f_code.co_filename.startswith(_LABKIT):
-        level, frame = level + 1, frame.f_back     # the warning names the user's line
+    _, level = user_frame(sys._getframe(0))     # the warning names the user's line
+    level += 1
     warnings.warn(
         f"lk.vmap: op '{name}' has no batching rule (for inputs like these), so it runs once "
         f"per example (a Python loop over the {size} examples) and the results are stacked. "

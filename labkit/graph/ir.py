@@ -33,7 +33,7 @@ class Node:
 
     __slots__ = ("graph", "index", "name", "op", "kind", "inputs", "attrs", "shape", "dtype",
                  "device", "requested_device", "scope", "value", "stateful", "role",
-                 "device_forced", "colocation", "placement_reason", "__weakref__")
+                 "device_forced", "colocation", "placement_reason", "source", "__weakref__")
 
     def __init__(self, graph, name, kind, op, inputs, attrs, shape, dtype, device):
         self.graph = graph
@@ -54,6 +54,11 @@ class Node:
         self.value = None           # CONSTANT: the array; CAPTURE: the captured Tensor
         self.stateful = False       # has a side effect: never pruned from a function's plan
         self.role = "forward"       # forward | backward | update (for pictures)
+        self.source = None          # (filename, line) of the user's code that made it (traced)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
 
     @property
     def op_name(self):

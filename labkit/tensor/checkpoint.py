@@ -55,13 +55,11 @@ fsync'ed and renamed over ``path``; on any failure the temporary file is removed
 >>> list(safetensors.numpy.load_file(path))
 ['w']
 """
-import errno
 import hashlib
 import hmac
 import json
 import math
 import os
-import secrets
 import struct
 import sys
 
@@ -71,6 +69,7 @@ import safetensors.numpy as _st_numpy
 from ..devices import get_device
 from ..devices import transfer as _transfer
 from ..errors import CheckpointError, DeviceError
+from .atomic_file import write_atomically
 from .dtypes import ALL as _LABKIT_DTYPES
 from .tensor import Tensor
 
@@ -211,22 +210,6 @@ class _Encoder:
         raise self.fail(where, obj, why)
 
 
-def _fsync_directory(directory):
-    """Make the rename durable. Skipped where directories cannot be opened (Windows) or synced
-    (EINVAL: some network file systems)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno != errno.EINVAL:
-            raise
-    finally:
-        os.close(fd)
-
-
 def save(obj, path):
     """Write ``obj`` to the file ``path`` as a labkit checkpoint (a safetensors file), atomically.
 
@@ -259,32 +242,8 @@ def save(obj, path):
     metadata = {"format": FORMAT, "labkit.version": str(VERSION), "labkit.structure": structure,
                 "labkit.sha256": _digest(structure, tensors)}
 
-    directory = os.path.dirname(os.path.abspath(path))
-    base = os.path.basename(path)
-    while True:
-        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
-                         0o666)
-            break
-        except FileExistsError:
-            continue
-    try:
-        os.close(fd)
-        _st_numpy.save_file(encoder.arrays, tmp, metadata=metadata)
-        fd = os.open(tmp, os.O_RDWR | getattr(os, "O_BINARY", 0))
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_directory(directory)
+    write_atomically(path, lambda tmp: _st_numpy.save_file(encoder.arrays, tmp,
+                                                           metadata=metadata))
 
 
 # ---- load ------------------------------------------------------------------------------------

@@ -261,7 +261,7 @@ class Rewriter:
                  attrs, shape, dtype, device)
         n.stateful = bool(getattr(op, "stateful", False))
         if like is not None:
-            n.scope, n.role = like.scope, like.role
+            n.scope, n.role, n.source = like.scope, like.role, like.source
             n.requested_device = like.requested_device
         self._append(n)
         return n
