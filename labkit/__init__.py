@@ -14,8 +14,9 @@ from .devices import Device, device
 from .tensor import *  # noqa: F401,F403
 from .tensor import Tensor, op
 from .tensor.checkpoint import save, load
-from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, is_grad_enabled, jvp, no_grad,
-                       value_and_grad, vjp, vmap)
+from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, inference_mode,
+                       is_grad_enabled, is_inference_mode_enabled, jvp, no_grad, value_and_grad,
+                       vjp, vmap)
 from .autodiff.functional import stop_gradient
 from .autodiff.jacobians import hessian, jacfwd, jacrev
 from . import config
