@@ -200,7 +200,8 @@ class Tensor:
             out = cast(out, dtype=dtype)
         if device is not None:
             out = to_device(out, device=get_device(device).name)
-        return clone(out) if copy and out is self else out
+        # (a cast or move that changes nothing returns a tensor sharing self's memory)
+        return clone(out) if copy and (out is self or out._data is self._data) else out
 
     def cpu(self):
         return self.to("cpu")
