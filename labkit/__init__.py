@@ -35,3 +35,12 @@ from . import viz
 from . import dist
 
 __version__ = "0.1.0"
+
+_LAZY = {"quantization", "ao"}   # imported when first used (``lk.quantization``), not with labkit
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'labkit' has no attribute {name!r}")
