@@ -14,8 +14,9 @@ from .devices import Device, device
 from .tensor import *  # noqa: F401,F403
 from .tensor import Tensor, op
 from .tensor.checkpoint import save, load
-from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, is_grad_enabled, jvp, no_grad,
-                       value_and_grad, vjp, vmap)
+from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, inference_mode,
+                       is_grad_enabled, is_inference_mode_enabled, jvp, no_grad, value_and_grad,
+                       vjp, vmap)
 from .autodiff.functional import stop_gradient
 from .autodiff.jacobians import hessian, jacfwd, jacrev
 from . import config
@@ -35,12 +36,16 @@ from . import dist
 
 __version__ = "0.1.0"
 
+_LAZY = {"quantization", "ao"}   # imported when first used (``lk.quantization``), not with labkit
+
 
 def __getattr__(name):
+    import importlib
+    if name in _LAZY:
+        return importlib.import_module(f"{__name__}.{name}")
     # lk.onnx needs the onnx package (the onnx extra) and takes a while to import: loaded when
     # first named
     if name == "onnx":
-        import importlib
         try:
             return importlib.import_module(".onnx", __name__)
         except ModuleNotFoundError as e:

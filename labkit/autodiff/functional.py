@@ -33,7 +33,8 @@ class _GradMode(contextlib.ContextDecorator):
     """Sets grad mode to ``_flag`` inside the block and restores what was there before.
 
     Re-entrant: the previous states form a stack, and each call of a decorated function gets a
-    fresh context (so recursion and threads never restore another call's state).
+    fresh context (so recursion and threads never restore another call's state). A subclass
+    that switches more (inference mode) extends ``_switch`` / ``_restore``.
     """
     _flag = None
 
@@ -43,12 +44,20 @@ class _GradMode(contextlib.ContextDecorator):
     def _recreate_cm(self):
         return type(self)()
 
-    def __enter__(self):
-        self._previous.append(dispatch.is_grad_enabled())
+    def _switch(self):
+        """Switch to this context's modes; returns what ``_restore`` puts back."""
+        previous = dispatch.is_grad_enabled()
         dispatch.set_grad_enabled(self._flag)
+        return previous
+
+    def _restore(self, previous):
+        dispatch.set_grad_enabled(previous)
+
+    def __enter__(self):
+        self._previous.append(self._switch())
 
     def __exit__(self, *exc):
-        dispatch.set_grad_enabled(self._previous.pop())
+        self._restore(self._previous.pop())
         return False
 
 

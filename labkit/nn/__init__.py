@@ -10,7 +10,7 @@ stateless layers live in ``labkit.nn.functional``; initialisers in ``labkit.nn.i
 >>> net[0].weight.grad.shape
 (16, 4)
 """
-from . import functional, init, utils
+from . import functional, init, quantized, utils
 from .activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish,
                          Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
                          Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus, Softshrink,
@@ -45,7 +45,7 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = ["Module", "Parameter", "StateDictError", "IncompatibleKeys", "functional", "init",
-           "utils",
+           "quantized", "utils",
            # containers
            "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
            # linear, shape

@@ -667,11 +667,15 @@ class Module:
         """The text inside this module's parentheses in its repr (layers override it)."""
         return ""
 
+    def _get_name(self):
+        """The name this module's repr starts with (its class's, unless a layer says otherwise)."""
+        return type(self).__name__
+
     def __repr__(self):
         extra = self.extra_repr()
         lines = extra.split("\n") if extra else []
         children = [f"({name}): {_indent(repr(m), 2)}" for name, m in self._modules.items()]
-        name = type(self).__name__
+        name = self._get_name()
         if not children:
             return f"{name}({extra})" if len(lines) <= 1 else \
                 f"{name}(\n  " + "\n  ".join(lines) + "\n)"

@@ -15,6 +15,7 @@ import numpy as np
 from ..devices import device_of_array, get_device, transfer
 from ..errors import DTypeError, ShapeError
 from .dtypes import as_dtype, float16, float32, get_default_dtype, storage_dtype
+from .inference import mark as _mark_inference
 from .tensor import Tensor
 
 
@@ -23,7 +24,7 @@ def _place(array, device, requires_grad):
     dev = get_device(device)
     if dev.type != "cpu":
         array = transfer(array, get_device("cpu:0"), dev)
-    t = Tensor._make(array, dev)
+    t = _mark_inference(Tensor._make(array, dev))
     if requires_grad:
         t.requires_grad = True   # checks the dtype, with a clear error for integers
     return t
@@ -70,7 +71,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 
 
 def _place_on(array, device, requires_grad):
-    t = Tensor._make(array, device)
+    t = _mark_inference(Tensor._make(array, device))
     if requires_grad:
         t.requires_grad = True
     return t

@@ -52,6 +52,7 @@ class _State(threading.local):
         self.mode = _eager_mode
         self.grad_enabled = True
         self.grad_all = False   # True while lk.gradients wants cotangents for every input
+        self.inference = False  # True inside lk.inference_mode() (labkit/tensor/inference.py)
 
 
 _eager_mode = None   # set by labkit.tensor.eager at import

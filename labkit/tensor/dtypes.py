@@ -17,8 +17,8 @@ lk.float32
 (lk.float32, lk.float16)
 >>> (lk.tensor([1, 2]) / 2).dtype, (lk.tensor([1, 2]) * 1.5).dtype
 (lk.float32, lk.float32)
->>> lk.float, lk.long, lk.double        # PyTorch's other names
-(lk.float32, lk.int64, lk.float64)
+>>> lk.float, lk.long, lk.double, lk.qint8        # PyTorch's other names
+(lk.float32, lk.int64, lk.float64, lk.int8)
 """
 import numpy as np
 
@@ -61,7 +61,9 @@ _BY_NAME = {d.name: d for d in ALL}
 # PyTorch's other names of its dtypes (``torch.long``, ``torch.float``...), exported as
 # ``lk.long``, ``lk.float``... by labkit/tensor/__init__.py (here they would hide the builtins)
 ALIASES = {"bool": bool_, "float": float32, "double": float64, "half": float16, "long": int64,
-           "int": int32, "short": int16}
+           "int": int32, "short": int16,
+           # dynamic quantization's weight dtype (lk.quantization): held as plain int8 values
+           "qint8": int8}
 _BY_NAME.update(ALIASES)
 
 # NumPy types labkit does not hold map onto the nearest it does (uint16/32/64 -> int64...).

@@ -12,7 +12,8 @@ naming the op that made it.
 import math
 
 from .. import config
-from ..errors import DeviceError, DTypeError, LabkitError, NumericsError, ShapeError, describe
+from ..errors import (DeviceError, DTypeError, GradError, LabkitError, NumericsError,
+                      ShapeError, describe)
 from ..devices import default_device
 from . import dispatch
 from .dispatch import Mode
@@ -69,6 +70,28 @@ def _not_an_input(op, i, value):
         f"lk.stack(...) first.")
 
 
+# True once lk.inference_mode() has been entered in this process (labkit/tensor/inference.py):
+# from then on an op that records for autodiff checks that none of its inputs is an inference
+# tensor. Before, none can exist, and eager dispatch pays one test of this flag per such op.
+_inference_used = False
+
+
+def refuse_inference_inputs(op, inputs):
+    """Raise if ``op``, about to record a tape entry outside inference mode, has an inference
+    tensor among ``inputs`` (PyTorch: inference tensors cannot be saved for backward)."""
+    st = dispatch._state
+    if op.vjp is None or not st.grad_enabled or st.inference:
+        return
+    for i, a in enumerate(inputs):
+        if isinstance(a, Tensor) and getattr(a, "_inference", False):
+            raise GradError(
+                f"{op.name}: input {i} ({describe(a)}) is an inference tensor (made inside "
+                f"lk.inference_mode()), and inference tensors cannot be saved for backward; "
+                f"{op.name} records for autodiff here because another input requires grad. Make "
+                f"a normal tensor from it outside inference mode with x.clone(), or compute it "
+                f"under lk.no_grad() instead of lk.inference_mode().")
+
+
 class EagerMode(Mode):
     """Run each op immediately on its inputs' device."""
 
@@ -92,6 +115,8 @@ class EagerMode(Mode):
                 arrays.append(a)
         if device is None:
             device = default_device()
+        if needs_grad and _inference_used:
+            refuse_inference_inputs(op, inputs)
         try:
             out = op.kernel(device.xp, *arrays, **attrs)
         except Exception as exc:

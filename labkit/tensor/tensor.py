@@ -27,7 +27,7 @@ class Tensor:
     """
 
     __slots__ = ("_data", "_device", "_requires_grad", "_grad", "_node", "_version",
-                 "__weakref__")
+                 "_inference", "__weakref__")
     __array_priority__ = 1000   # so ndarray * Tensor defers to Tensor.__rmul__
 
     # ---- construction (internal; users call lk.tensor) -------------------------------------
@@ -39,7 +39,8 @@ class Tensor:
         t._requires_grad = requires_grad
         t._grad = None
         t._node = node
-        # _version (the in-place write counter, tensor/versions.py) stays unset until needed
+        # _version (the in-place write counter, tensor/versions.py) stays unset until needed,
+        # and _inference (set on tensors made in inference mode, tensor/inference.py) unless set
         return t
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
@@ -99,6 +100,13 @@ class Tensor:
                 f"requires_grad=True needs a floating-point tensor, but this one is {self.dtype} "
                 f"(shape {self.shape}, on {self._device}). Only float16/32/64 tensors have "
                 f"gradients: convert first, e.g. x.float().requires_grad_()")
+        if flag and getattr(self, "_inference", False) and not dispatch._state.inference:
+            raise GradError(
+                f"requires_grad=True on an inference tensor (made inside lk.inference_mode(); "
+                f"shape {self.shape}, {self.dtype}, on {self._device}) is not allowed outside "
+                f"inference mode: it could never be saved for backward. Make a normal tensor "
+                f"first, x = x.clone().requires_grad_(), or create it under lk.no_grad() "
+                f"instead of lk.inference_mode().")
         if not flag and self._node is not None:
             raise GradError("cannot clear requires_grad of a tensor computed from others "
                             "(it is not a leaf); use t.detach() for a tensor without history")
@@ -112,6 +120,12 @@ class Tensor:
     @property
     def is_leaf(self):
         return self._node is None
+
+    def is_inference(self):
+        """Whether this tensor was made inside ``lk.inference_mode()`` (PyTorch's inference
+        tensors: outside that mode they cannot take part in autodiff or be changed in place;
+        ``x.clone()`` gives a normal tensor)."""
+        return getattr(self, "_inference", False)
 
     # ---- conversion -------------------------------------------------------------------------
     def numpy(self):
@@ -186,7 +200,8 @@ class Tensor:
             out = cast(out, dtype=dtype)
         if device is not None:
             out = to_device(out, device=get_device(device).name)
-        return clone(out) if copy and out is self else out
+        # (a cast or move that changes nothing returns a tensor sharing self's memory)
+        return clone(out) if copy and (out is self or out._data is self._data) else out
 
     def cpu(self):
         return self.to("cpu")
@@ -196,6 +211,8 @@ class Tensor:
         from .versions import counter_of
         t = Tensor._make(self._data, self._device)
         t._version = counter_of(self)     # a write through either is a write to both
+        if getattr(self, "_inference", False):
+            t._inference = True
         return t
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False):

@@ -52,6 +52,7 @@ _PHASE_KIND = {"ps.pull": "pull / push", "ps.push": "pull / push", "ps.compute":
                "ps.straggle": "waiting", "ps.apply": "apply"}
 # A primitive's kind is that of the module of labkit/tensor/ops that declares its kernel...
 _MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "einsum": "matmul / conv",
+                "quantized": "matmul / conv",
                 "decompositions": "matmul / conv",
                 "elementwise": "elementwise", "elementwise_math": "elementwise",
                 "bitwise": "elementwise", "nn_kernels": "elementwise", "composite": "elementwise",

@@ -270,3 +270,11 @@ def test_creation_lands_on_the_device(device):
               lk.randint(3, (2,), device=device), lk.normal(0.0, 1.0, (2,), device=device)):
         assert x.device.name == lk.devices.get_device(device).name
     assert math.isclose(lk.linspace(0, 1, 3, device=device)[1].item(), 0.5)
+
+
+def test_to_with_copy_true_copies_even_when_nothing_changes():
+    x = lk.ones(2)
+    for y in (x.to(copy=True), x.to(lk.float32, copy=True), x.to("cpu", copy=True)):
+        y.add_(1.0)
+        assert x.tolist() == [1.0, 1.0] and y.tolist() == [2.0, 2.0]
+    assert x.to(lk.float32) is x or x.to(lk.float32)._data is x._data     # no copy asked: none

@@ -7,3 +7,4 @@ from . import bitwise, elementwise_math  # noqa: F401,E402
 from . import layout, scatter  # noqa: F401,E402
 from . import loss  # noqa: F401,E402
 from . import nn_kernels  # noqa: F401,E402
+from . import quantized  # noqa: F401,E402

@@ -38,7 +38,13 @@ _NO_SNAPSHOT = frozenset({"add", "sub", "neg", "zero", "fill", "copy", "masked_f
                           "uniform", "normal"})
 
 
-def _check_leaf(target, name):
+def _check_writable(target, name):
+    if getattr(target, "_inference", False) and not dispatch._state.inference:
+        raise GradError(
+            f"{name}_: {describe(target)} is an inference tensor (made inside "
+            f"lk.inference_mode()), and it cannot be changed in place outside inference mode "
+            f"(PyTorch refuses it too). Make a normal tensor first, x = x.clone(), or do the "
+            f"update inside lk.inference_mode().")
     if target._requires_grad and target._node is None and dispatch._state.grad_enabled:
         raise GradError(
             f"{name}_: {describe(target)} is a leaf that requires grad, and changing it in place "
@@ -98,7 +104,7 @@ def _recording(target, args):
 def inplace(name, compute):
     """The in-place method ``<name>_`` of ``compute(self, *args, **kwargs)``."""
     def method(self, *args, **kwargs):
-        _check_leaf(self, name)
+        _check_writable(self, name)
         source = self
         if _recording(self, args + tuple(kwargs.values())):
             source = _before(self, copy=name not in _NO_SNAPSHOT)
