@@ -41,7 +41,7 @@ def export(model, args, f, *, kwargs=None, input_names=None, output_names=None,
     >>> proto = lk.onnx.export(model, (lk.randn(4, 3),), io.BytesIO(), input_names=["x"],
     ...                        dynamic_axes={"x": {0: "batch"}})
     >>> [n.op_type for n in proto.graph.node]
-    ['Transpose', 'MatMul', 'Add', 'Relu', 'Identity']
+    ['Gemm', 'Add', 'Relu', 'Identity']
     """
     opset = DEFAULT_OPSET if opset_version is None else int(opset_version)
     if opset < 17:

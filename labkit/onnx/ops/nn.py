@@ -14,6 +14,9 @@ def _swap_last(b, x, ndim):
 def _matmul(b, node, ins):
     a, c = node.inputs
     x, y = b.operands(node, node.dtype)
+    if a.ndim == 2 and c.ndim == 2:      # x @ W.T of a linear layer: Gemm reads W as stored
+        return b.emit("Gemm", [x, y], transA=int(bool(node.attrs.get("transpose_a"))),
+                      transB=int(bool(node.attrs.get("transpose_b"))), name=node.name)
     if node.attrs.get("transpose_a") and a.ndim >= 2:
         x = _swap_last(b, x, a.ndim)
     if node.attrs.get("transpose_b") and c.ndim >= 2:
