@@ -141,15 +141,28 @@ def _named(key):
 
 
 def _check_names(model, spec):
-    names = [n for n, _ in model.named_modules()]
-    for key in spec:
-        if isinstance(key, str) and key not in names:
-            near = difflib.get_close_matches(key, names, n=3)
-            hint = f"did you mean {', '.join(map(repr, near))}? " if near else ""
-            shown = ", ".join(repr(n) for n in names[:12]) + (", ..." if len(names) > 12 else "")
-            raise ValueError(f"quantize_dynamic: qconfig_spec names submodule {key!r}, which the "
-                             f"model does not have; {hint}its submodules are {shown} ('' is the "
-                             f"model itself, as in named_modules()).")
+    """Each name in ``spec`` must name a submodule, by its first name if it is shared."""
+    every = list(model.named_modules(remove_duplicate=False))
+    found, first = dict(every), {}
+    for name, m in every:
+        first.setdefault(id(m), name)
+    for key in (k for k in spec if isinstance(k, str)):
+        if key not in found:
+            raise ValueError(_unknown_name(key, [n for n, _ in every]))
+        if first[id(found[key])] != key:
+            raise ValueError(f"quantize_dynamic: qconfig_spec names submodule {key!r}, which is "
+                             f"the same module as {first[id(found[key])]!r} (shared); a shared "
+                             f"module is quantized as its first name says, as in PyTorch: name "
+                             f"{first[id(found[key])]!r} instead.")
+
+
+def _unknown_name(key, names):
+    near = difflib.get_close_matches(key, names, n=3)
+    hint = f"did you mean {', '.join(map(repr, near))}? " if near else ""
+    shown = ", ".join(repr(n) for n in names[:12]) + (", ..." if len(names) > 12 else "")
+    return (f"quantize_dynamic: qconfig_spec names submodule {key!r}, which the model does not "
+            f"have; {hint}its submodules are {shown} ('' is the model itself, as in "
+            f"named_modules()).")
 
 
 # ---- the walk ----------------------------------------------------------------------------------

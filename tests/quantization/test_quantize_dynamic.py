@@ -126,6 +126,9 @@ def test_shared_layers_stay_shared_and_hooks_carry_over():
     assert q[0] is q[2] and type(q[0]) is QLinear
     q(lk.ones(2, 4))
     assert calls == [(2, 4), (2, 4)]
+    assert type(quantize_dynamic(model, {"0"})[2]) is QLinear
+    with pytest.raises(ValueError, match="'2', which is the same module as '0' .shared.*name '0'"):
+        quantize_dynamic(model, {"2"})
 
 
 # ---- the weight -------------------------------------------------------------------------------
