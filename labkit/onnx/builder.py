@@ -148,13 +148,18 @@ class GraphBuilder:
         raise OnnxExportError(f"lk.onnx.export: internal error: node '{node.name}' is used "
                               f"before it was converted")
 
+    @staticmethod
+    def array_of(node):
+        """The value of a capture (a parameter, a buffer, a tensor made while tracing) or a
+        constant node, as a NumPy array on the host."""
+        if node.kind == CAPTURE:
+            return np.asarray(node.value.detach().cpu().numpy())
+        array = node.value
+        return np.asarray(array.get() if hasattr(array, "get") else array)
+
     def _initializer_of(self, node):
-        if node.kind == CAPTURE:      # a parameter, a buffer, or a tensor made while tracing
-            array = np.asarray(node.value.detach().cpu().numpy())
-        else:
-            array = node.value
-            array = np.asarray(array.get() if hasattr(array, "get") else array)
-        twins = self.variants.twins.get(node) if self.variants is not None else None
+        array = self.array_of(node)
+        twins = self.variants.twins.get(node)
         if twins and any(t.shape != node.shape for t in twins):
             name = self._sized_constant(node, array)
         else:
@@ -233,14 +238,10 @@ class GraphBuilder:
     # ---- sizes -------------------------------------------------------------------------------
     def dims(self, node):
         """``node``'s shape: ints, and ``Dim`` for sizes that follow a dynamic axis."""
-        if self.variants is None:
-            return tuple(node.shape)
         return self.variants.dims(node)
 
     def attrs(self, node):
         """``node``'s attributes, with ``Dim`` for integers that follow a dynamic axis."""
-        if self.variants is None:
-            return dict(node.attrs)
         return self.variants.attrs(node)
 
     def ints(self, values, name="shape"):
@@ -370,19 +371,16 @@ def prune(graph_nodes, outputs):
     for n in reversed(graph_nodes):
         if any(o in needed for o in n.output):
             kept.append(n)
-            needed.update(i for i in n.input if i)
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    needed.update(_outer_reads(a.g))
+            needed |= reads([n])
     return kept[::-1]
 
 
-def _outer_reads(g):
-    """The names a sub-graph reads (its own and, nested, its sub-graphs' inputs)."""
+def reads(nodes):
+    """The value names ONNX ``nodes`` read, their sub-graphs' (If branches, Loop bodies) too."""
     names = set()
-    for n in g.node:
+    for n in nodes:
         names.update(i for i in n.input if i)
         for a in n.attribute:
             if a.type == onnx.AttributeProto.GRAPH:
-                names.update(_outer_reads(a.g))
+                names |= reads(a.g.node)
     return names

@@ -14,7 +14,7 @@ from ..tensor.atomic_file import write_atomically
 from ..tensor.creation import tensor as _tensor
 from ..tensor.tensor import Tensor
 from . import ops as _ops  # noqa: F401  (registers the converters)
-from .builder import GraphBuilder, Variants, prune, value_info
+from .builder import GraphBuilder, Variants, prune, reads, value_info
 from .dims import OnnxExportError
 
 DEFAULT_OPSET = 17
@@ -64,8 +64,7 @@ def export(model, args, f, *, kwargs=None, input_names=None, output_names=None,
         fn = _function(lambda *a: model(*a, **kwargs),
                        name=getattr(type(model), "__name__", None) if _is_module(model)
                        else getattr(model, "__name__", "model"))
-        symbols = sorted({s for spec in axes.values() for s in spec.values()
-                          if _is_input(spec, names, axes)})
+        symbols = sorted({s for n in names for s in axes.get(n, {}).values()})
         runs = [args]
         sizes = [[_symbol_size(s, args, names, axes) for s in symbols]]
         for j, s in enumerate(symbols):
@@ -80,17 +79,15 @@ def export(model, args, f, *, kwargs=None, input_names=None, output_names=None,
         _restore_training(modes)
 
     graph = graphs[0]
-    variants = None
-    if symbols:
-        variants = Variants(symbols, sizes)
-        variants.pair(graphs)
+    variants = Variants(symbols, sizes)
+    variants.pair(graphs)
     trace = traces[0]
     by_name = {n.name: n for n in graph.nodes}
     feeds = [by_name[n.name] for n in trace.raw_feeds]
     outputs = list(graph.outputs)
     out_names = _output_names(output_names, len(outputs))
 
-    b = GraphBuilder(opset, variants or Variants([], [[]]))
+    b = GraphBuilder(opset, variants)
     inputs = []
     for node, name, leaf in zip(feeds, names, leaves):
         spec = axes.get(name, {})
@@ -108,7 +105,7 @@ def export(model, args, f, *, kwargs=None, input_names=None, output_names=None,
         b.nodes[-1].output[0] = name
         out_infos.append(value_info(name, node.dtype, b.dims(node)))
     nodes = prune(b.nodes, [i.name for i in out_infos])
-    used = {i for n in nodes for i in n.input} | _sub_reads(nodes)
+    used = reads(nodes)
     inits = [t for t in b.initializers if t.name in used]
     proto = helper.make_graph(nodes, graph.name.split("#")[0] or "labkit", inputs, out_infos,
                               initializer=inits)
@@ -128,16 +125,6 @@ def export(model, args, f, *, kwargs=None, input_names=None, output_names=None,
         raise TypeError(f"lk.onnx.export writes to a path or a binary file object, got "
                         f"{type(f).__name__}")
     return model_proto
-
-
-def _sub_reads(nodes):
-    from .builder import _outer_reads
-    names = set()
-    for n in nodes:
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                names |= _outer_reads(a.g)
-    return names
 
 
 def _version():
@@ -207,10 +194,6 @@ def _dynamic_axes(dynamic_axes, names, output_names):
         else:
             out[name] = {int(k): f"{name}_dynamic_axes_{i + 1}" for i, k in enumerate(spec)}
     return out
-
-
-def _is_input(spec, names, axes):
-    return any(axes.get(n) is spec for n in names)
 
 
 def _symbol_size(symbol, args, names, axes):

@@ -15,9 +15,7 @@ def _quantized_linear(b, node, ins):
     xq, x_scale, x_zero = b.emit("DynamicQuantizeLinear", [ins[0]], outputs=3,
                                  name=f"{node.name}/quantize")
     if weight.kind in (CAPTURE, CONSTANT):     # stored transposed, as MatMulInteger reads it
-        w = weight.value
-        w = w.detach().cpu().numpy() if hasattr(w, "detach") else np.asarray(w)
-        w_t = b.const(np.ascontiguousarray(w.T), name=f"{weight.name}_t")
+        w_t = b.const(np.ascontiguousarray(b.array_of(weight).T), name=f"{weight.name}_t")
     else:
         w_t = b.emit("Transpose", [ins[1]], perm=[1, 0])
     zero = b.const(np.zeros((), np.int8), name="zero_point")

@@ -41,11 +41,12 @@ converter("min")(_reduction("ReduceMin"))
 
 @converter("any", "all")
 def _any_all(b, node, ins):
-    x = b.cast(b.value(node.inputs[0]) if node.inputs[0].dtype.name == "bool_"
-               else b.emit("Not", [b.emit("Equal", [ins[0], b.operand(0, node.inputs[0].dtype)])]),
-               int32)
+    """any / all as the largest / smallest of the truth values, as int32 (ONNX reduces no bools)."""
+    x = node.inputs[0]
+    truth = ins[0] if x.dtype.name == "bool_" else \
+        b.emit("Not", [b.emit("Equal", [ins[0], b.operand(0, x.dtype)])])
     op_type = "ReduceMax" if node.op.name == "any" else "ReduceMin"
-    r = reduce(b, op_type, x, _axes(b, node), node.attrs.get("keepdim", False))
+    r = reduce(b, op_type, b.cast(truth, int32), _axes(b, node), node.attrs.get("keepdim", False))
     return b.cast(r, node.dtype)
 
 
