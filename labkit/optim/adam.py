@@ -3,6 +3,17 @@ from ..tensor.ops.elementwise import maximum, sqrt
 from .optimizer import Optimizer, as_count, in_dtype, moments, with_weight_decay
 
 
+def adam_moments(opt, p, g, state, group, h):
+    """The start of an Adam step, shared by Adam and RAdam: the betas, the step count (advanced
+    by one), weight decay applied to the gradient ``g``, and the updated moments ``m`` and
+    ``v``. Returns ``(b1, b2, step, m, v)``."""
+    b1, b2 = h.exact("betas")
+    step = as_count(opt._counter(state, "step", p).assign_add(1))
+    g = with_weight_decay(p, g, group, h)
+    m, v = moments(opt._slot(state, "exp_avg", p), opt._slot(state, "exp_avg_sq", p), g, p, h)
+    return b1, b2, step, m, v
+
+
 class Adam(Optimizer):
     """PyTorch's Adam (L2 ``weight_decay`` added to the gradient, or decoupled as AdamW's with
     ``decoupled_weight_decay=True``; optional AMSGrad; ``maximize``).
@@ -33,11 +44,7 @@ class Adam(Optimizer):
                                       decoupled_weight_decay=decoupled_weight_decay))
 
     def _update(self, p, g, state, group, h):
-        b1, b2 = h.exact("betas")
-        step = as_count(self._counter(state, "step", p).assign_add(1))
-        g = with_weight_decay(p, g, group, h)
-        m, v = moments(self._slot(state, "exp_avg", p), self._slot(state, "exp_avg_sq", p), g,
-                       p, h)
+        b1, b2, step, m, v = adam_moments(self, p, g, state, group, h)
         if group["amsgrad"]:
             vmax = self._slot(state, "max_exp_avg_sq", p)
             v = vmax.assign(maximum(vmax, v))

@@ -1,6 +1,7 @@
 """RAdam: Adam whose adaptive step is switched on once the variance estimate is reliable."""
 from ..tensor.ops.elementwise import maximum, sqrt, where
-from .optimizer import Optimizer, as_count, in_dtype, moments, with_weight_decay
+from .adam import adam_moments
+from .optimizer import Optimizer, in_dtype
 
 
 class RAdam(Optimizer):
@@ -28,11 +29,7 @@ class RAdam(Optimizer):
                                       differentiable=differentiable))
 
     def _update(self, p, g, state, group, h):
-        b1, b2 = h.exact("betas")
-        step = as_count(self._counter(state, "step", p).assign_add(1))
-        g = with_weight_decay(p, g, group, h)
-        m, v = moments(self._slot(state, "exp_avg", p), self._slot(state, "exp_avg_sq", p), g,
-                       p, h)
+        b1, b2, step, m, v = adam_moments(self, p, g, state, group, h)
         bias2 = 1 - b2 ** step
         rho_inf = 2 / (1 - b2) - 1
         rho_t = rho_inf - 2 * step * b2 ** step / bias2
