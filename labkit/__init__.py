@@ -20,8 +20,8 @@ from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, inference_mode,
 from .autodiff.functional import stop_gradient
 from .autodiff.jacobians import hessian, jacfwd, jacrev
 from . import config
-from .graph import (Function, Graph, GraphError, SymbolicTensor, TracingError, function,
-                    gradients, name_scope, placeholder)
+from .graph import (FrozenValueWarning, Function, Graph, GraphError, SymbolicTensor,
+                    TracingError, function, gradients, name_scope, placeholder)
 from .graph import cond, scan, while_loop
 from .graph import FIFOQueue, QueueClosedError, Variable, restore_variables, save_variables
 from .graph.capture import colocate_with

@@ -83,7 +83,19 @@ def source_text(where):
         return "an unknown line"
     filename, line = where
     code = linecache.getline(filename, line).strip()
-    return f"{filename}:{line}" + (f": {code}" if code else "")
+    cell = _notebook_cell(filename)
+    place = f"{cell}, line {line}" if cell else f"{filename}:{line}"
+    return place + (f": {code}" if code else "")
+
+
+def _notebook_cell(filename):
+    """``"Cell In[5]"`` for code a notebook cell ran (as IPython's tracebacks name it), else
+    None; the kernel's file name for a cell is a temporary path that means nothing to a reader."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    label = getattr(getattr(shell, "compile", None), "format_code_name", lambda name: None)(
+        filename)
+    return " ".join(label) if label else None
 
 
 def describe(value):

@@ -6,6 +6,11 @@ and for every other argument its Python value. A call with a new signature trace
 retrace explains itself: ``f.traces`` lists every trace with what changed (``x: shape (32, 10) ->
 (16, 10)``), and a function that retraces often warns, naming the calling line.
 
+The Python body runs once per trace, so what plain Python or NumPy computes there is fixed in the
+graph: a trace that draws from NumPy's or Python's random generators, or reads an outside
+tensor's value into Python (``t.item()``, ``float(t)``), warns (``FrozenValueWarning``) and
+``trace.frozen`` lists every value it fixed (``labkit.graph.frozen``).
+
 Tensors the function uses from outside (a model's parameters, optimiser slots) are captured by
 reference: each run reads their current values, and ``assign`` ops inside the function update them
 in place. ``loss.backward()`` inside the function puts the backward pass into the graph; the
@@ -41,6 +46,7 @@ from ..tensor import dispatch
 from ..tensor.tensor import Tensor
 from .capture import enter_graph
 from .executor import Plan, feed_array
+from .frozen import FrozenWatch
 from .ir import PLACEHOLDER, Graph
 from . import structures
 from .passes import needs_placement, placement, run_passes
@@ -124,9 +130,12 @@ class Trace:
         self.mode_guards = []      # (module weakref, training) of each module the trace called
         self.argument_grads = []   # (position, replaces, fetched): .grad of tensor arguments
         self.n_argument_grads = 0  # how many of those the plan fetches (after grad_outputs)
+        self.frozen = []           # FrozenValue: what the trace fixed (labkit/graph/frozen.py)
 
     def __repr__(self):
-        return f"<trace {self.number}: {self.reason}>"
+        fixed = f"; {len(self.frozen)} value(s) fixed at trace time, see .frozen" \
+            if self.frozen else ""
+        return f"<trace {self.number}: {self.reason}{fixed}>"
 
 
 class Function:
@@ -328,7 +337,8 @@ class Function:
             modes = _tracing.modes = []
         modes.append({})
         try:
-            with no_device_request(), enter_graph(graph) as mode:
+            with no_device_request(), FrozenWatch(self.name) as watch, \
+                    enter_graph(graph) as mode:
                 mode.grads.assume_none = assume_none
                 for position, (t, path) in enumerate(zip(leaves, paths)):
                     node = graph.add_node(PLACEHOLDER, None, (), {}, t.shape, t.dtype, t.device,
@@ -351,6 +361,7 @@ class Function:
             else:   # an outside tensor returned as is
                 fetches.append(graph.capture(t))
         trace = Trace(len(self.traces) + 1, key, graph, reason)
+        trace.frozen = watch.report(graph, trace.number)
         trace.mode_guards = list(called.values())
         sets, trace.grad_clears = mode.grads.finish()
         trace.grad_guards = mode.grads.guards

@@ -15,6 +15,7 @@ import numpy as np
 from ..devices import device_of_array, get_device, transfer
 from ..errors import DTypeError, ShapeError
 from .dtypes import as_dtype, float16, float32, get_default_dtype, storage_dtype
+from .dispatch import made_from_host
 from .inference import mark as _mark_inference
 from .tensor import Tensor
 
@@ -24,7 +25,7 @@ def _place(array, device, requires_grad):
     dev = get_device(device)
     if dev.type != "cpu":
         array = transfer(array, get_device("cpu:0"), dev)
-    t = _mark_inference(Tensor._make(array, dev))
+    t = made_from_host(_mark_inference(Tensor._make(array, dev)))
     if requires_grad:
         t.requires_grad = True   # checks the dtype, with a clear error for integers
     return t
@@ -71,7 +72,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 
 
 def _place_on(array, device, requires_grad):
-    t = _mark_inference(Tensor._make(array, device))
+    t = made_from_host(_mark_inference(Tensor._make(array, device)))
     if requires_grad:
         t.requires_grad = True
     return t
@@ -333,7 +334,7 @@ def from_numpy(array):
     if array.dtype != storage_dtype(array.dtype):
         raise DTypeError(f"from_numpy cannot share memory with a {array.dtype} array (labkit "
                          f"holds float16/32/64, int8/16/32/64, uint8 and bool); use lk.tensor(array) to copy")
-    return Tensor._make(array, get_device("cpu:0"))
+    return made_from_host(Tensor._make(array, get_device("cpu:0")))
 
 
 def from_dlpack(obj):
@@ -364,4 +365,4 @@ def from_dlpack(obj):
                          f"32/64, int8/16/32/64, uint8 and bool), so it cannot share this memory; convert "
                          f"the producer first (e.g. x.to(torch.float32)) or copy it with "
                          f"lk.tensor(np.asarray(x))")
-    return Tensor._make(array, device_of_array(array))
+    return made_from_host(Tensor._make(array, device_of_array(array)))

@@ -53,6 +53,7 @@ class _State(threading.local):
         self.grad_enabled = True
         self.grad_all = False   # True while lk.gradients wants cotangents for every input
         self.inference = False  # True inside lk.inference_mode() (labkit/tensor/inference.py)
+        self.watch = None       # what lk.function's tracing watches (labkit/graph/frozen.py)
 
 
 _eager_mode = None   # set by labkit.tensor.eager at import
@@ -63,6 +64,23 @@ def _install_eager(mode):
     global _eager_mode, _state
     _eager_mode = mode
     _state = _State()
+
+
+def made_from_host(t):
+    """Creation functions call this with each tensor they make from host data; a trace being
+    watched (``lk.function`` tracing) records it as a value fixed at trace time."""
+    watch = _state.watch
+    if watch is not None:
+        watch.made(t)
+    return t
+
+
+def read_to_host(t, how, frame):
+    """``t.item()``, ``t.numpy()`` and ``np.asarray(t)`` call this; a trace being watched records
+    a read of a value from outside it (``frame`` is the caller's, to find the user's line)."""
+    watch = _state.watch
+    if watch is not None:
+        watch.read(t, how, frame)
 
 
 def bind(op, inputs, attrs):

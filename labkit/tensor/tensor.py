@@ -11,6 +11,8 @@ are attached in ``labkit.tensor.methods`` once the ops exist; they all go throug
 tensor([[2., 4.],
         [6., 8.]])
 """
+import sys
+
 import numpy as np
 
 from ..errors import DeviceError, DTypeError, GradError, ShapeError
@@ -130,6 +132,8 @@ class Tensor:
     # ---- conversion -------------------------------------------------------------------------
     def numpy(self):
         """The values as a NumPy array (shares memory on CPU; copies from a GPU)."""
+        if dispatch._state.watch is not None:
+            dispatch.read_to_host(self, "numpy()", sys._getframe(1))
         if self._device.type == "cpu":
             return self._data
         return self._data.get()
@@ -139,6 +143,8 @@ class Tensor:
             raise DeviceError(
                 f"np.asarray() of a tensor on {self._device}: NumPy reads host memory only. "
                 f"Call t.numpy() (copies to the host) or t.to('cpu') first.")
+        if dispatch._state.watch is not None:
+            dispatch.read_to_host(self, "np.asarray()", sys._getframe(1))
         if dtype is not None and np.dtype(dtype) != self._data.dtype:
             if copy is False:
                 raise ValueError(f"np.asarray(t, dtype={np.dtype(dtype)}, copy=False): converting "
@@ -152,6 +158,8 @@ class Tensor:
             raise ShapeError(f"item() needs a tensor with one element; this one has shape "
                              f"{self.shape} ({self._data.size} elements). Index one element "
                              f"first (t[0].item()), or use t.tolist() for all of them.")
+        if dispatch._state.watch is not None:
+            dispatch.read_to_host(self, "item()", sys._getframe(1))
         return self._data.reshape(()).item()
 
     def tolist(self):
