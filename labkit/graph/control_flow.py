@@ -405,20 +405,18 @@ def scan_op(xp, *inputs, body, n_carry, n_xs, length, n_saved=0):
     outside = inputs[n_carry + n_xs:]
     step = body.plan()
     y_nodes = body.out_nodes[n_carry:]
-    ys = [[] for _ in y_nodes]
-    starts = [[] for _ in range(n_carry)] if n_saved else []
+    # each step's ys (and, with n_saved, the carry it started from) written into the stacked
+    # results as they come: no per-step lists, no stacking afterwards
+    ys = [xp.empty((length, *n.shape), dtype=n.dtype.np) for n in y_nodes]
+    starts = [xp.empty((length, *c.shape), dtype=c.dtype) for c in carry] if n_saved else []
     for t in range(length):
         for acc, c in zip(starts, carry):
-            acc.append(c)
-        out = step(*carry, *(x[t, ...] for x in xs), *outside)
+            acc[t] = c
+        out = step(*carry, *[x[t] for x in xs], *outside)
         carry = out[:n_carry]
         for acc, y in zip(ys, out[n_carry:]):
-            acc.append(y)
-    stacked = [xp.stack(acc) if acc else xp.zeros((0, *n.shape), dtype=n.dtype.np)
-               for acc, n in zip(ys, y_nodes)]
-    started = [xp.stack(acc) if acc else xp.zeros((0, *c.shape), dtype=c.dtype)
-               for acc, c in zip(starts, inputs[:n_carry])]
-    return (*carry, *stacked, *started)
+            acc[t] = y
+    return (*carry, *ys, *starts)
 
 
 def _reading_saved(body, bwd, first, n_saved):
@@ -463,11 +461,12 @@ def scan_grad_op(xp, *arrays, body, bwd, n_carry, n_xs, length, fcar, fy, given,
     nf, nx = len(fcar), len(fx)
     for t in reversed(range(length)):
         cy = [z if gy is None else gy[t, ...] for gy, z in zip(g_ys, zero_ys)]
-        res = back(*carries[t], *(x[t, ...] for x in xs), *outside, *g, *cy, *saved[t])
+        res = back(*carries[t], *[x[t] for x in xs], *outside, *g, *cy, *saved[t])
         g = res[:nf]
         for acc, r in zip(g_xs, res[nf:nf + nx]):
             acc[t] = r
-        g_out = [a + b for a, b in zip(g_out, res[nf + nx:])]
+        for acc, r in zip(g_out, res[nf + nx:]):
+            acc += r                      # accumulators of the loop's own: added in place
     return tuple(xp.asarray(a) for a in (*g, *g_xs, *g_out))
 
 
