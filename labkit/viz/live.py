@@ -33,7 +33,8 @@ import time
 from . import comm_tap, style
 
 LINE = {"loss": style.ROLE["backward"][1], "accuracy": style.ROLE["update"][1]}
-BUTTON = "the Stop button"
+BUTTON = "the Stop button"          # how the loop was stopped, as the cell says it
+INTERRUPT = "an interrupt"
 
 # The widget's front end (an anywidget ES module): the Stop button, the status line and the
 # curves. A click relabels the button at once and tells the kernel which run to stop, so a
@@ -129,7 +130,7 @@ def _soft_interrupt(view):
         else signal.default_int_handler
 
     def handler(signum, frame):
-        view.stop("an interrupt (interrupt again to raise KeyboardInterrupt)")
+        view.stop(INTERRUPT)
         signal.signal(signal.SIGINT, old)
 
     signal.signal(signal.SIGINT, handler)
@@ -257,8 +258,12 @@ class TrainingView:
         parts += [f"{m} {v:.4g}" for m, v in self.latest().items()]
         if self._t0 is not None and done:
             parts.append(f"{done / max(time.perf_counter() - self._t0, 1e-9):.1f} steps/s")
-        if self.stopped:
-            parts.append(f"{'stopping' if self._running else 'stopped'}: {self.stop_reason}")
+        if self.stopped and self._running:
+            again = " (interrupt again to raise KeyboardInterrupt)" \
+                if self.stop_reason == INTERRUPT else ""
+            parts.append(f"stopping: {self.stop_reason}{again}")
+        elif self.stopped:
+            parts.append(f"stopped: {self.stop_reason}")
         return " · ".join(parts)
 
     def _build_widget(self):

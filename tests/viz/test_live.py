@@ -146,8 +146,9 @@ def test_first_interrupt_stops_softly_the_second_raises():
         seen.append(step)
         if step == 1:
             signal.raise_signal(signal.SIGINT)        # the kernel's ■: ends after this step
+            assert "stopping: an interrupt (interrupt again to raise" in view.status()
             seen.append("step finished")
-    assert seen == [0, 1, "step finished"] and "interrupt" in view.stop_reason
+    assert seen == [0, 1, "step finished"] and view.stop_reason == "an interrupt"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
         for step in view.steps(100):
