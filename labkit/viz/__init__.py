@@ -3,8 +3,8 @@ and widgets.
 
 Graph pictures are DOT text laid out by graphviz's ``dot``; timelines, gradient charts and
 training curves are SVG written directly. All show inline as SVG, so a saved notebook keeps
-them; widgets (``GraphWidget``, ``TimelineWidget``, the live view's Stop button) need
-ipywidgets and carry a static picture too. ``lk.Graph``, ``lk.Tensor``, ``lk.nn.Module`` and
+them; widgets (``GraphWidget``, ``TimelineWidget``) need ipywidgets, the live view's curves
+and Stop button anywidget, and each carries a static picture too. ``lk.Graph``, ``lk.Tensor``, ``lk.nn.Module`` and
 ``lk.profile()``'s ``Profile`` render themselves.
 
 >>> import labkit as lk

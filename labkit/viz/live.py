@@ -7,26 +7,80 @@ Stop button that ends the loop cleanly (between two steps, never inside one).
 ...     view.log(loss=1.0 / (step + 1), accuracy=step / 100)
 ...     if step == 4:
 ...         view.stop()          # what the Stop button does
->>> len(view.history["loss"]), view.stopped
-(5, True)
+>>> len(view.history["loss"]), view.stopped, view.stop_reason
+(5, True, 'view.stop()')
 
-In JupyterLab with ipywidgets the view shows the curves, a status line and the Stop button
-under the cell, redrawn at most every ``refresh`` seconds. A click reaches a running cell only
-if the kernel can read widget messages while it is busy: labkit does that with the small
-``jupyter-ui-poll`` package when it is installed (``pip install jupyter-ui-poll``). Interrupting the
-kernel (the ■ button) also ends the loop cleanly: ``steps()`` stops, the view says so, and
-the cell goes on after the loop. Without a widget frontend (a script, a CI run of a notebook)
-it prints a line every ``print_every`` seconds, and the curves (an SVG) are displayed when the
-loop ends, so a saved notebook keeps them.
+In JupyterLab the view shows the curves, a status line and a Stop button under the cell (one
+widget, redrawn at most every ``refresh`` seconds; it needs ``anywidget``). A click on Stop
+shows "stopping…" at once, in the page, and the loop ends after the step it is in; the cell
+prints where it stopped and goes on after the loop. The click reaches the busy kernel through
+``comm_tap`` (ipykernel 7 or later; with an older kernel the button says to interrupt instead).
+Interrupting the kernel (the ■ button) also ends the loop cleanly: ``steps()`` stops, the view
+says so, and the cell goes on; a second interrupt raises ``KeyboardInterrupt`` as usual.
+
+The widget's display also carries the curves as SVG, updated when the loop ends: a saved
+notebook (nbval, a web page) shows that static copy, a live JupyterLab only the widget.
+Without a widget front end (a script) it prints a line every ``print_every`` seconds, and in a
+kernel without anywidget the curves are displayed as an SVG when the loop ends.
 """
 import contextlib
+import functools
 import html
 import math
+import threading
 import time
 
-from . import style
+from . import comm_tap, style
 
 LINE = {"loss": style.ROLE["backward"][1], "accuracy": style.ROLE["update"][1]}
+BUTTON = "the Stop button"          # how the loop was stopped, as the cell says it
+INTERRUPT = "an interrupt"
+
+# The widget's front end (an anywidget ES module): the Stop button, the status line and the
+# curves. A click relabels the button at once and tells the kernel which run to stop, so a
+# late click never stops a later loop.
+ESM = r"""
+const LABEL = {idle: "Stop", running: "Stop", stopping: "stopping…", stopped: "stopped",
+               done: "done"};
+function render({ model, el }) {
+  const bar = document.createElement("div");
+  bar.style.cssText = "display:flex;align-items:center;gap:10px;margin:2px 0 4px 0";
+  const button = document.createElement("button");
+  button.className = "lk-live-stop";
+  button.style.cssText = "min-width:96px;padding:3px 12px;border:1px solid #b91c1c;" +
+    "border-radius:3px;background:#dc2626;color:white;font:13px sans-serif;cursor:pointer";
+  const status = document.createElement("span");
+  status.className = "lk-live-status";
+  status.style.cssText = "font:12px sans-serif;color:#111827";
+  const picture = document.createElement("div");
+  picture.className = "lk-live-picture";
+  bar.append(button, status);
+  el.append(bar, picture);
+  let pressed = null;                       // the run a click here asked to stop
+  function draw() {
+    const state = model.get("state");
+    const asked = state === "running" && pressed === model.get("run");
+    button.textContent = asked ? "stopping…" : (LABEL[state] || state);
+    button.disabled = state !== "running" || asked || !model.get("can_stop");
+    button.style.opacity = button.disabled ? "0.6" : "1";
+    button.title = model.get("hint");
+    status.textContent = model.get("status");
+  }
+  button.addEventListener("click", () => {
+    if (button.disabled) return;
+    pressed = model.get("run");
+    draw();                                 // at once, before the kernel answers
+    model.send({event: "stop", run: pressed});
+  });
+  for (const name of ["state", "run", "status", "hint", "can_stop"]) {
+    model.on("change:" + name, draw);
+  }
+  model.on("change:svg", () => { picture.innerHTML = model.get("svg"); });
+  picture.innerHTML = model.get("svg");
+  draw();
+}
+export default { render };
+"""
 
 
 def _esc(text):
@@ -42,20 +96,25 @@ def _in_kernel():
     return ip is not None and getattr(ip, "kernel", None) is not None
 
 
-@contextlib.contextmanager
-def _ui_poller():
-    """A function that lets the kernel handle pending widget messages (button clicks) while a
-    cell runs, or a no-op where that is not possible."""
-    if _in_kernel():
-        try:
-            from jupyter_ui_poll import ui_events
-        except ImportError:
-            pass
-        else:
-            with ui_events() as poll:
-                yield poll
-            return
-    yield lambda n=1: None
+@functools.lru_cache(maxsize=None)
+def _widget_class():
+    """The live view's anywidget class, or None without anywidget."""
+    try:
+        import anywidget
+        import traitlets
+    except ImportError:
+        return None
+
+    class LiveWidget(anywidget.AnyWidget):
+        _esm = ESM
+        svg = traitlets.Unicode("").tag(sync=True)
+        status = traitlets.Unicode("").tag(sync=True)
+        state = traitlets.Unicode("idle").tag(sync=True)   # idle running stopping stopped done
+        run = traitlets.Int(0).tag(sync=True)               # which loop the button stops
+        can_stop = traitlets.Bool(True).tag(sync=True)
+        hint = traitlets.Unicode("end the loop after the current step").tag(sync=True)
+
+    return LiveWidget
 
 
 @contextlib.contextmanager
@@ -63,7 +122,6 @@ def _soft_interrupt(view):
     """While the loop runs, a first interrupt (Ctrl-C, the kernel's ■) stops it after the
     current step instead of raising; a second one raises ``KeyboardInterrupt`` as usual."""
     import signal
-    import threading
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -72,7 +130,7 @@ def _soft_interrupt(view):
         else signal.default_int_handler
 
     def handler(signum, frame):
-        view.stop("stopped by an interrupt (press again to raise KeyboardInterrupt)")
+        view.stop(INTERRUPT)
         signal.signal(signal.SIGINT, old)
 
     signal.signal(signal.SIGINT, handler)
@@ -106,29 +164,33 @@ class TrainingView:
         self._shown = False
         self._last_draw = self._last_print = 0.0
         self._t0 = None
-        self._widgets = None
+        self._run = 0            # which loop of steps() runs (a Stop click names it)
+        self._running = False
+        self.widget = None
         if display and _in_kernel():
-            self._build_widgets()
+            self._build_widget()
 
     # ---- the loop ---------------------------------------------------------------------------
-    def stop(self, reason="stopped by the Stop button"):
-        """End the loop after the current step (the Stop button calls this)."""
+    def stop(self, reason="view.stop()"):
+        """End the loop after the current step (the Stop button calls this). Safe from another
+        thread or a signal handler: it only records the request."""
         if not self.stopped:
-            self.stopped, self.stop_reason = True, reason
-        if self._widgets is not None:
-            self._widgets["stop"].disabled = True
-            self._widgets["stop"].description = "stopping…"
+            self.stop_reason = reason
+            self.stopped = True
 
     def steps(self, n=None):
         """Yield step numbers ``0 .. n-1`` until done or stopped; keeps the view up to date."""
         self.total, self.stopped, self.stop_reason = n, False, None
         self._t0 = time.perf_counter()
+        self._run += 1
+        self._running = True
+        if self.widget is not None:
+            self.widget.run, self.widget.state = self._run, "running"
         self._show()
         step = 0
         try:
-            with _soft_interrupt(self), _ui_poller() as poll:
+            with _soft_interrupt(self), self._hear_stop_while_busy():
                 while n is None or step < n:
-                    poll(10)            # handle a pending Stop click, if the kernel can
                     if self.stopped:
                         break
                     self.step = step
@@ -136,6 +198,7 @@ class TrainingView:
                     step += 1
                     self._maybe_draw()
         finally:
+            self._running = False
             self._finish(step)
 
     def log(self, step=None, **values):
@@ -154,6 +217,40 @@ class TrainingView:
     def latest(self):
         return {m: h[-1][1] for m, h in self.history.items() if h}
 
+    # ---- the Stop button ---------------------------------------------------------------------
+    def _on_front_message(self, data):
+        """A message from the widget's page: ``{"event": "stop", "run": k}`` stops loop ``k``
+        if it still runs (a click that arrives late never stops a later loop)."""
+        if isinstance(data, dict) and data.get("event") == "stop" \
+                and data.get("run") == self._run and self._running:
+            self.stop(BUTTON)
+
+    def _on_widget_msg(self, widget, content, buffers):
+        self._on_front_message(content)
+
+    @contextlib.contextmanager
+    def _hear_stop_while_busy(self):
+        """While the loop runs, hear the Stop click although the kernel is busy (``comm_tap``);
+        where the kernel cannot, the button says to interrupt instead."""
+        if self.widget is None:
+            yield
+            return
+        comm_id = self.widget.model_id
+
+        def heard(data):     # an ipywidgets custom message: {"method": "custom", "content"}
+            if data.get("method") == "custom":
+                self._on_front_message(data.get("content"))
+
+        heard_busy = comm_tap.listen(comm_id, heard)
+        self.widget.can_stop = heard_busy
+        self.widget.hint = ("end the loop after the current step" if heard_busy else
+                            "this kernel reads a click only after the cell (ipykernel 7 reads "
+                            "it at once): interrupt the kernel (■) to stop the loop")
+        try:
+            yield
+        finally:
+            comm_tap.forget(comm_id)
+
     # ---- showing it ----------------------------------------------------------------------------
     def status(self):
         done = self.step + 1
@@ -161,44 +258,38 @@ class TrainingView:
         parts += [f"{m} {v:.4g}" for m, v in self.latest().items()]
         if self._t0 is not None and done:
             parts.append(f"{done / max(time.perf_counter() - self._t0, 1e-9):.1f} steps/s")
-        if self.stopped:
-            parts.append(self.stop_reason)
+        if self.stopped and self._running:
+            again = " (interrupt again to raise KeyboardInterrupt)" \
+                if self.stop_reason == INTERRUPT else ""
+            parts.append(f"stopping: {self.stop_reason}{again}")
+        elif self.stopped:
+            parts.append(f"stopped: {self.stop_reason}")
         return " · ".join(parts)
 
-    def _build_widgets(self):
-        try:
-            import ipywidgets as w
-        except ImportError:
+    def _build_widget(self):
+        cls = _widget_class()
+        if cls is None:
             return
-        stop = w.Button(description="Stop", button_style="danger", icon="stop",
-                        tooltip="end the loop after the current step")
-        stop.on_click(lambda _: self.stop())
-        self._widgets = {"stop": stop, "image": w.HTML(self.svg()), "status": w.HTML(),
-                         "box": None}
-        self._widgets["box"] = w.VBox([w.HBox([stop, self._widgets["status"]]),
-                                       self._widgets["image"]])
-
-    @property
-    def stop_button(self):
-        """The ipywidgets Stop button (None without ipywidgets or outside a kernel)."""
-        return self._widgets["stop"] if self._widgets is not None else None
+        self.widget = cls(svg=self.svg(), status=self.status())
+        self.widget.on_msg(self._on_widget_msg)
 
     def _show(self):
         if self._shown or not self._display:
             return
         self._shown = True
-        if self._widgets is not None:
+        if self.widget is not None:
             from IPython.display import display
             self._handle = display(self, display_id=True)
 
     def _maybe_draw(self, force=False):
         now = time.perf_counter()
-        if self._widgets is not None:
+        if self.widget is not None:
             if force or now - self._last_draw >= self.refresh:
                 self._last_draw = now
-                self._widgets["image"].value = self.svg()
-                self._widgets["status"].value = f"<span style='font-size:12px'>" \
-                                                f"{_esc(self.status())}</span>"
+                self.widget.svg = self.svg()
+                self.widget.status = self.status()
+                if self._running:
+                    self.widget.state = "stopping" if self.stopped else "running"
         elif self._display and (force or now - self._last_print >= self.print_every):
             text = self.status()
             if text.split(" · ")[0] != getattr(self, "_printed", None):   # once per step
@@ -206,16 +297,20 @@ class TrainingView:
                 print(text, flush=True)
 
     def _finish(self, steps_run):
+        if self.widget is not None:
+            self.widget.state = "stopped" if self.stopped else "done"
         self._maybe_draw(force=True)
-        if self._widgets is not None:
-            self._widgets["stop"].disabled = True
-            self._widgets["stop"].description = "stopped" if self.stopped else "done"
+        if self.widget is not None:
             handle = getattr(self, "_handle", None)
             if handle is not None:   # the saved notebook's static copy shows the final curves
                 handle.update(self)
-        elif self._display and _in_kernel():   # no widgets: leave the curves in the notebook
+        elif self._display and _in_kernel():   # no widget: leave the curves in the notebook
             from IPython.display import SVG, display
             display(SVG(self.svg()))
+        if self.stopped and self._display:
+            total = f"/{self.total}" if self.total else ""
+            print(f"{self.title}: stopped at step {steps_run}{total} by {self.stop_reason}",
+                  flush=True)
 
     # ---- the picture -----------------------------------------------------------------------------
     def svg(self):
@@ -224,7 +319,7 @@ class TrainingView:
         metrics = [m for m in self.metrics if m in self.history] or ["loss"]
         cols = min(len(metrics), 2)
         pw = (self.width - 10 * (cols - 1)) / cols
-        ph = 170
+        ph = 180
         out = [f'<text x="4" y="15" {font} font-size="12" font-weight="bold" '
                f'fill="{style.TEXT}">{_esc(self.title)} · {_esc(self.status())}</text>']
         for k, m in enumerate(metrics):
@@ -242,23 +337,31 @@ class TrainingView:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         from .widgets import widget_bundle
-        box = self._widgets["box"] if self._widgets is not None else None
-        return widget_bundle(box, self.svg(), repr(self))
+        return widget_bundle(self.widget, self.svg(), repr(self))
 
     def __repr__(self):
         return f"<TrainingView {self.title!r}: {self.status()}>"
 
 
 def _panel(name, points, x0, y0, w, h, font):
-    left, bottom = 46, 18
+    """One metric's panel: a plot area with the curve, tick values on both axes and the axis
+    titles (``step`` under it, the metric's name along the left side)."""
+    left, bottom = 58, 30
     pts = [(s, v) for s, v in points if math.isfinite(v)]
     color = LINE.get(name, style.DEVICE_PALETTE[len(name) % len(style.DEVICE_PALETTE)][1])
+    plot_h = h - bottom
+    mid_y = y0 + plot_h / 2
     out = [f'<g class="lk-panel" data-metric="{_esc(name)}">',
-           f'<rect x="{x0 + left}" y="{y0}" width="{w - left}" height="{h - bottom}" '
+           f'<rect x="{x0 + left}" y="{y0}" width="{w - left}" height="{plot_h}" '
            f'fill="#f9fafb" stroke="#e5e7eb"/>',
            f'<text x="{x0 + left + 4}" y="{y0 + 12}" {font} font-size="10" '
            f'fill="{style.TEXT}">{_esc(name)}'
-           + (f" {pts[-1][1]:.4g}" if pts else " (nothing logged)") + "</text>"]
+           + (f" {pts[-1][1]:.4g}" if pts else " (nothing logged)") + "</text>",
+           f'<text class="lk-axis-title" x="{x0 + left + (w - left) / 2:.1f}" y="{y0 + h - 2}" '
+           f'{font} font-size="10" fill="{style.TEXT}" text-anchor="middle">step</text>',
+           f'<text class="lk-axis-title" x="{x0 + 10}" y="{mid_y:.1f}" {font} font-size="10" '
+           f'fill="{style.TEXT}" text-anchor="middle" '
+           f'transform="rotate(-90 {x0 + 10} {mid_y:.1f})">{_esc(name)}</text>']
     if pts:
         s0, s1 = pts[0][0], max(pts[-1][0], pts[0][0] + 1)
         lo, hi = min(v for _, v in pts), max(v for _, v in pts)
@@ -271,14 +374,14 @@ def _panel(name, points, x0, y0, w, h, font):
             return x0 + left + (w - left) * (s - s0) / (s1 - s0)
 
         def sy(v):
-            return y0 + (h - bottom) * (hi - v) / (hi - lo)
+            return y0 + plot_h * (hi - v) / (hi - lo)
 
         for v in (lo + pad, (lo + hi) / 2, hi - pad):
             out.append(f'<text x="{x0 + left - 3}" y="{sy(v) + 3:.1f}" {font} font-size="9" '
                        f'fill="{style.MUTED}" text-anchor="end">{v:.3g}</text>')
-        for s in (s0, (s0 + s1) // 2, s1):
-            out.append(f'<text x="{sx(s):.1f}" y="{y0 + h - 5}" {font} font-size="9" '
-                       f'fill="{style.MUTED}" text-anchor="middle">{s}</text>')
+        for s, anchor in ((s0, "start"), ((s0 + s1) // 2, "middle"), (s1, "end")):
+            out.append(f'<text x="{sx(s):.1f}" y="{y0 + plot_h + 11}" {font} font-size="9" '
+                       f'fill="{style.MUTED}" text-anchor="{anchor}">{s}</text>')
         step = max(1, len(pts) // 2000)     # at most ~2000 points drawn
         line = " ".join(f"{sx(s):.1f},{sy(v):.1f}" for s, v in pts[::step])
         out.append(f'<polyline points="{line}" fill="none" stroke="{color}" '
@@ -292,7 +395,7 @@ def live(metrics=("loss", "accuracy"), title="training", refresh=0.5, print_ever
          display=True):
     """A ``TrainingView``: ``for step in view.steps(n): ...; view.log(loss=..., accuracy=...)``.
 
-    Shows live curves and a Stop button in a notebook (ipywidgets), prints progress elsewhere;
+    Shows live curves and a Stop button in a notebook (anywidget), prints progress elsewhere;
     ``display=False`` draws nothing until asked (``view.svg()``).
     """
     return TrainingView(metrics, title, refresh, print_every, display)

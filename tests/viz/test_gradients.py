@@ -1,7 +1,5 @@
 """lk.viz.gradients: per-parameter norms and histograms match NumPy, NaN/Inf are flagged and
-drawn red; gradient flow on a captured graph; the live training view's Stop ends a loop."""
-import importlib
-import importlib.util
+drawn red; gradient flow on a captured graph."""
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -121,39 +119,3 @@ def test_gradient_flow_marks_nan_in_red():
 
     pic = lk.viz.gradient_flow(step, lk.ones(3))
     assert "NaN/Inf" in pic.dot and f'color="{NONFINITE}"' in pic.dot
-
-
-def test_live_view_stop_ends_the_loop_cleanly():
-    view = lk.viz.live(display=False)
-    seen = []
-    for step in view.steps(1000):
-        view.log(loss=1.0 / (step + 1), accuracy=lk.tensor(step / 10.0))
-        seen.append(step)
-        if step == 3:
-            view.stop()                      # what the Stop button does
-    assert seen == [0, 1, 2, 3] and view.stopped
-    assert view.history["loss"][-1] == (3, 0.25)
-    assert view.history["accuracy"][-1] == (3, pytest.approx(0.3))
-    root = ET.fromstring(view.svg())
-    assert len(root.findall(f".//{SVG}polyline")) == 2
-    for step in view.steps(3):               # a new loop starts afresh
-        pass
-    assert step == 2 and not view.stopped
-
-
-@pytest.mark.skipif(importlib.util.find_spec("ipywidgets") is None,
-                    reason="ipywidgets is not installed")
-def test_live_view_stop_button_click_ends_the_loop(monkeypatch):
-    live_module = importlib.import_module("labkit.viz.live")
-    monkeypatch.setattr(live_module, "_in_kernel", lambda: False)
-    view = live_module.TrainingView(display=False)
-    view._build_widgets()                    # the widgets a notebook would show
-    count = 0
-    for step in view.steps(None):            # until stopped
-        view.log(loss=float(step))
-        count += 1
-        if step == 2:
-            view.stop_button.click()         # as a person pressing Stop
-    assert count == 3 and view.stopped and "Stop button" in view.stop_reason
-    assert view.stop_button.disabled and "<svg" in view._widgets["image"].value
-    assert "<svg" in view._repr_mimebundle_()["text/html"]
