@@ -8,9 +8,11 @@ the op, its node, device, lane, duration, bytes and step (an SVG ``<title>``). A
 the ``recv`` that takes its value (events named ``send_X`` / ``recv_X``, as partitioning names
 them) are joined by a purple arrow from one lane to the other.
 
-``timeline(prof, step=k)`` draws one step only; ``TimelineWidget`` (needs ipywidgets) adds a
-step selector and a list of the step's ops with their details. A ``Profile`` renders itself
-with this picture in a notebook.
+``timeline(prof, step=k)`` draws one step only. In a live notebook with anywidget installed
+the picture shows as the timeline explorer (``labkit.viz.explorer``: canvas, zoom and pan,
+range totals, search, details), with this SVG beside it in the output for nbval, nbconvert
+and GitHub; ``.explorer()`` returns that widget. ``TimelineWidget`` (needs ipywidgets) is the
+older step selector with an op list. A ``Profile`` renders itself with the SVG.
 
 >>> import labkit as lk
 >>> with lk.profile() as prof:
@@ -43,13 +45,15 @@ KIND_COLORS = {
     "control": style.CONTROL,
     "pull / push": style.TRANSFER,                      # parameter-server traffic
     "compute": style.DEVICE_PALETTE[0],
-    "waiting": style.DEVICE_PALETTE[7],                 # an injected straggler delay
+    # a rank's own deliberate sleep (ParameterServer's straggler=): time it spends on
+    # itself, not waiting for others (a pull that blocks on the server is "pull / push")
+    "injected delay": style.DEVICE_PALETTE[7],
     "apply": style.KIND["capture"],
     "other": style.UNKNOWN,
 }
 # The phases a parameter-server run records (labkit.dist.parameter_server), by kind.
 _PHASE_KIND = {"ps.pull": "pull / push", "ps.push": "pull / push", "ps.compute": "compute",
-               "ps.straggle": "waiting", "ps.apply": "apply"}
+               "ps.straggle": "injected delay", "ps.apply": "apply"}
 # A primitive's kind is that of the module of labkit/tensor/ops that declares its kernel...
 _MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "einsum": "matmul / conv",
                 "quantized": "matmul / conv",
@@ -354,8 +358,22 @@ class TimelinePicture:
             f.write(self.svg())
         return path
 
+    def explorer(self):
+        """The interactive timeline explorer of this profile (needs anywidget; see
+        ``labkit.viz.explorer``), opened at this picture's step."""
+        from .explorer import timeline_explorer
+        return timeline_explorer(self.profile, self.step, self.title)
+
     def _repr_svg_(self):
         return self.svg()
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """The SVG, and with anywidget installed the explorer too: a live notebook shows the
+        explorer, anything without a widget front end (nbval, nbconvert, GitHub) the SVG."""
+        from .explorer import have_anywidget
+        from .widgets import widget_bundle
+        box = self.explorer() if have_anywidget() and self.profile.events else None
+        return widget_bundle(box, self.svg(), repr(self), mime="image/svg+xml")
 
     def __repr__(self):
         what = f"step {self.step} of " if self.step is not None else ""

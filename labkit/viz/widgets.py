@@ -55,12 +55,13 @@ def require_ipywidgets(what):
     return ipywidgets
 
 
-def widget_bundle(box, static_svg_or_html, text):
+def widget_bundle(box, static_svg_or_html, text, mime="text/html"):
     """A display bundle holding the live widget and a static picture of it: a live kernel
-    shows the widget, a saved notebook (GitHub, nbconvert, a kernel-less viewer) the picture."""
+    shows the widget, a saved notebook (GitHub, nbconvert, a kernel-less viewer) the picture
+    (under ``mime``: ``text/html``, or ``image/svg+xml`` for an SVG shown as an image)."""
     bundle = {"text/plain": text}
     if static_svg_or_html:
-        bundle["text/html"] = static_svg_or_html
+        bundle[mime] = static_svg_or_html
     if box is not None:
         try:
             live = box._repr_mimebundle_()

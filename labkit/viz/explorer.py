@@ -1,0 +1,98 @@
+"""``timeline_explorer(prof)``: a profile to explore in JupyterLab (an anywidget widget).
+
+The front end (``labkit/viz/static/timeline.js``, built from ``frontend/``) draws the events
+on a canvas, so a timeline of 20,000 events stays fast: wheel to zoom on the time axis, drag
+to pan (or use the overview strip above), shift+drag (or drag on the axis) to select a range
+and see its totals per op and per lane, click a bar for its details, type to filter ops by
+name, pick a step. Send -> recv arrows join matched transfers. Everything it needs is in the
+package: nothing is fetched from the network.
+
+The events travel as one binary column per field (``timeline_data.timeline_payload``).
+What the person does comes back as traits: ``step`` (-1: all steps), ``query``,
+``selected`` (an event index, -1: none), ``selection`` (``[start, end]`` ns from the first
+event, or ``[]``) and ``view`` (the visible ``[start, end]``, or ``[]``: everything).
+Setting them from Python moves the view the same way.
+
+``lk.viz.timeline(prof)`` shows one of these in a live notebook, next to its static SVG
+(which nbval, nbconvert and GitHub show instead). Needs ``anywidget``
+(``pip install 'labkit[notebooks]'``).
+
+>>> import labkit as lk
+>>> with lk.profile() as prof:
+...     y = (lk.ones(8, 8) @ lk.ones(8, 8)).sum()
+>>> w = timeline_explorer(prof)                        # doctest: +SKIP
+>>> w.selected = 0; w.selected_event.op               # doctest: +SKIP
+'matmul'
+"""
+import pathlib
+
+from ..errors import LabkitError
+
+BUNDLE = pathlib.Path(__file__).parent / "static" / "timeline.js"
+
+
+def have_anywidget():
+    try:
+        import anywidget  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _base():
+    try:
+        import anywidget
+        import traitlets
+    except ImportError:
+        raise LabkitError("the timeline explorer needs anywidget: pip install 'labkit[notebooks]' "
+                          "(or pip install anywidget). lk.viz.timeline(prof).svg() works "
+                          "without it.") from None
+    if not BUNDLE.exists():
+        raise LabkitError(f"the timeline explorer's front end {BUNDLE.name} is missing from "
+                          f"labkit/viz/static: build it with `npm run build` in frontend/")
+    return anywidget.AnyWidget, traitlets
+
+
+_CLASS = None
+
+
+def _explorer_class():
+    """The widget class, made on first use so that importing labkit needs no anywidget."""
+    global _CLASS
+    if _CLASS is not None:
+        return _CLASS
+    AnyWidget, t = _base()
+
+    class TimelineExplorerWidget(AnyWidget):
+        _esm = BUNDLE
+        data = t.Dict().tag(sync=True)
+        step = t.Int(-1).tag(sync=True)
+        query = t.Unicode("").tag(sync=True)
+        selected = t.Int(-1).tag(sync=True)
+        selection = t.List([]).tag(sync=True)
+        view = t.List([]).tag(sync=True)
+
+        @property
+        def selected_event(self):
+            """The ``OpEvent`` clicked (``selected``), or None."""
+            return self.events[self.selected] if 0 <= self.selected < len(self.events) else None
+
+        def __repr__(self):
+            return f"<timeline explorer of {self.profile!r}>"
+
+    _CLASS = TimelineExplorerWidget
+    return _CLASS
+
+
+def timeline_explorer(prof, step=None, title=None):
+    """The explorer widget of a profile (``step``: open at that step; ``title``: the heading).
+
+    Besides the synced traits it has ``.profile``, ``.events`` (in the payload's order, so
+    ``selected`` indexes it) and ``.selected_event``.
+    """
+    from .timeline_data import timeline_payload
+    cls = _explorer_class()
+    payload, events = timeline_payload(prof, title)
+    w = cls(data=payload, step=-1 if step is None else int(step))
+    w.profile, w.events = prof, events
+    return w
