@@ -61,8 +61,11 @@ KERNEL_IDLE_JS = r"""
 
 # Each rendered SVG output is an <img> whose src is the SVG as a data: URL. Which of them is
 # which: graphviz writes <g id="graph0" class="graph">, labkit's timeline <svg class="lk-timeline">.
+INLINE_TIMELINES = ('.jp-OutputArea-output svg.lk-timeline, '
+                    '.jp-OutputArea-output .lk-tl[data-ready="1"]')
 FIND_PICTURES_JS = r"""
 () => {
+  const INLINE_TIMELINES = '""" + INLINE_TIMELINES + r"""';
   const found = {graph: [], timeline: []};
   document.querySelectorAll('.jp-OutputArea-output img').forEach((img, i) => {
     const src = img.getAttribute('src') || '';
@@ -73,10 +76,11 @@ FIND_PICTURES_JS = r"""
     if (svg.includes('class="graph"')) found.graph.push(facts);
     if (svg.includes('class="lk-timeline"')) found.timeline.push(facts);
   });
-  // pictures written inline (HTML outputs) count too
-  document.querySelectorAll('.jp-OutputArea-output svg.lk-timeline').forEach(
-      (s) => found.timeline.push({index: -1, complete: true, width: s.clientWidth,
-                                  height: s.clientHeight}));
+  // pictures written inline (HTML outputs) count too, and so does the timeline explorer
+  // (the widget a live notebook shows for lk.viz.timeline, once it has drawn)
+  document.querySelectorAll(INLINE_TIMELINES).forEach(
+      (s, k) => found.timeline.push({index: -1, inline: k, complete: true,
+                                     width: s.clientWidth, height: s.clientHeight}));
   return found;
 }
 """
@@ -199,6 +203,17 @@ def jupyterlab(tmp_path):
                           f"(killed now): {names}")
 
 
+
+def open_notebook(page, base, token, name, server, processes):
+    """Open the served notebook ``name`` in ``page`` and wait until its kernel is idle (keys and
+    clicks sent before that are lost); adds the kernel to ``processes``, which must all be gone
+    once the server stops."""
+    page.goto(f"{base}/lab/tree/{name}?token={token}")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=KERNEL_IDLE_S * 1000)
+    page.wait_for_function(KERNEL_IDLE_JS, timeout=KERNEL_IDLE_S * 1000)
+    processes.extend(_children(server.pid))    # the kernel is up: remember it
+
+
 @pytest.mark.ui
 @pytest.mark.timeout(180)
 def test_notebook_03_shows_graph_and_timeline_in_jupyterlab(jupyterlab, tmp_path,
@@ -217,12 +232,8 @@ def test_notebook_03_shows_graph_and_timeline_in_jupyterlab(jupyterlab, tmp_path
             browser.close()
             raise
         try:
-            page.goto(f"{base}/lab/tree/{NOTEBOOK.name}?token={token}")
-            # the notebook open and its kernel ready: clicks before that would be lost
-            page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=KERNEL_IDLE_S * 1000)
-            page.wait_for_function(KERNEL_IDLE_JS, timeout=KERNEL_IDLE_S * 1000)
+            open_notebook(page, base, token, NOTEBOOK.name, server, processes)
             assert page.locator(".jp-OutputArea-output").count() == 0   # a clean copy
-            processes.extend(_children(server.pid))    # the kernel is up: remember it
 
             # Run > Run All Cells; once more if no cell started (a click lost while the
             # page was still settling); a second click after a start would run cells twice
@@ -260,8 +271,9 @@ def test_notebook_03_shows_graph_and_timeline_in_jupyterlab(jupyterlab, tmp_path
                 facts = found[kind][0]
                 assert facts["complete"] and facts["width"] > 100 and facts["height"] > 50, (
                     f"the {kind} picture did not load as an image: {facts}")
-                image = images.nth(facts["index"])
-                image.evaluate("img => img.scrollIntoView({block: 'start'})")
+                image = images.nth(facts["index"]) if facts["index"] >= 0 else \
+                    page.locator(INLINE_TIMELINES).nth(facts["inline"])
+                image.evaluate("e => e.scrollIntoView({block: 'start'})")
                 page.wait_for_timeout(300)       # let the notebook finish scrolling
                 box = image.bounding_box()
                 assert box and box["width"] > 100 and box["height"] > 50, (

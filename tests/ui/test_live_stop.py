@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from tests.ui.test_jupyterlab import (CHROMIUM_ARGS, KERNEL_IDLE_JS, KERNEL_IDLE_S,  # noqa: F401
-                                      _artifacts, _children, jupyterlab)
+from tests.ui.test_jupyterlab import (CHROMIUM_ARGS, KERNEL_IDLE_JS,  # noqa: F401
+                                      _artifacts, jupyterlab, open_notebook)
 
 STEPS, STEP_S = 600, 0.1          # a minute of training, if nobody pressed Stop
 STOP_AFTER_STEPS = 10             # press Stop once this many steps have run
@@ -109,10 +109,7 @@ def test_stop_button_ends_a_running_loop_in_jupyterlab(jupyterlab, tmp_path, rec
             browser.close()
             raise
         try:
-            page.goto(f"{base}/lab/tree/{name}?token={token}")
-            page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=KERNEL_IDLE_S * 1000)
-            page.wait_for_function(KERNEL_IDLE_JS, timeout=KERNEL_IDLE_S * 1000)
-            processes.extend(_children(server.pid))    # the kernel is up: remember it
+            open_notebook(page, base, token, name, server, processes)
 
             page.locator(".jp-CodeCell .cm-content").first.click()
             page.keyboard.press("Shift+Enter")

@@ -376,49 +376,44 @@ jupyterlab = lab.jupyterlab
 
 
 @pytest.mark.timeout(180)
-def test_timeline_shows_as_the_explorer_in_jupyterlab(explorer_lab, tmp_path, record_property):
-    from playwright.sync_api import sync_playwright
+def test_timeline_shows_as_the_explorer_in_jupyterlab(explorer_lab, browser, tmp_path,
+                                                      record_property):
     pytest.importorskip("anywidget", reason="the explorer needs anywidget (labkit[notebooks])")
     base, token, server, processes = explorer_lab
     out = lab._artifacts(tmp_path)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=shutil.which("chromium"),
-                                     args=lab.CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        outside = _block_outside(page)
-        try:
-            page.goto(f"{base}/lab/tree/timeline_explorer.ipynb?token={token}")
-            page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
-            page.wait_for_function(lab.KERNEL_IDLE_JS, timeout=60_000)
-            processes.extend(lab._children(server.pid))
-            page.locator(".jp-Notebook .jp-Cell").first.click()
-            started = time.monotonic()
-            for _ in range(3):      # a key pressed while the page settles may be lost
-                page.keyboard.press("Shift+Enter")
-                try:
-                    page.wait_for_selector(".lk-tl[data-ready='1']", timeout=20_000)
-                    break
-                except Exception:   # noqa: BLE001 - try the key once more
-                    continue
-            page.wait_for_selector(".lk-tl[data-ready='1']", timeout=30_000)
-            shown_s = time.monotonic() - started
-            status = page.locator(".lk-tl-status").inner_text()
-            assert re.search(r"\d+ of \d+ events", status), status
-            # a wheel turn zooms in JupyterLab as in the plain page
-            lo, hi = _view(page)
-            canvas = page.locator("canvas.lk-tl-main").bounding_box()
-            page.mouse.move(canvas["x"] + canvas["width"] / 2, canvas["y"] + 40)
-            page.mouse.wheel(0, -400)
-            page.wait_for_timeout(300)
-            lo2, hi2 = _view(page)
-            assert hi2 - lo2 < hi - lo
-            shot = out / "jupyterlab-timeline-explorer.png"
-            page.locator(".lk-tl").screenshot(path=str(shot))
-            record_property("screenshot_explorer", str(shot))
-            print(f"the explorer showed in JupyterLab {shown_s:.1f} s after the run; {shot}")
-            assert not outside, f"requests left localhost: {outside}"
-        except Exception:
-            page.screenshot(path=str(out / "jupyterlab-explorer-failure.png"))
-            raise
-        finally:
-            browser.close()
+    # the module's browser: a second Playwright could not start while it runs
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    outside = _block_outside(page)
+    try:
+        lab.open_notebook(page, base, token, "timeline_explorer.ipynb", server, processes)
+        page.locator(".jp-Notebook .jp-Cell").first.click()
+        started = time.monotonic()
+        for _ in range(3):      # a key pressed while the page settles may be lost
+            page.keyboard.press("Shift+Enter")
+            try:
+                page.wait_for_selector(".lk-tl[data-ready='1']", timeout=20_000)
+                break
+            except Exception:   # noqa: BLE001 - try the key once more
+                continue
+        page.wait_for_selector(".lk-tl[data-ready='1']", timeout=30_000)
+        shown_s = time.monotonic() - started
+        status = page.locator(".lk-tl-status").inner_text()
+        assert re.search(r"\d+ of \d+ events", status), status
+        # a wheel turn zooms in JupyterLab as in the plain page
+        lo, hi = _view(page)
+        canvas = page.locator("canvas.lk-tl-main").bounding_box()
+        page.mouse.move(canvas["x"] + canvas["width"] / 2, canvas["y"] + 40)
+        page.mouse.wheel(0, -400)
+        page.wait_for_timeout(300)
+        lo2, hi2 = _view(page)
+        assert hi2 - lo2 < hi - lo
+        shot = out / "jupyterlab-timeline-explorer.png"
+        page.locator(".lk-tl").screenshot(path=str(shot))
+        record_property("screenshot_explorer", str(shot))
+        print(f"the explorer showed in JupyterLab {shown_s:.1f} s after the run; {shot}")
+        assert not outside, f"requests left localhost: {outside}"
+    except Exception:
+        page.screenshot(path=str(out / "jupyterlab-explorer-failure.png"))
+        raise
+    finally:
+        page.close()

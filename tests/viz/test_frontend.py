@@ -23,8 +23,12 @@ def test_node_unit_tests_of_the_front_end_pass():
     assert "# fail 0" in done.stdout
 
 
-def test_the_bundle_is_shipped_in_the_package():
-    bundle = ROOT / "labkit" / "viz" / "static" / "timeline.js"
+WIDGETS = ("live", "timeline")
+
+
+@pytest.mark.parametrize("name", WIDGETS)
+def test_the_bundle_is_shipped_in_the_package(name):
+    bundle = ROOT / "labkit" / "viz" / "static" / f"{name}.js"
     text = bundle.read_text(encoding="utf-8")
     assert "export" in text and "render" in text        # an ES module for anywidget
     # it loads nothing from the network: no URL to fetch or import from
@@ -37,7 +41,8 @@ def test_the_committed_bundle_is_the_build_of_the_sources(tmp_path):
         pytest.skip("needs node and the front end's build tools (npm install in frontend/)")
     subprocess.run([node, "build.js", "--outdir", str(tmp_path)], cwd=FRONTEND, check=True,
                    capture_output=True, timeout=120)
-    built = (tmp_path / "timeline.js").read_text(encoding="utf-8")
-    shipped = (ROOT / "labkit" / "viz" / "static" / "timeline.js").read_text(encoding="utf-8")
-    assert built == shipped, ("labkit/viz/static/timeline.js is stale: run npm run build in "
-                              "frontend/ and commit it")
+    for name in WIDGETS:
+        built = (tmp_path / f"{name}.js").read_text(encoding="utf-8")
+        shipped = (ROOT / "labkit" / "viz" / "static" / f"{name}.js").read_text(encoding="utf-8")
+        assert built == shipped, (f"labkit/viz/static/{name}.js is stale: run npm run build in "
+                                  f"frontend/ and commit it")
