@@ -17,7 +17,8 @@ carries them on GPU tensors.
   parameter servers, asynchronous or synchronous with backup workers; sparse embedding rows.
 - ``train_with_checkpoints(make_state, step_fn, steps, path, every=k, n=...)``: periodic
   checkpoints; a run that resumes from the last one when a worker dies.
-- ``hosts=["[user@]name[:port]"]`` (launch, Cluster): workers on a remote host over SSH.
+- ``hosts=["[user@]name[:port]", ...]`` (launch, Cluster): one MPI world over several hosts,
+  reached over SSH; ``launcher="slurm"`` (or "pbs"): the workers as one batch job.
 
 Install with ``pip install 'labkit[dist]'``. Outside a launched worker the world has one rank,
 so the same code runs in a single process:

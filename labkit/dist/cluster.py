@@ -19,6 +19,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -26,11 +27,12 @@ import time
 import weakref
 
 from ..tensor.random import initial_seed
-from . import procs, remote, runtime, worker
+from . import batch, procs, remote, runtime, worker
 from .errors import DistError, WorkerError
 from .output import MODES as OUTPUT_MODES, make_output
 
 BACKENDS = ("auto", "mpi", "nccl")
+LAUNCHERS = ("mpi", "slurm", "pbs")
 _LABKIT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _INSTALL_HINT = ("install labkit's distributed extra: pip install 'labkit[dist]' (ipyparallel, "
                  "mpi4py, the Open MPI wheel, cloudpickle, psutil)")
@@ -104,7 +106,9 @@ def _worker_env(n, cluster_id, ipython_dir):
 
 
 def _default_n(hosts):
-    if hosts is not None:
+    """One worker per host where hosts are given, else one per GPU, else one per core."""
+    hosts = _check_hosts(hosts)
+    if hosts:
         return len(hosts)
     from ..devices import gpu_count
     return gpu_count() or _cores()
@@ -122,12 +126,15 @@ def _check_hosts(hosts):
 class _Workers:
     """The processes of one start of a cluster: controller, mpiexec, engines and the reaper."""
 
-    def __init__(self, n, backend, host=None, ssh_options=None):
+    def __init__(self, n, backend, plan=None, python=None, workdir=None, launcher="mpi",
+                 batch_options=()):
         self.n = n
         self.backend = backend
-        self.host = host               # a remote.Host when the workers run over SSH, else None
-        self.ssh_options = ssh_options
-        self.remote = None             # the remote.RemoteEngines of this start
+        self.plan = plan               # a remote.HostPlan when workers run on other hosts
+        self.launcher = launcher       # "mpi" (mpiexec here) or a batch system's name
+        self.batch_options = list(batch_options)
+        self.python = python or sys.executable
+        self.workdir = workdir
         self.cluster_id = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.tmp = tempfile.mkdtemp(prefix="labkit-dist-")
         self.closed = False
@@ -136,6 +143,11 @@ class _Workers:
         self.reaper = None
         self.info = []             # per rank: {"rank", "pid", "host", "device", ...}
         self.engine_ids = []       # per rank: the ipyparallel engine id
+
+    @property
+    def remote(self):
+        """True when workers may run on other machines (other hosts, or a batch system's)."""
+        return self.launcher != "mpi" or (self.plan is not None and self.plan.remote)
 
     def start(self, timeout):
         import logging
@@ -153,27 +165,41 @@ class _Workers:
         env = _worker_env(self.n, self.cluster_id, ipython_dir)
         config = Config()
         config.LocalControllerLauncher.environment = env
-        config.MPIEngineSetLauncher.environment = env
-        config.MPIEngineSetLauncher.mpi_cmd = [mpiexec]
-        config.MPIEngineSetLauncher.mpi_args = (["--bind-to", "none"] if _is_open_mpi(mpiexec)
-                                                else [])
-        # no nanny process per engine: labkit signals engines itself and ends them by mark
-        config.MPIEngineSetLauncher.engine_args = ["--IPEngine.enable_nanny=False"]
-        controller_ip, location = remote.controller_address(self.host)
+        launcher = config[batch.LAUNCHERS.get(self.launcher, "MPIEngineSetLauncher")]
+        launcher.environment = env
+        launcher.engine_cmd = [self.python, "-m", "ipyparallel.engine"]
+        # no nanny process per engine where labkit signals engines itself (this machine);
+        # on other hosts the nanny is how an interrupt reaches a worker
+        launcher.engine_args = [f"--IPEngine.enable_nanny={self.remote}"]
+        mpi_args = self._mpi_args(mpiexec, env)
+        if self.launcher == "mpi":
+            launcher.mpi_cmd = [mpiexec]
+            launcher.mpi_args = mpi_args
+        else:      # a batch job that runs mpiexec in its allocation
+            launcher.batch_file_name = os.path.join(self.tmp, f"engines.{self.launcher}")
+            launcher.batch_template = batch.script(self.launcher, [mpiexec] + mpi_args,
+                                                   self.batch_options)
+        controller_args = ["--HeartMonitor.period=500", "--usethreads", "--nodb"]
+        if self.remote:              # messages to other machines are encrypted (CurveZMQ)
+            controller_args.append("--IPController.enable_curve=True")
+        if self.plan is not None and self.plan.remote:
+            controller_ip, location = self.plan.controller_address()
+        elif self.launcher != "mpi":     # the allocation's nodes are not known in advance
+            controller_ip, location = "0.0.0.0", socket.getfqdn()
+        else:
+            controller_ip, location = "127.0.0.1", None
         self.ipp_cluster = ipp.Cluster(
-            n=self.n, engines="mpi", profile_dir=profile_dir, cluster_id=self.cluster_id,
+            n=self.n, engines=self.launcher, profile_dir=profile_dir,
+            cluster_id=self.cluster_id,
             controller_ip=controller_ip, controller_location=location or "",
             # schedulers as threads of one controller process (not nine processes)
             # and no database of past results (nothing reads it; it would only grow)
-            controller_args=["--HeartMonitor.period=500", "--usethreads", "--nodb"],
+            controller_args=controller_args,
             log_level=logging.CRITICAL,
             shutdown_atexit=False, engine_timeout=int(timeout), config=config)
         self.ipp_cluster.start_controller_sync()
-        if self.host is None:
-            self.ipp_cluster.start_engines_sync(self.n)
-        else:
-            self._start_remote(profile_dir, mpiexec, env, config.MPIEngineSetLauncher)
-        self.client = self.ipp_cluster.connect_client_sync()
+        self.ipp_cluster.start_engines_sync(self.n)
+        self.client = self._connect()
         self._wait_for_engines(timeout)
         spec = {"backend": self.backend, "seed": initial_seed(),
                 "sys_path": [p for p in sys.path if p and os.path.isdir(p)]}
@@ -187,37 +213,42 @@ class _Workers:
         self.info = [infos[i] for i in order]
         self.engine_ids = [ids[i] for i in order]
 
-    def _start_remote(self, profile_dir, mpiexec, env, launcher):
-        """Start the engines on the remote host, through SSH and labkit's agent there."""
-        path = os.path.join(profile_dir, "security",
-                            f"ipcontroller-{self.cluster_id}-engine.json")
-        deadline = time.monotonic() + 30
-        while not os.path.exists(path) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        with open(path) as f:
-            connection = f.read()
-        remote_env = {k: v for k, v in env.items() if k != "IPYTHONDIR"}
-        remote_env["IPP_CONNECTION_INFO"] = connection
-        cmd = ([mpiexec, "-n", str(self.n)] + list(launcher.mpi_args) +
-               [sys.executable, "-m", "ipyparallel.engine", "--mpi"] +
-               list(launcher.engine_args))
-        self.remote = remote.RemoteEngines(self.host, self.ssh_options, self.cluster_id,
-                                           os.path.join(self.tmp, "remote.log"))
-        self.remote.start(cmd, remote_env, {procs.MARKER: self.cluster_id})
+    def _connect(self):
+        if not self.remote:
+            return self.ipp_cluster.connect_client_sync()
+        import logging
+        # with CurveZMQ, ipyparallel turns the (now redundant) message signatures off, and the
+        # client's session warns that signing is off: not so, curve authenticates every message
+        log = logging.getLogger("traitlets")
+        level = log.level
+        log.setLevel(logging.ERROR)
+        try:
+            return self.ipp_cluster.connect_client_sync()
+        finally:
+            log.setLevel(level)
+
+    def _mpi_args(self, mpiexec, env):
+        args = ["--bind-to", "none"] if _is_open_mpi(mpiexec) else []
+        if self.workdir:
+            args += ["--wdir", self.workdir]
+        if self.plan is not None:
+            if not _is_open_mpi(mpiexec):
+                raise DistError(f"lk.dist: workers on several hosts need Open MPI's mpiexec "
+                                f"(its --host and ssh launch); {mpiexec} is another MPI")
+            forwarded = sorted(set(env) | {"IPP_CONNECTION_INFO"})
+            args += self.plan.mpi_args(os.path.join(self.tmp, "ssh_config"), forwarded)
+        return args
 
     def _wait_for_engines(self, timeout):
         deadline = time.monotonic() + timeout
         while len(self.client.ids) < self.n:
-            if self.remote is not None and not self.remote.running:
-                raise DistError(f"lk.dist: the workers on {self.host} stopped before the "
-                                f"{self.n} workers started (ssh exited with code "
-                                f"{self.remote.proc.returncode}). What ssh and the workers "
-                                f"printed:\n{self.remote.output()[-3000:] or '(nothing)'}")
             engine_sets = list(self.ipp_cluster.engines.values())
             if any(not es.running for es in engine_sets):
                 output = "".join(es.get_output(remove=False) for es in engine_sets)
-                raise DistError(f"lk.dist: mpiexec stopped before the {self.n} workers started. "
-                                f"Its output:\n{output[-3000:] or '(none)'}")
+                where = (f" on {', '.join(str(h) for h, _ in self.plan.hosts)}"
+                         if self.plan is not None else "")
+                raise DistError(f"lk.dist: mpiexec stopped before the {self.n} workers"
+                                f"{where} started. Its output:\n{output[-3000:] or '(none)'}")
             if time.monotonic() > deadline:
                 raise DistError(f"lk.dist: only {len(self.client.ids)} of {self.n} workers "
                                 f"registered within {timeout} s. The machine may be overloaded; "
@@ -226,8 +257,8 @@ class _Workers:
 
     # -- running --
     def dead_ranks(self):
-        if self.remote is not None:          # remote pids mean nothing here: ask the controller
-            if not self.remote.running:
+        if self.remote:                      # remote pids mean nothing here: ask the controller
+            if any(not es.running for es in self.ipp_cluster.engines.values()):
                 return list(range(len(self.info)))
             alive = set(self.client.ids)
             return [r for r, eid in enumerate(self.engine_ids) if eid not in alive]
@@ -251,9 +282,12 @@ class _Workers:
             pass
 
     def signal(self, ranks, signum):
-        if self.remote is not None:
-            for r in ranks:
-                self.remote.signal(self.info[r]["pid"], signum)
+        if self.remote:                  # through each worker's nanny, over the controller
+            try:
+                self.client.send_signal(int(signum), [self.engine_ids[r] for r in ranks],
+                                        block=False)
+            except Exception:
+                pass
             return
         for r in ranks:
             try:
@@ -283,8 +317,14 @@ class _Workers:
             self.client.close(linger=0)
 
     def _end_processes(self):
-        if self.remote is not None:            # the agent ends the remote processes
-            self.remote.stop()
+        if self.launcher != "mpi" and self.ipp_cluster is not None:
+            for engine_set in self.ipp_cluster.engines.values():
+                try:                   # the batch job ends (scancel / qdel), where it runs
+                    engine_set.stop()
+                except Exception:
+                    pass
+        # mpiexec carries the mark: when it ends, Open MPI's daemon on each remote host loses
+        # its line to it and ends that host's workers
         procs.end_cluster(self.cluster_id)
         if self.ipp_cluster is not None:       # forget launchers whose processes are gone
             self.ipp_cluster.controller = None
@@ -336,10 +376,18 @@ class Cluster:
       "mpi" (everything through MPI) or "nccl".
     - ``output``: where workers' prints go while ``run`` waits: "auto" (a tab per rank in a
       live notebook, ``[rank r]``-prefixed lines elsewhere), "widget", "text" or "none".
-    - ``hosts``: where the workers run: None for this machine, or one remote host
-      ``["[user@]name[:port]"]`` reached over SSH (``n`` workers there; see
-      ``labkit.dist.remote``). ``ssh_options``: extra ``ssh`` arguments, e.g.
-      ``["-i", "~/.ssh/lab_key"]``.
+    - ``hosts``: where the workers run: None for this machine, or a list of hosts
+      ``"[user@]name[:port]"`` reached over SSH; the ``n`` workers are spread over them in
+      order, as evenly as they divide (ranks 0, 1 on the first of two hosts with n=4), and
+      form one MPI world (see ``labkit.dist.remote``). ``ssh_options``: extra ``ssh``
+      arguments, e.g. ``["-i", "~/.ssh/lab_key"]``. ``network``: the subnet Open MPI uses
+      between hosts, e.g. ``"10.1.0.0/16"`` (default: Open MPI's choice).
+    - ``launcher``: "mpi" (``mpiexec`` started here) or "slurm" / "pbs": the workers run as one
+      batch job (ipyparallel's Slurm or PBS launcher) whose script runs ``mpiexec`` in its
+      allocation; the job ends when the cluster does. ``batch_options``: extra lines of the
+      job's options, e.g. ``["--partition=debug", "--time=10"]`` (see ``labkit.dist.batch``).
+    - ``python``: the Python that runs the workers (default: this one's path; on other hosts
+      it must exist at that path). ``workdir``: the workers' working directory.
 
     Inside ``fn``, ``lk.dist.rank()``, ``lk.dist.world_size()`` and the collectives work, and
     new tensors go to the worker's device. Workers keep their Python state between runs.
@@ -358,14 +406,22 @@ class Cluster:
     """
 
     def __init__(self, n=None, hosts=None, backend="auto", output="auto", timeout=120,
-                 ssh_options=None):
+                 ssh_options=None, network=None, python=None, workdir=None, launcher="mpi",
+                 batch_options=()):
         _require_packages()
-        hosts = _check_hosts(hosts)
-        host = remote.remote_host(hosts, ssh_options)
         if n is None:
             n = _default_n(hosts)
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise DistError(f"lk.dist: n must be a positive number of workers, got {n!r}")
+        plan = remote.plan_hosts(hosts, n, ssh_options, network)
+        if launcher not in LAUNCHERS:
+            raise DistError(f"lk.dist: launcher={launcher!r} is not one of "
+                            f"{', '.join(map(repr, LAUNCHERS))}")
+        if launcher != "mpi" and hosts is not None:
+            raise DistError(f"lk.dist: launcher={launcher!r} places the workers where the "
+                            f"batch system allocates them; leave hosts=None with it")
+        if plan is not None and plan.remote:
+            plan.controller_address()        # an unknown host is an error before any start
         if backend not in BACKENDS:
             raise DistError(f"lk.dist: backend={backend!r} is not one of "
                             f"{', '.join(map(repr, BACKENDS))}")
@@ -381,8 +437,9 @@ class Cluster:
         self.backend = backend
         self.output = output
         self.timeout = timeout
-        self.host = host
-        self.ssh_options = ssh_options
+        self.hosts = None if plan is None else [str(h) for h, _ in plan.hosts]
+        self._where = {"plan": plan, "python": python, "workdir": workdir,
+                       "launcher": launcher, "batch_options": batch_options}
         self._holder = {"workers": None}
         self._finalizer = weakref.finalize(self, _close_workers, self._holder)
         self._start()
@@ -391,8 +448,7 @@ class Cluster:
 
     # -- lifecycle --
     def _start(self):
-        workers = self._holder["workers"] = _Workers(self.n, self.backend, self.host,
-                                                     self.ssh_options)
+        workers = self._holder["workers"] = _Workers(self.n, self.backend, **self._where)
         try:
             workers.start(self.timeout)
         except BaseException:          # a failed or interrupted start leaves nothing running

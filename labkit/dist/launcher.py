@@ -3,14 +3,19 @@ from .cluster import Cluster
 
 
 def launch(fn, *args, n=None, hosts=None, backend="auto", output="auto", timeout=120,
-           ssh_options=None):
+           ssh_options=None, network=None, python=None, workdir=None, launcher="mpi",
+           batch_options=()):
     """Start ``n`` workers, run ``fn(*args)`` on every one, return the results in rank order,
     and end the workers. ``fn`` may be defined in the notebook itself.
 
     - ``n``: workers to start (default: one per GPU where there are GPUs, else one per core).
-    - ``hosts``: None (this machine), or one remote host ``["[user@]name[:port]"]`` reached
-      over SSH, with ``ssh_options`` (extra ``ssh`` arguments, e.g. ``["-i", key_file]``);
-      the remote workers' output streams back and they end with the call, as local ones do.
+    - ``hosts``: None (this machine), or hosts ``"[user@]name[:port]"`` reached over SSH, with
+      ``ssh_options`` (extra ``ssh`` arguments, e.g. ``["-i", key_file]``) and ``network``
+      (the subnet between them); the ``n`` workers are spread over the hosts and form one
+      MPI world; their output streams back and they end with the call, as local ones do.
+    - ``python``, ``workdir``: the workers' Python and working directory (see ``Cluster``).
+    - ``launcher``: "mpi", or "slurm" / "pbs" to run the workers as one batch job, with
+      ``batch_options`` (see ``Cluster``).
     - ``backend``: "auto", "mpi" or "nccl" (see ``lk.dist.Cluster``).
     - ``output``: the workers' prints, live: a tab per rank in a notebook ("auto"/"widget"),
       ``[rank r]``-prefixed lines elsewhere ("text"), or "none".
@@ -30,5 +35,6 @@ def launch(fn, *args, n=None, hosts=None, backend="auto", output="auto", timeout
     [1.0, 1.0]
     """
     with Cluster(n=n, hosts=hosts, backend=backend, output=output, timeout=timeout,
-                 ssh_options=ssh_options) as cluster:
+                 ssh_options=ssh_options, network=network, python=python,
+                 workdir=workdir, launcher=launcher, batch_options=batch_options) as cluster:
         return cluster._run(fn, args, kill=True)

@@ -1,44 +1,41 @@
-"""Workers on another machine: ``hosts=[...]`` reached over SSH.
+"""Workers on several machines: ``hosts=[...]``, one MPI world across them.
 
-A host is written ``"[user@]name[:port]"``. A cluster whose host is remote starts its
-controller here, as always, and reaches the host with one ``ssh`` connection, which runs
-labkit's small agent there (``remote_agent.py``); the agent starts the workers with
-``mpiexec`` on that host, so they form one MPI world exactly like local workers, and they
-register with the controller here. Their prints come back through ipyparallel, labelled by
-rank, like local workers' prints.
+A host is written ``"[user@]name[:port]"``. The controller runs here, as always; the workers
+are started by Open MPI's ``mpiexec`` here, under ipyparallel's MPI engine launcher, with
+``--host`` naming every host and its number of ranks. ``mpiexec`` reaches each remote host
+with ``ssh`` (through an ``ssh_config`` written for the cluster, so each host keeps its own user
+and port) and starts Open MPI's daemon there, which starts that host's workers. So the workers
+of all hosts form one MPI world, and the collectives run between hosts.
 
-Process hygiene holds across the connection: every process the agent starts carries the
-cluster's mark (``LABKIT_DIST_CLUSTER``), and the agent ends all of them when the cluster
-closes, when the connection drops, or when the process holding the cluster dies (the SSH
-connection ends with it). An interrupt reaches a remote worker through the agent.
+Ending is Open MPI's: when ``mpiexec`` ends (closed, killed by the cluster's mark, or its
+owner died and labkit's reaper ended it), each remote daemon loses its line to it and ends
+that host's workers.
 
-What the remote host needs: an SSH login that needs no password (a key, or an agent), labkit,
-its Python (with the ``dist`` extra) and ``mpiexec`` at the same paths as here (a shared
-filesystem, or the same image on every machine), and a route back to this machine's controller
-ports (the controller listens on every interface when the host is not a loopback address; its
-connections are signed with the cluster's key).
+What the hosts need: an SSH login that needs no password (a key, or an agent), the Python
+given as ``python=`` (default: this one's path) with labkit and the ``dist`` extra, and Open
+MPI's daemon (``prted``) at the path of this machine's ``mpiexec`` (a shared filesystem, or the
+same image everywhere); routes to this machine's controller and between the hosts (pass
+``network="10.1.0.0/16"`` to keep Open MPI to one network). The controller listens on this
+machine's address toward the hosts, and its messages are encrypted (CurveZMQ) whenever a host
+is remote.
 
-To go through SSH to this very machine (to try a remote setup), name the host with a user or a
-port, e.g. ``hosts=["root@127.0.0.1:2222"]``, or pass ``ssh_options``; a bare ``"localhost"``
-or ``"127.0.0.1"`` means local workers without SSH.
+A bare ``"localhost"`` or this machine's name means this machine without SSH; a host with a
+user or a port, or any host when ``ssh_options`` are given, is reached over SSH (to try a
+remote setup on one machine, e.g. ``hosts=["root@127.0.0.1:2222"]``).
 
 >>> parse_host("alice@node7:2222")
 Host(user='alice', name='node7', port=2222)
->>> parse_host("node7").destination
-'node7'
+>>> plan = plan_hosts(["node7", "bob@node8:2222"], n=5, ssh_options=None)
+>>> [(str(h), slots) for h, slots in plan.hosts]
+[('node7', 3), ('bob@node8:2222', 2)]
 """
-import json
-import os
+import ipaddress
 import shlex
 import socket
-import subprocess
-import sys
-import time
 from collections import namedtuple
 
 from .errors import DistError
 
-_AGENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "remote_agent.py")
 _LOOPBACK = ("localhost", "::1")
 
 
@@ -87,130 +84,120 @@ def _local_names():
     return {"localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn()}
 
 
-def remote_host(hosts, ssh_options):
-    """The Host to reach over SSH, or None when every worker runs on this machine (hosts
-    that name this machine, with no user, port or ``ssh_options``)."""
+class HostPlan:
+    """Where the ranks of one cluster run: ``hosts``, a list of (Host, ranks) in rank order,
+    and how ``mpiexec`` and the controller reach them."""
+
+    def __init__(self, hosts, ssh_options, network):
+        self.hosts = hosts
+        self.ssh_options = _split(ssh_options)
+        self.network = network
+        local = _local_names()
+        self.local = [not (h.user or h.port or self.ssh_options or h.name not in local)
+                      for h, _ in hosts]
+
+    @property
+    def remote(self):
+        """True when any host is reached over SSH."""
+        return not all(self.local)
+
+    def controller_address(self):
+        """(address the controller listens on, address the workers dial or None): loopback
+        when every host is this machine or a loopback address, else this machine's address
+        on the route to the first remote host (every interface if the routes differ)."""
+        remote = [h for (h, _), here in zip(self.hosts, self.local) if not here]
+        if all(h.loopback for h in remote):
+            return "127.0.0.1", None
+        mine = {_address_toward(h) for h in remote if not h.loopback}
+        if len(mine) == 1 and not any(h.loopback for h in remote):
+            address = mine.pop()
+            return address, address
+        return "0.0.0.0", _address_toward(next(h for h in remote if not h.loopback))
+
+    def mpi_args(self, ssh_config, forwarded):
+        """``mpiexec`` arguments placing the ranks on the hosts: ``--host``, the SSH agent (an
+        ``ssh_config`` written at the path ``ssh_config``), the environment variables to carry
+        to the remote ranks (``forwarded``, names) and the network to use."""
+        names = []
+        entries = []
+        for i, ((host, slots), here) in enumerate(zip(self.hosts, self.local)):
+            if here:
+                names.append(f"{host.name}:{slots}")
+                continue
+            alias = f"labkit-host-{i}"
+            names.append(f"{alias}:{slots}")
+            entries.append(f"Host {alias}\n    HostName {host.name}\n" +
+                           (f"    User {host.user}\n" if host.user else "") +
+                           (f"    Port {host.port}\n" if host.port else ""))
+        args = ["--host", ",".join(names)]
+        if entries:
+            options = ["BatchMode yes", "ServerAliveInterval 5", "ServerAliveCountMax 3"]
+            with open(ssh_config, "w") as f:
+                f.write("".join(entries))
+                f.write("Host *\n" + "".join(f"    {o}\n" for o in options))
+            # ssh options are given on ssh's command line (they win over the file); the
+            # daemons are all started from here (no tree of daemons starting daemons), so
+            # the agent's words never travel to another machine
+            agent = " ".join(["ssh", "-F", shlex.quote(ssh_config)] +
+                             [shlex.quote(o) for o in self.ssh_options])
+            args += ["--mca", "plm_rsh_agent", agent, "--mca", "plm_ssh_no_tree_spawn", "1"]
+        for name in forwarded:
+            args += ["-x", name]
+        if self.network:
+            args += ["--mca", "btl_tcp_if_include", self.network,
+                     "--mca", "oob_tcp_if_include", self.network]
+        return args
+
+
+def _split(ssh_options):
+    if isinstance(ssh_options, str):
+        return shlex.split(ssh_options)
+    return list(ssh_options or ())
+
+
+def plan_hosts(hosts, n, ssh_options, network=None):
+    """The HostPlan of ``hosts`` (a list of ``"[user@]name[:port]"``) for ``n`` ranks: ranks
+    fill the hosts in order, as evenly as they divide (the first hosts get one more), or None
+    for this machine alone (``hosts`` None)."""
+    if network is not None:
+        try:
+            network = str(ipaddress.ip_network(network, strict=False))
+        except ValueError:
+            raise DistError(f"lk.dist: network={network!r} is not a network; write it as "
+                            f"an address and prefix length, e.g. '10.1.0.0/16'") from None
     if hosts is None:
         if ssh_options:
             raise DistError("lk.dist: ssh_options= is for remote hosts; pass hosts=[...] too")
+        if network:
+            raise DistError("lk.dist: network= is for clusters across hosts; pass hosts=[...]")
         return None
+    if isinstance(hosts, str):
+        hosts = [hosts]
     parsed = [parse_host(h) for h in hosts]
     if not parsed:
         raise DistError("lk.dist: hosts=[] lists no machine; leave hosts=None for this one")
-    local = _local_names()
-    over_ssh = [h for h in parsed if h.user or h.port or ssh_options or h.name not in local]
-    if not over_ssh:
+    twice = sorted({str(h) for h in parsed if parsed.count(h) > 1})
+    if twice:
+        raise DistError(f"lk.dist: hosts= lists {', '.join(twice)} more than once; list each "
+                        f"host once (n= spreads the workers over them)")
+    if n < len(parsed):
+        raise DistError(f"lk.dist: n={n} workers cannot cover {len(parsed)} hosts; give at "
+                        f"least one worker per host (n={len(parsed)} or more)")
+    share, extra = divmod(n, len(parsed))
+    plan = HostPlan([(h, share + (i < extra)) for i, h in enumerate(parsed)], ssh_options,
+                    network)
+    if all(plan.local):
         return None
-    if len(set(parsed)) > 1:
-        raise DistError(
-            f"lk.dist: workers on several machines ({', '.join(map(str, dict.fromkeys(parsed)))})"
-            f" are not supported yet: one cluster runs on this machine or on one remote host. "
-            f"List one host (n= sets how many workers it runs).")
-    return parsed[0]
+    return plan
 
 
-def controller_address(host):
-    """Where the controller listens and the address the workers dial: loopback for a loopback
-    host, else every interface, reached at this machine's address on the route to ``host``."""
-    if host is None or host.loopback:
-        return "127.0.0.1", None
+def _address_toward(host):
+    """This machine's address on the route to ``host`` (no packet is sent)."""
     try:
         family = socket.AF_INET6 if ":" in host.name else socket.AF_INET
         with socket.socket(family, socket.SOCK_DGRAM) as s:
-            s.connect((host.name, host.port or 22))          # no packet is sent
-            mine = s.getsockname()[0]
+            s.connect((host.name, host.port or 22))
+            return s.getsockname()[0]
     except OSError as exc:
         raise DistError(f"lk.dist: cannot find a route to host {host} ({exc}); check the "
                         f"name, or use its address") from None
-    return "0.0.0.0", mine
-
-
-def ssh_argv(host, ssh_options):
-    """The ``ssh`` command line that reaches ``host`` (no password prompt: it would hang)."""
-    ssh = os.environ.get("LABKIT_SSH", "ssh")
-    argv = [ssh, "-T", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=5",
-            "-o", "ServerAliveCountMax=3"]
-    if host.port:
-        argv += ["-p", str(host.port)]
-    if isinstance(ssh_options, str):
-        ssh_options = shlex.split(ssh_options)
-    argv += list(ssh_options or ())
-    return argv + [host.destination]
-
-
-class RemoteEngines:
-    """The workers of one cluster on one remote host: an SSH connection running the agent,
-    which runs ``mpiexec`` and the engines there."""
-
-    def __init__(self, host, ssh_options, cluster_id, log_path, python=None):
-        self.host = host
-        self.ssh_options = ssh_options
-        self.cluster_id = cluster_id
-        self.log_path = log_path
-        self.python = python or sys.executable
-        self.proc = None
-        self._log = None
-
-    def start(self, cmd, env, local_env):
-        """Connect and start ``cmd`` (a list) on the host with ``env`` added there; the ssh
-        process itself runs here with ``local_env`` added (the cluster's mark)."""
-        from .procs import MARKER
-        remote = " ".join(shlex.quote(w) for w in
-                          ["env", f"{MARKER}={self.cluster_id}", self.python, "-u", _AGENT,
-                           self.cluster_id])
-        self._log = open(self.log_path, "wb")
-        try:
-            self.proc = subprocess.Popen(
-                ssh_argv(self.host, self.ssh_options) + [remote], stdin=subprocess.PIPE,
-                stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **local_env},
-                start_new_session=True)          # a Ctrl-C in a terminal is labkit's to handle
-        except OSError as exc:
-            raise DistError(f"lk.dist: could not run ssh to reach {self.host}: {exc}. "
-                            f"Install an SSH client (Debian: openssh-client).") from None
-        self._send(json.dumps({"cmd": cmd, "env": env}))
-
-    def _send(self, line):
-        if self.proc is None or self.proc.stdin is None or self.proc.stdin.closed:
-            return False
-        try:
-            self.proc.stdin.write(line.encode() + b"\n")
-            self.proc.stdin.flush()
-            return True
-        except OSError:
-            return False
-
-    @property
-    def running(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def output(self):
-        """What ssh, the agent and ``mpiexec`` printed so far."""
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
-
-    def signal(self, pid, signum):
-        """Send ``signum`` to the cluster's process ``pid`` on the host."""
-        self._send(f"signal {int(pid)} {int(signum)}")
-
-    def stop(self, timeout=10.0):
-        """End every process of the cluster on the host (the agent does it), then the ssh
-        connection. The agent cleans up even if this is never called: the connection ends
-        when this process dies."""
-        if self.proc is None:
-            return
-        self._send("stop")
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        deadline = time.monotonic() + timeout
-        while self.proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        if self._log is not None:
-            self._log.close()

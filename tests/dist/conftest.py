@@ -58,10 +58,10 @@ def cluster():
 
 
 def own_worker_processes():
-    """Processes of clusters started by this pytest process, except the shared cluster's."""
+    """Processes of clusters started by this pytest process, except those of the clusters
+    kept for several tests (in ``_shared``)."""
     from labkit.dist import procs
-    shared = _shared.get("cluster")
-    keep = None if shared is None or shared.closed else shared._holder["workers"].cluster_id
+    keep = {c._holder["workers"].cluster_id for c in _shared.values() if not c.closed}
     prefix = f"{os.getpid()}-"
     out = []
     for p in procs.marked():
@@ -69,7 +69,7 @@ def own_worker_processes():
             value = p.environ().get(procs.MARKER, "")
         except Exception:
             continue
-        if value.startswith(prefix) and value != keep:
+        if value.startswith(prefix) and value not in keep:
             out.append(p)
     return out
 

@@ -1,21 +1,15 @@
 """Remote workers over real SSH: the test starts Debian's OpenSSH server on a free loopback port,
 with a host key and a client key made for the test, and ``launch(fn, hosts=[...])`` runs through
-it. Output comes back labelled by rank, an interrupt stops the remote workers, and no worker
-process is left on the "remote" side (the same process table, checked by the cluster's mark).
+it (mpiexec reaches the host with ssh). Output comes back labelled by rank, an interrupt stops
+the remote workers, and no worker process is left on the "remote" side (the same process table,
+checked by the cluster's mark). Several hosts: ``tests/dist/multihost``.
 
 Needs ``sshd`` (Debian: ``apt-get install openssh-server``), ``ssh`` and ``ssh-keygen``
 (``openssh-client``) and root (sshd checks logins against the system's users); skipped with the
 reason otherwise.
 """
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import tempfile
-import threading
 import time
-import _thread
 
 import pytest
 
@@ -23,71 +17,24 @@ import labkit as lk
 from labkit.dist import procs, remote
 
 from .conftest import own_worker_processes, wait_until_gone
+from .multihost.hosts import Unavailable, start_hosts
+from .multihost.test_ending import _interrupt_when_started, _spin_forever
 
 pytestmark = pytest.mark.dist
 
 
-def _find(name):
-    return shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}")
-                                       if os.access(p, os.X_OK)), None)
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def sshd():
-    """An OpenSSH server on 127.0.0.1 that lets this user in with a throwaway key. Yields
-    (host, ssh_options)."""
-    sshd_bin, keygen = _find("sshd"), _find("ssh-keygen")
-    if sshd_bin is None or keygen is None or _find("ssh") is None:
-        pytest.skip("no OpenSSH here: apt-get install openssh-server openssh-client")
-    if os.geteuid() != 0:
-        pytest.skip("sshd on a private port must run as root to accept logins")
-    folder = tempfile.mkdtemp(prefix="labkit-test-sshd-")
+    """An OpenSSH server on a loopback port that lets this user in with a throwaway key.
+    Yields (host, ssh_options)."""
     try:
-        for name in ("host_key", "client_key"):
-            subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-f",
-                            os.path.join(folder, name)], check=True, timeout=30)
-        shutil.copy(os.path.join(folder, "client_key.pub"), os.path.join(folder, "authorized"))
-        os.makedirs("/run/sshd", exist_ok=True)          # sshd's privilege separation folder
-        port = _free_port()
-        config = os.path.join(folder, "sshd_config")
-        with open(config, "w") as f:
-            f.write(f"Port {port}\nListenAddress 127.0.0.1\n"
-                    f"HostKey {folder}/host_key\nPidFile {folder}/sshd.pid\n"
-                    f"AuthorizedKeysFile {folder}/authorized\n"
-                    f"PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
-                    f"KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-                    f"SetEnv PATH={os.path.dirname(sys.executable)}:/usr/bin:/bin\n")
-        server = subprocess.Popen([sshd_bin, "-D", "-e", "-f", config],
-                                  stdout=subprocess.DEVNULL,
-                                  stderr=open(os.path.join(folder, "sshd.log"), "wb"))
-        options = ["-i", os.path.join(folder, "client_key"), "-o", "StrictHostKeyChecking=no",
-                   "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
-        host = f"root@127.0.0.1:{port}"
-        probe = remote.ssh_argv(remote.parse_host(host), options) + ["true"]
-        deadline = time.monotonic() + 10
-        while True:
-            if server.poll() is not None:
-                with open(os.path.join(folder, "sshd.log")) as f:
-                    pytest.skip(f"sshd did not start: {f.read()[-500:]}")
-            if subprocess.run(probe, capture_output=True, timeout=10).returncode == 0:
-                break
-            if time.monotonic() > deadline:
-                server.kill()
-                pytest.skip("sshd started but does not accept the test's key")
-            time.sleep(0.1)
-        try:
-            yield host, options
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
+        hosts = start_hosts(1, loopback=True)
+    except Unavailable as why:
+        pytest.skip(f"no sshd for the test: {why}")
+    try:
+        yield hosts.specs[0], hosts.ssh_options
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        hosts.close()
 
 
 def _remote_hello():
@@ -111,32 +58,11 @@ def test_launch_on_a_host_over_ssh_streams_output_and_leaves_nothing(sshd, capfd
     assert not wait_until_gone(own_worker_processes, timeout=8.0)
 
 
-def _spin_forever(folder):
-    open(os.path.join(folder, f"started-{lk.dist.rank()}"), "w").close()
-    while True:
-        time.sleep(0.01)
-
-
-def _interrupt_when_started(folder, when):
-    """From a thread: Ctrl-C to the main thread once both ranks started ("remote" is this
-    machine, so the workers' files are ours to see)."""
-    def watch():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if all(os.path.exists(folder / f"started-{r}") for r in range(2)):
-                time.sleep(0.3)
-                when.append(time.monotonic())
-                _thread.interrupt_main()
-                return
-            time.sleep(0.05)
-    threading.Thread(target=watch, daemon=True).start()
-
-
 @pytest.mark.timeout(90)
 def test_interrupt_stops_the_remote_workers(sshd, tmp_path):
     host, options = sshd
     when = []
-    _interrupt_when_started(tmp_path, when)
+    _interrupt_when_started(tmp_path, 2, when)
     with pytest.raises(KeyboardInterrupt):
         lk.dist.launch(_spin_forever, str(tmp_path), hosts=[host], n=2, ssh_options=options,
                        output="none")
@@ -145,29 +71,32 @@ def test_interrupt_stops_the_remote_workers(sshd, tmp_path):
     assert time.monotonic() - when[0] < 10.0
 
 
-@pytest.mark.timeout(90)
-def test_a_kept_remote_cluster_is_interrupted_through_the_agent_and_stays_usable(sshd, tmp_path):
-    host, options = sshd
-    when = []
-    _interrupt_when_started(tmp_path, when)
-    with lk.dist.Cluster(n=2, hosts=[host], ssh_options=options, output="none") as cluster:
-        pids = cluster.pids
-        with pytest.raises(KeyboardInterrupt):
-            cluster.run(_spin_forever, str(tmp_path))
-        assert time.monotonic() - when[0] < 5.0
-        assert cluster.run(lk.dist.rank) == [0, 1]
-        assert cluster.pids == pids            # SIGINT reached the workers: not restarted
-    assert not wait_until_gone(own_worker_processes, timeout=8.0)
-
-
 def test_hosts_are_parsed_and_checked():
     assert remote.parse_host("alice@node7:2222") == remote.Host("alice", "node7", 2222)
     assert remote.parse_host("[::1]:22") == remote.Host(None, "::1", 22)
-    assert remote.remote_host(["localhost"], None) is None            # local: no SSH
-    assert remote.remote_host(["root@127.0.0.1:22"], None).port == 22
+    assert remote.plan_hosts(["localhost"], 2, None) is None            # local: no SSH
+    plan = remote.plan_hosts(["root@127.0.0.1:22", "b", "c"], 7, None)
+    assert [(h.port, slots) for h, slots in plan.hosts] == [(22, 3), (None, 2), (None, 2)]
     with pytest.raises(lk.dist.DistError, match="bad port"):
         remote.parse_host("node7:http")
-    with pytest.raises(lk.dist.DistError, match="several machines"):
-        lk.dist.launch(print, hosts=["node7", "node8"])
+    with pytest.raises(lk.dist.DistError, match="more than once"):
+        lk.dist.launch(print, hosts=["node7", "node7"], n=2)
+    with pytest.raises(lk.dist.DistError, match="cannot cover 3 hosts"):
+        lk.dist.launch(print, hosts=["a", "b", "c"], n=2)
+    with pytest.raises(lk.dist.DistError, match="not a network"):
+        lk.dist.launch(print, hosts=["a"], network="10.1.0.0/99")
     with pytest.raises(lk.dist.DistError, match="ssh_options= is for remote hosts"):
         lk.dist.launch(print, ssh_options=["-v"])
+
+
+def test_mpiexec_reaches_each_host_with_its_own_user_and_port(tmp_path):
+    plan = remote.plan_hosts(["alice@node7:2222", "node8"], 4, ["-i", "key file"],
+                             network="10.1.0.0/16")
+    args = plan.mpi_args(str(tmp_path / "ssh_config"), ["A", "B"])
+    assert args[:2] == ["--host", "labkit-host-0:2,labkit-host-1:2"]
+    agent = args[args.index("plm_rsh_agent") + 1]
+    assert agent == f"ssh -F {tmp_path / 'ssh_config'} -i 'key file'"
+    config = (tmp_path / "ssh_config").read_text()
+    assert "Host labkit-host-0\n    HostName node7\n    User alice\n    Port 2222\n" in config
+    assert "Host labkit-host-1\n    HostName node8\n" in config
+    assert args.count("-x") == 2 and "10.1.0.0/16" in args

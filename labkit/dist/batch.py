@@ -1,0 +1,48 @@
+"""Workers as one batch job: ``launcher="slurm"`` (or ``"pbs"``) on ``Cluster`` and ``launch``.
+
+ipyparallel's Slurm and PBS engine launchers submit the job (``sbatch`` / ``qsub``) and cancel it
+(``scancel`` / ``qdel``); labkit gives them the job's script: it asks for ``n`` tasks and runs
+``mpiexec`` in the allocation, so the workers form one MPI world across the nodes the batch
+system chose (Open MPI reads the allocation and starts its daemons there itself). The job
+carries the submitting environment (``--export=ALL`` / ``-V``). The controller runs here and
+listens on every interface, its messages encrypted (CurveZMQ); the nodes must reach this
+machine by its name.
+
+PBS is written in PBS Pro's form (``select``); it has not been run against a PBS server.
+
+>>> print(script("slurm", ["mpiexec", "--bind-to", "none"], ["--partition=debug"]), end="")
+#!/bin/sh
+#SBATCH --job-name=labkit-{cluster_id}
+#SBATCH --ntasks={n}
+#SBATCH --export=ALL
+#SBATCH --output={output_file}
+#SBATCH --partition=debug
+exec mpiexec --bind-to none {program_and_args}
+"""
+import shlex
+
+# launcher name -> ipyparallel's engine launcher class
+LAUNCHERS = {"slurm": "SlurmEngineSetLauncher", "pbs": "PBSEngineSetLauncher"}
+
+_HEADERS = {
+    "slurm": ("#SBATCH", ["--job-name=labkit-{cluster_id}", "--ntasks={n}", "--export=ALL",
+                          "--output={output_file}"]),
+    "pbs": ("#PBS", ["-N labkit", "-l select={n}:ncpus=1:mpiprocs=1", "-V", "-j oe",
+                     "-o {output_file}"]),
+}
+
+
+def script(kind, mpiexec_argv, options=()):
+    """The job script for ipyparallel's batch launcher ``kind`` ("slurm" or "pbs"): the
+    options, then ``mpiexec_argv`` running the engines (``{...}`` fields are filled in by
+    ipyparallel: ``n``, ``cluster_id``, ``output_file``, ``program_and_args``)."""
+    prefix, lines = _HEADERS[kind]
+    lines = lines + [_escape(o) for o in options]
+    command = " ".join(_escape(shlex.quote(w)) for w in mpiexec_argv)
+    return "\n".join(["#!/bin/sh"] + [f"{prefix} {line}" for line in lines] +
+                     [f"exec {command} {{program_and_args}}"]) + "\n"
+
+
+def _escape(text):
+    """Braces kept literal through ipyparallel's template formatting."""
+    return text.replace("{", "{{").replace("}", "}}")
