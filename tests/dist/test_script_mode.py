@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import numpy as np
@@ -91,9 +90,9 @@ def test_launcher_trains_like_one_process(tmp_path, single_process):
     saved = tmp_path / "run.npz"
     done = _launcher("-n", 2, EXAMPLE, "--steps", STEPS, "--batch-size", BATCH, "--save", saved)
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines == [f"[rank 0] step {s} loss {loss:.4f}"
-                     for s, loss in enumerate(single_process[0])]
+    lines = [line.split() for line in done.stdout.splitlines()]     # only rank 0 logs
+    assert [line[:4] for line in lines] == [["[rank", "0]", "step", str(s)] for s in range(STEPS)]
+    np.testing.assert_allclose([float(line[5]) for line in lines], single_process[0], atol=1e-4)
     _assert_same_training(np.load(saved), single_process)
 
 
