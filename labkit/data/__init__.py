@@ -11,6 +11,7 @@ from .collate import default_collate, default_convert
 from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, StackDataset,
                       Subset, TensorDataset, random_split)
 from .digits import digits
+from .distributed import DistributedSampler
 from .loader import DataLoader
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,
                       SubsetRandomSampler, WeightedRandomSampler)
@@ -19,5 +20,5 @@ from .worker import WorkerInfo, get_worker_info
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset",
            "ChainDataset", "Subset", "random_split", "default_collate", "default_convert",
            "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
-           "WeightedRandomSampler", "BatchSampler", "DataLoader", "WorkerInfo",
-           "get_worker_info", "digits"]
+           "WeightedRandomSampler", "BatchSampler", "DistributedSampler", "DataLoader",
+           "WorkerInfo", "get_worker_info", "digits"]

@@ -8,6 +8,8 @@ carries them on GPU tensors.
 - ``launch(fn, *args, n=...)``: run ``fn`` on n fresh workers, stream their output, return the
   results; ``Cluster(n=...)`` keeps workers across cells (``cluster.run(fn, *args)``).
 - ``rank()``, ``world_size()``, ``local_rank()``, ``device()``, ``is_initialized()``.
+- Script mode: ``python -m labkit.dist.run -n 4 train.py`` (or ``mpiexec -n 4 python
+  train.py``) starts the ranks; ``init()`` in the script joins them into the process group.
 - ``allreduce`` (sum, mean, max, min), ``broadcast``, ``allgather``, ``reduce_scatter``,
   ``barrier``.
 - ``%%lk_dist``: a cell magic (registered when a Cluster is created in IPython) that runs the
@@ -35,8 +37,9 @@ from .fault import TrainingRun, train_with_checkpoints
 from .launcher import launch
 from .parameter_server import ParameterServer
 from .runtime import device, is_initialized, local_rank, rank, world_size
+from .script import init
 
 __all__ = ["launch", "Cluster", "DataParallel", "allreduce", "broadcast", "allgather",
            "reduce_scatter", "barrier", "rank", "world_size", "local_rank", "device",
            "is_initialized", "DistError", "WorkerError", "train_with_checkpoints", "TrainingRun",
-           "ParameterServer"]
+           "ParameterServer", "init"]

@@ -17,6 +17,7 @@ import sys
 
 import numpy as np
 
+from ..data import distributed as _data_distributed
 from ..devices import get_device, gpu_count
 from ..tensor.random import manual_seed
 
@@ -74,18 +75,25 @@ def group():
 def init_worker(spec):
     """Join the process group; called once on every worker by the launcher. Returns facts about
     this worker (rank, pid, host, device) for the launcher to keep."""
-    global _group
     import socket
-
-    from mpi4py import MPI
     for path in spec.get("sys_path", ()):      # so modules the caller imports resolve here too
         if path not in sys.path:
             sys.path.append(path)
+    group = join(spec.get("backend", "auto"))
+    if "seed" in spec:
+        manual_seed(worker_seed(spec["seed"], group.rank))
+    return {"rank": group.rank, "size": group.size, "local_rank": group.local_rank,
+            "pid": os.getpid(), "host": socket.gethostname(), "device": group.device.name}
+
+
+def join(backend="auto"):
+    """Make this process's Group from MPI's world (each rank its own device) and return it."""
+    global _group
+    from mpi4py import MPI
     comm = MPI.COMM_WORLD.Dup()
     local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
     gpus = gpu_count()
     device = get_device(f"gpu:{local.Get_rank() % gpus}") if gpus else get_device("cpu:0")
-    backend = spec.get("backend", "auto")
     if backend == "nccl" and device.type == "gpu" and not nccl_usable(local.Get_size()):
         raise RuntimeError(
             f"backend='nccl' needs CuPy built with NCCL and one GPU per worker; this host runs "
@@ -93,10 +101,7 @@ def init_worker(spec):
     if device.type == "gpu":
         device.xp.cuda.Device(device.index).use()     # raw CuPy calls go to this GPU too
     _group = Group(comm, local, device, backend)
-    if "seed" in spec:
-        manual_seed(worker_seed(spec["seed"], _group.rank))
-    return {"rank": _group.rank, "size": _group.size, "local_rank": _group.local_rank,
-            "pid": os.getpid(), "host": socket.gethostname(), "device": device.name}
+    return _group
 
 
 def worker_seed(seed, rank):
@@ -109,7 +114,8 @@ def worker_seed(seed, rank):
 
 
 def is_initialized():
-    """Whether this process is a launched worker (inside ``lk.dist.launch`` or a ``Cluster``)."""
+    """Whether this process belongs to a process group: a launched worker (inside
+    ``lk.dist.launch`` or a ``Cluster``), or a script's rank after ``lk.dist.init()``."""
     return _group is not None
 
 
@@ -147,3 +153,10 @@ def device():
     Device('cpu:0')
     """
     return _group.device if _group is not None else get_device("cpu:0")
+
+
+def _rank_and_size():
+    return rank(), world_size()
+
+
+_data_distributed.world = _rank_and_size      # DistributedSampler's default rank and size
