@@ -300,7 +300,7 @@ class DataParallel(Module):
         """
         self._syncs += 1
         plan = self._grad_plan
-        if plan is None or plan.pass_id is None or plan.pass_id != current_pass():
+        if plan is None or plan.pass_id != current_pass():
             plan = self._plan()              # called outside the pass that filled it
             if plan is None:
                 return
