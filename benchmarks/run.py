@@ -120,6 +120,13 @@ def discover_scripts():
 # (title suffix, labkit's key, the reference's key, the reference's label, the ratio's key)
 SCRIPT_VIEWS = {
     "w7_allreduce": [("", "labkit_GBps", "raw_GBps", "raw mpi4py Allreduce", "ratio")],
+    "w7_data_parallel": [
+        (": 64 MB gradient allreduce in 25 MB buckets (Iallreduce, start to wait)",
+         "allreduce_labkit_GBps", "allreduce_raw_GBps", "raw mpi4py Allreduce", "allreduce_ratio"),
+        (": 64 MB gradient averaging, hooks to wait (GB/s)", "average_labkit_GBps",
+         "average_raw_GBps", "raw mpi4py: copy, Allreduce, divide", "average_ratio"),
+        (": W3 MLP training step, batch 128 per worker (samples/s)", "train_2_samples_per_s",
+         "train_1_samples_per_s", "1 worker", "train_ratio")],
     "w7_ps_null_step": [
         (": 1 worker", "labkit_ms_1", "raw_ms_1", "raw mpi4py, same messages", "ratio_1"),
         (": 2 workers", "labkit_ms_2", "raw_ms_2", "raw mpi4py, same messages", "ratio_2")],

@@ -104,23 +104,73 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
 
     st = dispatch._state
     grad_all, st.grad_all = st.grad_all, follow_all
-    try:
-        _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, create_graph,
-              follow_all)
-    finally:
-        st.grad_all = grad_all
-    with hooks.callbacks_of_pass() if accumulate and hooks.has_hooks() else nullcontext():
-        _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumulate)
+    handed = {id(g._data) for g in cotangents}   # arrays .grad must not share
+    with_hooks = accumulate and hooks.has_hooks()
+    # Leaves with a post-accumulate hook get their .grad as soon as their last contribution is
+    # in, during the walk, so a hook (DataParallel's) can start work while backward goes on.
+    early = _EarlyLeaves(leaf_grads, handed) if with_hooks and not create_graph else None
+    with hooks.callbacks_of_pass() if with_hooks else nullcontext():
+        try:
+            _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph,
+                  create_graph, follow_all, early)
+        finally:
+            st.grad_all = grad_all
+        _finish(leaf_grads, handed, target_keys, results, create_graph, accumulate,
+                early.done if early is not None else ())
     return results
 
 
+class _EarlyLeaves:
+    """Counts, for each leaf that has a post-accumulate hook, the tape nodes of this walk still
+    to run that read it; when the count reaches zero its gradient is complete, so it is handed
+    out (into ``.grad``, hooks run) at once rather than after the whole walk."""
+
+    def __init__(self, leaf_grads, handed):
+        self.leaf_grads, self.handed = leaf_grads, handed
+        self.uses, self.done = {}, set()
+
+    def count(self, order):
+        uses = self.uses
+        for node in order:
+            for inp in node.inputs or ():
+                if isinstance(inp, Tensor) and inp._node is None and hooks.has_hook(inp):
+                    uses[id(inp)] = uses.get(id(inp), 0) + 1
+
+    def ran(self, inputs):
+        """A node reading ``inputs`` has run (or was skipped): release its leaves."""
+        uses = self.uses
+        for inp in inputs:
+            n = uses.get(id(inp)) if isinstance(inp, Tensor) else None
+            if n is None:
+                continue
+            key = id(inp)
+            if n > 1:
+                uses[key] = n - 1
+                continue
+            del uses[key]
+            entry = self.leaf_grads.get(key)
+            if entry is not None and entry[1]._data is not None:
+                leaf, g = entry[0], _fit(entry[1], entry[0])
+                self.leaf_grads[key] = (leaf, g)
+                self.done.add(key)
+                _accumulate(leaf, g, self.handed, False)
+
+
 def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, create_graph,
-          follow_all):
+          follow_all, early=None):
     """Apply the vjp rule of every node reachable from ``root_nodes``, in reverse order."""
     pop = grads.pop
     owned = set()     # ids of gradient arrays made here and held nowhere else: safe to add into
+    order = _topological(root_nodes)
+    if early is not None:
+        early.count(order)
+    last = None       # (early) the inputs of the node handled before this one
     with dispatch.grad_enabled(create_graph), dispatch.current_mode().phase("backward"):
-        for node in _topological(root_nodes):
+        for node in order:
+            if early is not None:
+                if last:
+                    early.ran(last)
+                last = node.inputs
             g = pop(node, None)
             if g is None:
                 continue
@@ -177,6 +227,8 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
                 leaf_grads[key] = (inp, add(pg, gi))
             if not retain_graph:
                 node.free()
+        if last:
+            early.ran(last)
         for key, (leaf, g) in leaf_grads.items():
             leaf_grads[key] = (leaf, _fit(g, leaf))
 
@@ -260,23 +312,28 @@ class _WriteCheck(dispatch.Mode):
         return self.below.accumulate_grad(leaf, g)
 
 
-def _finish(leaf_grads, cotangents, target_keys, results, create_graph, accumulate):
-    """Hand the leaves' cotangents out: into ``.grad`` (backward) and/or to ``results``."""
+def _accumulate(leaf, g, handed, create_graph):
+    """Add ``g`` into ``leaf.grad`` (or make it), then run the leaf's post-accumulate hooks."""
+    if create_graph:
+        leaf.grad = g if leaf.grad is None else add(leaf.grad, g)
+    elif leaf.grad is None:
+        leaf.grad = _own(g, handed)
+    else:
+        leaf.grad = Tensor._make(leaf.grad._data + g._data, leaf.grad._device)
+    hooks.run_post_accumulate_hooks(leaf)
+
+
+def _finish(leaf_grads, handed, target_keys, results, create_graph, accumulate, done=()):
+    """Hand the leaves' cotangents out: into ``.grad`` (backward) and/or to ``results``;
+    ``done``: ids of leaves already handed out during the walk."""
     if accumulate:
-        handed = {id(g._data) for g in cotangents}   # arrays .grad must not share
-        run_hooks = hooks.has_hooks()
-        for leaf, g in leaf_grads.values():
+        for key, (leaf, g) in leaf_grads.items():
+            if key in done:
+                continue
             if g._data is None:   # a symbolic gradient: backward() inside graph capture
                 dispatch.current_mode().accumulate_grad(leaf, g)
                 continue
-            if create_graph:
-                leaf.grad = g if leaf.grad is None else add(leaf.grad, g)
-            elif leaf.grad is None:
-                leaf.grad = _own(g, handed)
-            else:
-                leaf.grad = Tensor._make(leaf.grad._data + g._data, leaf.grad._device)
-            if run_hooks:
-                hooks.run_post_accumulate_hooks(leaf)
+            _accumulate(leaf, g, handed, create_graph)
     for key, (leaf, g) in leaf_grads.items():
         for i in target_keys.get(key, ()):
             results[i] = g

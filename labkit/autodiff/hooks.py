@@ -1,10 +1,12 @@
 """Gradient hooks: functions that run when ``backward()`` has put a leaf's gradient in ``.grad``,
 and callbacks queued to run when the backward pass that is running ends.
 
-``t.register_post_accumulate_grad_hook(hook)`` (PyTorch's name) calls ``hook(t)`` after each
-eager ``backward()`` that accumulated into ``t.grad``; it returns a handle whose ``remove()``
-unregisters it. Hooks run in the order they were registered, leaf by leaf in the order the pass
-finished them. A hook may call ``queue_callback(fn)``: ``fn()`` then runs once the whole pass has
+``t.register_post_accumulate_grad_hook(hook)`` (PyTorch's name) calls ``hook(t)`` in each
+eager ``backward()`` that accumulates into ``t.grad``, as soon as that gradient is complete:
+during the pass, once every op that reads ``t`` has had its gradient computed, while the pass
+goes on through earlier ops (so ``DataParallel`` starts communicating during backward). It
+returns a handle whose ``remove()`` unregisters it. Hooks run in the order they were registered,
+leaf by leaf in the order the pass finished them. A hook may call ``queue_callback(fn)``: ``fn()`` then runs once the whole pass has
 handed out every gradient (how ``DataParallel`` averages all gradients after one backward, when
 its parameters' hooks have fired).
 
@@ -78,6 +80,12 @@ def _forget(key):
 
 def has_hooks():
     return len(_hooks) > 0
+
+
+def has_hook(tensor):
+    """Whether ``tensor`` has a post-accumulate hook."""
+    entry = _hooks.get(id(tensor))
+    return entry is not None and entry[0]() is tensor
 
 
 def run_post_accumulate_hooks(tensor):

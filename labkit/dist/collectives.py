@@ -171,13 +171,17 @@ def _nccl_allreduce(group, array, op):
     return nccl_allreduce_(group, out, op)
 
 
-def _nccl_broadcast(group, array, src):
+def nccl_broadcast_(group, array, src):
+    """Broadcast a contiguous CuPy array from rank ``src`` in place through NCCL."""
     import cupy
-    out = array.copy()
     with group.device.activate():
-        group.nccl().bcast(out.data.ptr, out.size, _nccl_type(out.dtype), src,
+        group.nccl().bcast(array.data.ptr, array.size, _nccl_type(array.dtype), src,
                            cupy.cuda.get_current_stream().ptr)
-    return out
+    return array
+
+
+def _nccl_broadcast(group, array, src):
+    return nccl_broadcast_(group, array.copy(), src)
 
 
 def _nccl_allgather(group, array):

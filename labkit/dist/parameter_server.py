@@ -25,10 +25,15 @@ embedding rows are updated sparsely (only the touched rows and their optimiser s
   step back: that is what backup workers are for, and ``straggler={rank: seconds}`` (a delay
   added to one worker's every step) shows it.
 
-Messages are MPI point-to-point (mpi4py ``isend``/``recv``/``Iprobe`` with tags) on a
-communicator of their own; the servers poll with a short sleep, so an idle server does not
-take a core from the workers. Module buffers (e.g. running statistics) stay local to each
-worker and are not served.
+Messages are MPI point-to-point on a communicator of their own, and tensors travel as raw
+memory (``labkit.dist.packets``): a pull's reply is one buffer holding a small header and the
+server's dense parameters (which *are* views into it), received straight into the buffer
+the worker's parameters view; a push is one buffer of header and dense gradients, followed
+by the index and row arrays of sparse gradients. Nothing is pickled. A server waits in
+``Waitany`` over one posted receive per worker, a worker in ``Recv``/``Waitall``; the
+launcher tells Open MPI to yield the core while waiting, so an idle rank does not starve the
+workers. Module buffers (e.g. running statistics) stay local to each worker and are not
+served.
 
 >>> import labkit as lk
 >>> def model_fn():
@@ -57,51 +62,33 @@ from ..tensor.creation import tensor as _tensor
 from ..tensor.tensor import Tensor
 from . import runtime, sparse
 from .errors import DistError
+from .packets import Packing, put_float
 
 MODES = ("sync", "async")
-TAG_PULL, TAG_PARAMS, TAG_GATHER, TAG_ROWS, TAG_PUSH, TAG_DONE = 301, 302, 303, 304, 305, 306
-# Seconds a waiting rank polls while yielding its core (a reply in a short step comes within
-# this), then the shortest and longest sleep between polls as the wait grows.
-_SPIN = 5e-4
-_POLL_MIN, _POLL_MAX = 2e-5, 2e-4
+# Every message from a worker to a server is a packet on TAG_PACKET (its kind in header slot
+# 0), received in order through one posted receive per worker; the index and row arrays that
+# follow a gather or a push come on their own tags, received right after their packet.
+TAG_PACKET, TAG_PARAMS, TAG_IDS, TAG_ROWS, TAG_GRAD = 301, 302, 303, 304, 305
+PULL, GATHER, PUSH, DONE = 1, 2, 3, 4
 
 
 # ---- messages ----------------------------------------------------------------------------------
-def _wait(comm, source, tag, status=None):
-    """Block until a message from ``source`` with ``tag`` is there, and receive it.
-
-    A blocking MPI receive would spin on a core the workers need for as long as it waits.
-    This polls: for ``_SPIN`` seconds giving the core away between polls (``sleep(0)``), so
-    the quick reply of a short step is seen at once, then with a sleep growing up to
-    ``_POLL_MAX``, so a long wait costs little CPU and adds at most that much latency."""
-    from mpi4py import MPI
-    status = status if status is not None else MPI.Status()
-    deadline = time.perf_counter() + _SPIN
-    pause = 0.0
-    while not comm.Iprobe(source=source, tag=tag, status=status):
-        time.sleep(pause)
-        if pause or time.perf_counter() > deadline:
-            pause = min(max(pause * 2, _POLL_MIN), _POLL_MAX)
-    return comm.recv(source=status.Get_source(), tag=status.Get_tag())
+def _params_packing(layout, params, server):
+    """A server's reply to a pull: header (step, stop), then its dense parameters."""
+    return Packing([(n, params[n].shape, params[n]._data.dtype)
+                    for n in layout.dense_of(server)], header=2)
 
 
-class _Outbox:
-    """Non-blocking sends kept until they complete (mpi4py keeps each pickled buffer alive in
-    its request)."""
+def _push_packing(layout, params, server):
+    """A worker's push to a server: header (kind, step, loss, rows sent per table, whether each
+    dense gradient is there), then the dense gradients of the server's parameters."""
+    names = layout.dense_of(server)
+    return Packing([(n, params[n].shape, params[n]._data.dtype) for n in names],
+                   header=3 + len(layout.tables) + len(names))
 
-    def __init__(self, comm):
-        self.comm = comm
-        self.requests = []
 
-    def send(self, obj, dest, tag):
-        self.requests.append(self.comm.isend(obj, dest=dest, tag=tag))
-        if len(self.requests) > 64:
-            self.requests = [r for r in self.requests if not r.Test()]
-
-    def flush(self):
-        from mpi4py import MPI
-        MPI.Request.Waitall(self.requests)
-        self.requests = []
+def _control(kind, a=0, b=0):
+    return np.array([kind, a, b], np.int64)
 
 
 def _now():
@@ -112,17 +99,13 @@ def _host(tensor):
     return np.array(tensor.numpy(), copy=True)
 
 
-def _write(param, array):
-    """Overwrite ``param``'s values in place with a host array."""
-    xp = param.device.xp
-    param._data[...] = xp.asarray(array, dtype=param._data.dtype)
-
-
 # ---- how the model is split over the servers -------------------------------------------------
 class Layout:
-    """Which server holds what: ``dense`` maps a parameter name to its server, ``tables`` maps
-    the name of each embedding weight to its row bounds (``sparse.row_bounds``), and
-    ``padding`` an embedding weight's ``padding_idx`` (rows that are never updated).
+    """Which server holds what: ``dense`` maps a parameter name to its server (largest
+    parameters first, each to the least loaded server; ``load`` is each server's bytes),
+    ``tables`` maps the name of each embedding weight to its row bounds
+    (``sparse.row_bounds``), and ``padding`` an embedding weight's ``padding_idx`` (rows that
+    are never updated).
 
     >>> import labkit as lk
     >>> model = lk.nn.Sequential(lk.nn.Embedding(10, 4), lk.nn.Linear(4, 2))
@@ -140,14 +123,17 @@ class Layout:
                 self.tables[key] = sparse.row_bounds(module.num_embeddings, num_ps)
                 self.padding[key] = module.padding_idx
                 self.modules[key] = name
-        self.dense = {}
+        # largest first, each to the server holding the fewest bytes so far: balanced bytes
+        dense = [(name, p._data.nbytes) for name, p in model.named_parameters()
+                 if name not in self.tables and p.requires_grad]
         load = [0] * num_ps
-        for name, p in model.named_parameters():
-            if name in self.tables or not p.requires_grad:
-                continue
+        where = {}
+        for name, nbytes in sorted(dense, key=lambda d: -d[1]):
             server = min(range(num_ps), key=lambda s: (load[s], s))
-            self.dense[name] = server
-            load[server] += p._data.nbytes
+            where[name] = server
+            load[server] += nbytes
+        self.dense = {name: where[name] for name, _ in dense}      # in the model's order
+        self.load = load
 
     def dense_of(self, server):
         return [name for name, s in self.dense.items() if s == server]
@@ -216,14 +202,23 @@ class _Server:
         self.me = comm.Get_rank()
         self.workers = list(range(ps.num_ps, comm.Get_size()))
         params = dict(model.named_parameters())
-        self.dense = {name: Parameter(Tensor._make(_host(params[name]), cpu))
-                      for name in layout.dense_of(self.me)}
+        # the parameters are views into the buffer a pull's reply sends: no copy to send them
+        self.reply = _params_packing(layout, params, self.me)
+        self.reply_buf = self.reply.empty()
+        self.dense = {}
+        for name, view in self.reply.views(self.reply_buf).items():
+            view[...] = _host(params[name])
+            self.dense[name] = Parameter(Tensor._make(view, cpu))
+        self.replying = []                        # sends of reply_buf still in flight
         self.opt = ps.optimizer_fn(list(self.dense.values())) if self.dense else None
         self.tables = {}
         for name, bounds in layout.tables.items():
             lo, hi = bounds[self.me], bounds[self.me + 1]
             shard = Parameter(Tensor._make(_host(params[name])[lo:hi], cpu))
             self.tables[name] = _RowOptimizer(shard, ps.optimizer_fn)
+        self.table_names = list(layout.tables)
+        self.push = _push_packing(layout, params, self.me)
+        self.spare = []                           # push buffers free for the next receive
         self.step = 0
         self.done = False
         self.pending = []                         # (worker, min_step) pulls waiting for a step
@@ -233,41 +228,84 @@ class _Server:
         self.dropped = {w: 0 for w in self.workers}
         self.pushes = {w: [] for w in self.workers}   # per worker, in order: "applied"/"dropped"...
         self.events = []                          # (name, start_ns, end_ns)
-        self.out = _Outbox(comm)
+
+    def _receive(self, worker):
+        """A push buffer, and the receive of the next packet from ``worker`` into it."""
+        buf = self.spare.pop() if self.spare else self.push.empty()
+        return buf, self.comm.Irecv(buf, source=worker, tag=TAG_PACKET)
 
     def serve(self):
         from mpi4py import MPI
-        status = MPI.Status()
-        finished = set()
-        while len(finished) < len(self.workers):
-            msg = _wait(self.comm, MPI.ANY_SOURCE, MPI.ANY_TAG, status)
-            src, tag = status.Get_source(), status.Get_tag()
-            if tag == TAG_PULL:
-                self.pending.append((src, msg))
+        posted = [self._receive(w) for w in self.workers]
+        requests = [r for _, r in posted]
+        bufs = [b for b, _ in posted]
+        finished = 0
+        while finished < len(self.workers):
+            i = MPI.Request.Waitany(requests)     # blocks: no polling
+            src, buf = self.workers[i], bufs[i]
+            head = self.push.header(buf)
+            kind = int(head[0])
+            if kind == PUSH:
+                self._push(src, buf)              # keeps buf (sync) or gives it back
+            elif kind == PULL:
+                self.pending.append((src, int(head[1])))
                 self._answer_pulls()
-            elif tag == TAG_GATHER:
-                name, local = msg
-                self.out.send(sparse.gather(self.tables[name].table._data, local), src, TAG_ROWS)
-            elif tag == TAG_PUSH:
-                self._push(src, msg)
-            elif tag == TAG_DONE:
-                finished.add(src)
-        self.out.flush()
+            elif kind == GATHER:
+                self._gather(src, self.table_names[int(head[1])], int(head[2]))
+            if kind == DONE:
+                finished += 1
+                requests[i] = MPI.REQUEST_NULL
+                self.spare.append(buf)
+                continue
+            if kind != PUSH:
+                self.spare.append(buf)
+            bufs[i], requests[i] = self._receive(src)
+        self._settle()
+
+    def _settle(self):
+        """Wait until every reply sent from ``reply_buf`` has left (before changing it)."""
+        from mpi4py import MPI
+        MPI.Request.Waitall(self.replying)
+        self.replying = []
+
+    def _gather(self, src, name, n):
+        local = np.empty(n, np.int64)
+        self.comm.Recv(local, source=src, tag=TAG_IDS)
+        rows = np.ascontiguousarray(sparse.gather(self.tables[name].table._data, local))
+        self.comm.Send(rows, dest=src, tag=TAG_ROWS)
 
     def _answer_pulls(self):
         keep = []
         for src, min_step in self.pending:
             if self.done or self.step >= min_step:
-                dense = {n: p._data.copy() for n, p in self.dense.items()} if not self.done else {}
-                self.out.send({"step": self.step, "stop": self.done, "dense": dense}, src,
-                              TAG_PARAMS)
+                self.replying.append(self.comm.Isend(self.reply_buf, dest=src, tag=TAG_PARAMS))
             else:
                 keep.append((src, min_step))
         self.pending = keep
 
-    def _push(self, src, msg):
+    def _read_push(self, src, buf):
+        """The push in ``buf`` as a dict, with its sparse rows received from ``src``."""
+        head = self.push.header(buf)
+        rows = {}
+        for t, name in enumerate(self.table_names):
+            n = int(head[3 + t])
+            if n:
+                shard = self.tables[name].table._data
+                local = np.empty(n, np.int64)
+                grad = np.empty((n,) + shard.shape[1:], shard.dtype)
+                self.comm.Recv(local, source=src, tag=TAG_IDS)
+                self.comm.Recv(grad, source=src, tag=TAG_GRAD)
+                rows[name] = (local, grad)
+        have = head[3 + len(self.table_names):]
+        dense = self.push.views(buf)
+        return {"step": int(head[1]), "buf": buf, "sparse": rows,
+                "dense": {n: dense[n] for j, n in enumerate(self.dense) if have[j]}}
+
+    def _push(self, src, buf):
+        msg = self._read_push(src, buf)
         if self.done:
             self.pushes[src].append("late")       # after the last step: neither used nor dropped
+            self.spare.append(buf)
             return
         if self.ps.mode == "async":
             self.accepted[src] += 1
@@ -284,21 +322,24 @@ class _Server:
         else:                                     # computed from an older step: too late
             self.dropped[src] += 1
             self.pushes[src].append("dropped")
+            self.spare.append(buf)
             return
         self.step += 1
         if self.step >= self.steps:
             self.done = True
+        self.reply.header(self.reply_buf)[:] = [self.step, self.done]
         self._answer_pulls()
 
     def _apply(self, msgs):
         start = _now()
+        self._settle()                            # the parameters are about to change
         scale = 1.0 / len(msgs)
         if self.opt is not None:
             for name, p in self.dense.items():
                 grads = [m["dense"][name] for m in msgs if name in m["dense"]]
                 if grads:
-                    g = grads[0] if len(grads) == 1 else np.sum(grads, axis=0)
-                    p.grad = Tensor._make(np.asarray(g * scale, dtype=p._data.dtype), p.device)
+                    g = grads[0] * scale if len(grads) == 1 else np.sum(grads, axis=0) * scale
+                    p.grad = Tensor._make(np.asarray(g, dtype=p._data.dtype), p.device)
             self.opt.step()
             self.opt.zero_grad()
         for name, rows in self.tables.items():
@@ -306,6 +347,7 @@ class _Server:
             if parts:
                 local, grad = sparse.combine_rows([i for i, _ in parts], [g for _, g in parts])
                 rows.apply(local, grad * scale)
+        self.spare.extend(m["buf"] for m in msgs)
         self.events.append(("ps.apply", start, _now()))
 
     def report(self):
@@ -325,24 +367,45 @@ class _Worker:
         self.servers = list(range(ps.num_ps))
         self.params = dict(model.named_parameters())
         self.lookups = []                        # this step: (table name, unique ids, leaf)
-        self.out = _Outbox(comm)
+        self.table_names = list(layout.tables)
+        # replies land in buffers whose views are the model's parameters (on a CPU worker)
+        self.replies = [_params_packing(layout, self.params, s) for s in self.servers]
+        self.reply_bufs = [r.empty() for r in self.replies]
+        self.reply_views = [r.views(b) for r, b in zip(self.replies, self.reply_bufs)]
+        for views in self.reply_views:
+            for name, view in views.items():
+                p = self.params[name]
+                view[...] = _host(p)
+                if p.device.type == "cpu":
+                    p._data = view
+        self.pushes = [_push_packing(layout, self.params, s) for s in self.servers]
+        self.push_bufs = [pk.empty() for pk in self.pushes]
+        self.sending = []                        # (request, buffer) of sends still in flight
         modules = dict(model.named_modules())
         for name, module_name in layout.modules.items():
             module = modules[module_name]
             module.forward = self._lookup_forward(name, module)
 
     def _lookup_forward(self, name, module):
+        from mpi4py import MPI
         bounds = self.layout.tables[name]
+        table = self.table_names.index(name)
+        weight = self.params[name]
 
         def forward(indices):
             ids = np.asarray(indices.numpy(), dtype=np.int64)
             unique, inverse = np.unique(ids.reshape(-1), return_inverse=True)
             local, positions = sparse.part(unique, bounds)
+            pieces = [np.empty((len(local[s]),) + tuple(weight.shape[1:]), weight._data.dtype)
+                      if len(local[s]) else None for s in self.servers]
+            waits = [self.comm.Irecv(pieces[s], source=s, tag=TAG_ROWS)
+                     for s in self.servers if pieces[s] is not None]
             for s in self.servers:                       # Part: one request per shard
-                if len(local[s]):
-                    self.comm.send((name, local[s]), dest=s, tag=TAG_GATHER)
-            pieces = [_wait(self.comm, s, TAG_ROWS) if len(local[s]) else None
-                      for s in self.servers]              # Gather, on each shard
+                if pieces[s] is not None:
+                    self.comm.Send(_control(GATHER, table, len(local[s])), dest=s,
+                                   tag=TAG_PACKET)
+                    self.comm.Send(np.ascontiguousarray(local[s]), dest=s, tag=TAG_IDS)
+            MPI.Request.Waitall(waits)                   # Gather, on each shard
             rows = sparse.stitch(positions, pieces, len(unique))       # Stitch
             leaf = _tensor(rows, requires_grad=True)
             self.lookups.append((name, unique, leaf))
@@ -355,17 +418,27 @@ class _Worker:
         return forward
 
     def pull(self, min_steps):
+        from mpi4py import MPI
+        waits = [self.comm.Irecv(self.reply_bufs[s], source=s, tag=TAG_PARAMS)
+                 for s in self.servers]
         for s in self.servers:
-            self.comm.send(min_steps[s], dest=s, tag=TAG_PULL)
-        replies = [_wait(self.comm, s, TAG_PARAMS) for s in self.servers]
-        for r in replies:
-            for name, value in r["dense"].items():
-                _write(self.params[name], value)
-        return [r["step"] for r in replies], any(r["stop"] for r in replies)
+            self.comm.Send(_control(PULL, min_steps[s]), dest=s, tag=TAG_PACKET)
+        MPI.Request.Waitall(waits)
+        for views in self.reply_views:
+            for name, view in views.items():
+                p = self.params[name]
+                if p._data is not view:                  # a GPU worker: copy to the device
+                    p._data[...] = p.device.xp.asarray(view)
+        heads = [r.header(b) for r, b in zip(self.replies, self.reply_bufs)]
+        return [int(h[0]) for h in heads], any(int(h[1]) for h in heads)
+
+    def _flush(self):
+        from mpi4py import MPI
+        MPI.Request.Waitall([r for r, _ in self.sending])
+        self.sending = []
 
     def push(self, steps, loss):
-        dense = {name: (_host(self.params[name].grad) if self.params[name].grad is not None
-                        else None) for name in self.layout.dense}
+        self._flush()                            # the last push's buffers are free again
         sparse_grads = [{} for _ in self.servers]
         by_table = {}
         for name, unique, leaf in self.lookups:
@@ -383,11 +456,27 @@ class _Worker:
             local, positions = sparse.part(ids, self.layout.tables[name])
             for s in self.servers:
                 if len(local[s]):
-                    sparse_grads[s][name] = (local[s], grad[positions[s]])
+                    sparse_grads[s][name] = (np.ascontiguousarray(local[s]),
+                                             np.ascontiguousarray(grad[positions[s]]))
         for s in self.servers:
-            mine = {n: g for n, g in dense.items() if self.layout.dense[n] == s and g is not None}
-            self.out.send({"step": steps[s], "dense": mine, "sparse": sparse_grads[s],
-                           "loss": loss}, dest=s, tag=TAG_PUSH)
+            packing, buf = self.pushes[s], self.push_bufs[s]
+            head = packing.header(buf)
+            head[0], head[1] = PUSH, steps[s]
+            put_float(head, 2, loss)
+            for t, name in enumerate(self.table_names):
+                head[3 + t] = len(sparse_grads[s][name][0]) if name in sparse_grads[s] else 0
+            views = packing.views(buf)
+            for j, name in enumerate(views):
+                grad = self.params[name].grad
+                head[3 + len(self.table_names) + j] = grad is not None
+                if grad is not None:
+                    np.copyto(views[name], grad.numpy())
+            self.sending.append((self.comm.Isend(buf, dest=s, tag=TAG_PACKET), buf))
+            for name in self.table_names:
+                if name in sparse_grads[s]:
+                    local, grad = sparse_grads[s][name]
+                    self.sending.append((self.comm.Isend(local, dest=s, tag=TAG_IDS), local))
+                    self.sending.append((self.comm.Isend(grad, dest=s, tag=TAG_GRAD), grad))
         self.lookups = []
 
     def work(self, batches, loss_fn):
@@ -426,8 +515,8 @@ class _Worker:
             if sync:
                 min_steps = [s + 1 for s in steps]
         for s in self.servers:
-            self.comm.send(None, dest=s, tag=TAG_DONE)
-        self.out.flush()
+            self.comm.Send(_control(DONE), dest=s, tag=TAG_PACKET)
+        self._flush()
         return {"role": "worker", "rank": self.me, "timeline": timeline}
 
 

@@ -45,6 +45,25 @@ def test_a_queued_callback_runs_once_every_gradient_is_in_place():
     assert at_end == [(2.0, 1.0)]
 
 
+def test_a_hook_runs_as_soon_as_its_gradient_is_complete_during_the_pass():
+    w1 = lk.tensor(np.ones((3, 3)), requires_grad=True)
+    w2 = lk.tensor(np.full((3, 3), 2.0), requires_grad=True)
+    order = []
+
+    @lk.custom_vjp
+    def noted(x):                       # an identity whose backward says when it runs
+        return x * 1.0
+    noted.defvjp(lambda x: (x * 1.0, None), lambda res, g: (order.append("middle") or g,))
+    w1.register_post_accumulate_grad_hook(lambda t: order.append("w1"))
+    w2.register_post_accumulate_grad_hook(lambda t: order.append("w2"))
+    (noted(lk.ones(2, 3) @ w1) @ w2).sum().backward()
+    # w2 is read last in the forward: its gradient is complete, and its hook runs, before
+    # the backward pass reaches the ops before it
+    assert order == ["w2", "middle", "w1"]
+    np.testing.assert_allclose(w1.grad.numpy(), np.full((3, 3), 12.0))
+    np.testing.assert_allclose(w2.grad.numpy(), np.full((3, 3), 6.0))
+
+
 def test_functional_gradients_and_no_backward_run_no_hooks():
     w = lk.tensor([1.0, 2.0], requires_grad=True)
     calls = []
