@@ -24,6 +24,7 @@ _tapped = None         # the kernel whose shell channel thread carries the tap
 
 
 def _kernel():
+    """The Jupyter kernel this code runs in, or None (a script, a plain IPython shell)."""
     try:
         from IPython import get_ipython
     except ImportError:

@@ -48,12 +48,7 @@ def _esc(text):
 
 
 def _in_kernel():
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
+    return comm_tap._kernel() is not None
 
 
 @functools.lru_cache(maxsize=None)
