@@ -5,6 +5,7 @@ import pytest
 
 import labkit as lk
 import labkit.nn.functional as F
+from tests.graph.test_training_step import train
 
 DRAWS = {
     "rand": lambda x: lk.rand(2, 3) + x,
@@ -110,26 +111,19 @@ def test_draws_take_the_role_of_their_pass_not_update():
 
 def test_a_captured_training_step_with_dropout_is_bitwise_the_eager_run():
     # 20 SGD steps of a CNN with dropout on the digits: the same losses from the same seed
-    train, _ = lk.data.digits()
-    images, labels = (t.numpy() for t in train.tensors)
-    images, labels = images[:640], labels[:640]
+    train_set, _ = lk.data.digits()
+    images, labels = (t.numpy() for t in train_set.tensors)
+    batches = [(lk.tensor(images[i:i + 32]), lk.tensor(labels[i:i + 32]))
+               for i in range(0, 640, 32)]
 
     def run(capture):
-        lk.manual_seed(0)
-        model = lk.nn.Sequential(lk.nn.Conv2d(1, 4, 3, padding=1), lk.nn.ReLU(),
-                                 lk.nn.MaxPool2d(2), lk.nn.Dropout2d(0.2), lk.nn.Flatten(),
-                                 lk.nn.Dropout(0.3), lk.nn.Linear(64, 10))
-        opt = lk.optim.SGD(model.parameters(), lr=0.05)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        fn = lk.function(step) if capture else step
-        return [fn(lk.tensor(images[i:i + 32]), lk.tensor(labels[i:i + 32])).item()
-                for i in range(0, 640, 32)]
+        losses, *_ = train(batches, capture, seed=0,
+                           make_model=lambda: lk.nn.Sequential(
+                               lk.nn.Conv2d(1, 4, 3, padding=1), lk.nn.ReLU(),
+                               lk.nn.MaxPool2d(2), lk.nn.Dropout2d(0.2), lk.nn.Flatten(),
+                               lk.nn.Dropout(0.3), lk.nn.Linear(64, 10)),
+                           make_opt=lambda ps: lk.optim.SGD(ps, lr=0.05))
+        return losses
     eager, captured = run(False), run(True)
     assert eager == captured
     assert eager[-1] < eager[0]
