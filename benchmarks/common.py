@@ -297,6 +297,18 @@ def timed(bench, n, clock="wall"):
     return (now() - t0) / n
 
 
+def slowest_rank_seconds(comm, fn):
+    """Seconds ``fn()`` takes on the slowest rank of ``comm`` (an mpi4py communicator), started
+    together after a barrier; what ``fn`` returns is freed after the clock stops."""
+    from mpi4py import MPI
+    comm.Barrier()
+    start = time.perf_counter()
+    out = fn()
+    elapsed = time.perf_counter() - start
+    del out
+    return comm.allreduce(elapsed, op=MPI.MAX)
+
+
 def steps_for(seconds_per_step, target_s):
     """How many steps make one sample of about ``target_s`` seconds (at least one)."""
     return max(1, int(round(target_s / max(seconds_per_step, 1e-9))))

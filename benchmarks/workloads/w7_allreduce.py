@@ -26,12 +26,11 @@ TARGET = 0.90          # labkit's bandwidth >= 90% of raw mpi4py's
 
 def _measure(mb, repeats, warmup):
     """Runs on every worker; returns per-sample seconds (slowest rank) for each implementation."""
-    import time
-
     import numpy as np
     from mpi4py import MPI
 
     import labkit as lk
+    from benchmarks.common import slowest_rank_seconds
     from labkit.dist import runtime
 
     comm = runtime.group().comm
@@ -56,12 +55,7 @@ def _measure(mb, repeats, warmup):
     for i in range(repeats):
         order = list(impls) if i % 2 == 0 else list(reversed(impls))
         for name in order:
-            comm.Barrier()
-            start = time.perf_counter()
-            out = impls[name]()
-            elapsed = time.perf_counter() - start
-            del out
-            samples[name].append(comm.allreduce(elapsed, op=MPI.MAX))
+            samples[name].append(slowest_rank_seconds(comm, impls[name]))
     return {"samples": samples, "same": same, "bytes": send.nbytes,
             "world": lk.dist.world_size()}
 

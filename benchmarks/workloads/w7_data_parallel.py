@@ -34,22 +34,13 @@ MB = 64
 STEPS_PER_SAMPLE = 20
 
 
-def _timed(comm, fn):
-    import time
-
-    from mpi4py import MPI
-    comm.Barrier()
-    start = time.perf_counter()
-    fn()
-    return comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
-
-
 def _allreduce(repeats, warmup):
     """Rows 1 and 2, on every worker; per-sample seconds (slowest rank) of each."""
     import numpy as np
     from mpi4py import MPI
 
     import labkit as lk
+    from benchmarks.common import slowest_rank_seconds
     from labkit.dist import runtime
 
     comm = runtime.group().comm
@@ -109,7 +100,7 @@ def _allreduce(repeats, warmup):
             for who, fn in (order if i % 2 == 0 else order[::-1]):
                 if kind == "average":
                     fill()
-                seconds = _timed(comm, fn)
+                seconds = slowest_rank_seconds(comm, fn)
                 if i >= warmup:
                     samples[f"{kind}_{who}"].append(seconds)
     return {"samples": samples, "same": same, "bytes": buf.nbytes, "world": world}
@@ -120,6 +111,7 @@ def _training(repeats, warmup):
     import numpy as np
 
     import labkit as lk
+    from benchmarks.common import slowest_rank_seconds
     from labkit.dist import runtime
 
     comm = runtime.group().comm
@@ -139,7 +131,7 @@ def _training(repeats, warmup):
             loss.backward()
             opt.step()
 
-    samples = [_timed(comm, steps) for _ in range(warmup + repeats)][warmup:]
+    samples = [slowest_rank_seconds(comm, steps) for _ in range(warmup + repeats)][warmup:]
     return {"samples": samples, "world": comm.Get_size()}
 
 
