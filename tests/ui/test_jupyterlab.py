@@ -14,6 +14,7 @@ shuts down its kernel, and no process of it may be left.
 Needs: ``chromium`` on PATH (``apt-get install chromium``), ``pip install playwright
 jupyterlab``. Never ``playwright install``: the system Chromium is used.
 """
+import contextlib
 import json
 import os
 import pathlib
@@ -204,6 +205,17 @@ def jupyterlab(tmp_path):
 
 
 
+@contextlib.contextmanager
+def chromium(pw):
+    """Debian's Chromium, headless, through Playwright ``pw``; closed afterwards."""
+    browser = pw.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS,
+                                 headless=True)
+    try:
+        yield browser
+    finally:
+        browser.close()
+
+
 def open_notebook(page, base, token, name, server, processes):
     """Open the served notebook ``name`` in ``page`` and wait until its kernel is idle (keys and
     clicks sent before that are lost); adds the kernel to ``processes``, which must all be gone
@@ -223,14 +235,8 @@ def test_notebook_03_shows_graph_and_timeline_in_jupyterlab(jupyterlab, tmp_path
     base, token, server, processes = jupyterlab
     out = _artifacts(tmp_path)
     started = time.monotonic()
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=shutil.which("chromium"),
-                                     args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        except BaseException:
-            browser.close()
-            raise
+    with sync_playwright() as pw, chromium(pw) as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
             open_notebook(page, base, token, NOTEBOOK.name, server, processes)
             assert page.locator(".jp-OutputArea-output").count() == 0   # a clean copy
@@ -287,8 +293,6 @@ def test_notebook_03_shows_graph_and_timeline_in_jupyterlab(jupyterlab, tmp_path
             (out / "jupyterlab-03-failure.html").write_text(page.content(), encoding="utf-8")
             print(f"screenshot of the page when the test failed: {failure}")
             raise
-        finally:
-            browser.close()
     for kind, path in shots.items():
         record_property(f"screenshot_{kind}", str(path))
         print(f"screenshot of the {kind} in JupyterLab: {path}")

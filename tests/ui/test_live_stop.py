@@ -13,13 +13,12 @@ cell goes on. A screenshot is saved (see ``conftest.py`` for where).
 """
 import json
 import re
-import shutil
 import time
 
 import pytest
 
-from tests.ui.test_jupyterlab import (CHROMIUM_ARGS, KERNEL_IDLE_JS,  # noqa: F401
-                                      _artifacts, jupyterlab, open_notebook)
+from tests.ui.test_jupyterlab import (KERNEL_IDLE_JS, _artifacts, chromium,  # noqa: F401
+                                      jupyterlab, open_notebook)
 
 STEPS, STEP_S = 600, 0.1          # a minute of training, if nobody pressed Stop
 STOP_AFTER_STEPS = 10             # press Stop once this many steps have run
@@ -100,14 +99,8 @@ def test_stop_button_ends_a_running_loop_in_jupyterlab(jupyterlab, tmp_path, rec
     name = "live_stop.ipynb"
     _notebook(tmp_path / "notebooks" / name)      # the fixture serves that folder
     shot = out / "jupyterlab-live-stop.png"
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=shutil.which("chromium"),
-                                     args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-        except BaseException:
-            browser.close()
-            raise
+    with sync_playwright() as pw, chromium(pw) as browser:
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
         try:
             open_notebook(page, base, token, name, server, processes)
 
@@ -155,8 +148,6 @@ def test_stop_button_ends_a_running_loop_in_jupyterlab(jupyterlab, tmp_path, rec
             page.screenshot(path=str(failure))
             print(f"screenshot of the page when the test failed: {failure}")
             raise
-        finally:
-            browser.close()
     record_property("screenshot_live_stop", str(shot))
     print(f"Stop pressed after step {STOP_AFTER_STEPS}: the loop stopped at step {at} of "
           f"{STEPS}, the kernel idle {took:.2f} s after the click; screenshot: {shot}")

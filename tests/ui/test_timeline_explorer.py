@@ -141,13 +141,8 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=shutil.which("chromium"),
-                               args=lab.CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
+    with sync_playwright() as pw, lab.chromium(pw) as b:
+        yield b
 
 
 def _block_outside(page):
