@@ -107,3 +107,10 @@ def describe(value):
     device = getattr(value, "device", None)
     where = f" on {device}" if device is not None else ""
     return f"Tensor(shape={tuple(shape)}, dtype={dtype}{where})"
+
+
+def describe_named(value):
+    """``describe(value)`` after the tensor's name in quotes, where it has one (a parameter or
+    an ``lk.Variable``), for messages that point at one tensor."""
+    name = getattr(value, "name", None)
+    return f"'{name}' ({describe(value)})" if isinstance(name, str) and name else describe(value)

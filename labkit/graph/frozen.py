@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import _LABKIT, source_text, user_frame
+from ..errors import _LABKIT, describe_named, source_text, user_frame
 from ..tensor import dispatch
 from ..tensor.tensor import Tensor
 from .ir import CAPTURE
@@ -106,12 +106,9 @@ class FrozenWatch:
             frame = frame.f_back
         if frame is None or frame.f_code.co_filename.startswith(_LABKIT):
             return                  # labkit's own use of a value, not the user's
-        from ..errors import describe
-        name = getattr(t, "name", None)
-        label = f"'{name}' ({describe(t)})" if isinstance(name, str) and name else describe(t)
         self.reads.append(FrozenValue(
             "read", (frame.f_code.co_filename, frame.f_lineno),
-            f"{how} read the value of {label} from outside the function; the trace keeps "
+            f"{how} read the value of {describe_named(t)} from outside the function; the trace keeps "
             f"the value it had then"))
 
     # ---- after the trace --------------------------------------------------------------------

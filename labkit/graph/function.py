@@ -40,7 +40,7 @@ import weakref
 from .. import config
 from ..autodiff.batched import BatchedTensor, VmapMode, vmap
 from ..devices.device import no_device_request
-from ..errors import LabkitError, describe
+from ..errors import LabkitError, describe_named
 from ..profiler.profile import _active as _profiles
 from ..tensor import dispatch
 from ..tensor.tensor import Tensor
@@ -315,9 +315,7 @@ class Function:
         if trace.accumulating is None:
             with self._lock:
                 if trace.accumulating is None:
-                    name = getattr(tensor, "name", None)
-                    what = f"'{name}' ({describe(tensor)})" if name else describe(tensor)
-                    reason = (f"the .grad of {what} was None when trace "
+                    reason = (f"the .grad of {describe_named(tensor)} was None when trace "
                               f"{trace.number} was made and is set now: this trace adds the "
                               f"new gradients to it (gradient accumulation across calls)")
                     trace.accumulating = self._trace(trace.signature, args, kwargs,
