@@ -27,7 +27,7 @@ import time
 import weakref
 
 from ..tensor.random import initial_seed
-from . import batch, procs, remote, runtime, worker
+from . import batch, procs, reaper, remote, runtime, worker
 from .errors import DistError, WorkerError
 from .output import MODES as OUTPUT_MODES, make_output
 
@@ -161,10 +161,7 @@ class _Workers:
         ipython_dir = os.path.join(self.tmp, "ipython")
         profile_dir = os.path.join(ipython_dir, "profile_labkit")
         os.makedirs(profile_dir)
-        self.reaper = subprocess.Popen(
-            [sys.executable, os.path.join(os.path.dirname(__file__), "reaper.py"),
-             self.cluster_id, self.tmp], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True)
+        self.reaper = reaper.start(self.cluster_id, self.tmp)
         mpiexec = find_mpiexec()
         env = _worker_env(self.n, self.cluster_id, ipython_dir)
         config = Config()
@@ -335,17 +332,7 @@ class _Workers:
             self.ipp_cluster.engines = {}
 
     def _release_reaper(self):
-        if self.reaper is not None and self.reaper.poll() is None:
-            try:
-                self.reaper.stdin.write(b"release\n")
-                self.reaper.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.reaper.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.reaper.kill()
-                self.reaper.wait()
+        reaper.release(self.reaper)
 
     def _remove_files(self):
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -8,9 +8,35 @@ cluster's id, and removes the cluster's temporary folder. It runs in a session o
 a Ctrl-C in a terminal does not reach it.
 
     python reaper.py CLUSTER_ID FOLDER
+
+``start`` and ``release`` are the owner's side (a ``Cluster``, ``python -m labkit.dist.run``).
 """
 import os
+import subprocess
 import sys
+
+
+def start(owner_id, folder):
+    """Start the reaper of the processes marked ``owner_id`` (and of ``folder``); returns it."""
+    return subprocess.Popen([sys.executable, os.path.abspath(__file__), owner_id, folder],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def release(reaper):
+    """Tell a reaper from ``start`` that its owner ended everything itself, and wait for it."""
+    if reaper is None or reaper.poll() is not None:
+        return
+    try:
+        reaper.stdin.write(b"release\n")
+        reaper.stdin.close()
+    except OSError:
+        pass
+    try:
+        reaper.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        reaper.kill()
+        reaper.wait()
 
 
 def _procs():

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from . import procs
+from . import procs, reaper
 from .cluster import _default_n, _is_open_mpi, _worker_env, find_mpiexec
 from .errors import DistError
 from .output import TextOutput
@@ -118,10 +118,7 @@ class _Run:
         self.n = n
         self.run_id = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.folder = tempfile.mkdtemp(prefix="labkit-run-")
-        self.reaper = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "reaper.py"), self.run_id, self.folder],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
+        self.reaper = reaper.start(self.run_id, self.folder)
         mpiexec = find_mpiexec()
         env = dict(os.environ)
         env.update((k, v) for k, v in _worker_env(n, self.run_id, "").items()
@@ -176,13 +173,7 @@ class _Run:
             self.proc.kill()
         self.proc.wait()
         self.mpiexec_log.close()
-        if self.reaper.poll() is None:
-            try:
-                self.reaper.stdin.write(b"release\n")
-                self.reaper.stdin.close()
-            except OSError:
-                pass
-            self.reaper.wait()
+        reaper.release(self.reaper)
 
     def tail_of(self, name, lines):
         try:
