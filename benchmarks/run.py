@@ -126,7 +126,10 @@ SCRIPT_VIEWS = {
         (": 64 MB gradient averaging, hooks to wait (GB/s)", "average_labkit_GBps",
          "average_raw_GBps", "raw mpi4py: copy, Allreduce, divide", "average_ratio"),
         (": W3 MLP training step, batch 128 per worker (samples/s)", "train_2_samples_per_s",
-         "train_1_samples_per_s", "1 worker", "train_ratio")],
+         "train_1_samples_per_s", "1 worker", "train_ratio"),
+        (": W3's step in hand-written NumPy + raw mpi4py Allreduce, 2 workers (samples/s)",
+         "numpy_train_2_samples_per_s", "numpy_train_1_samples_per_s", "1 worker",
+         "numpy_train_ratio")],
     "w7_ps_null_step": [
         (": 1 worker", "labkit_ms_1", "raw_ms_1", "raw mpi4py, same messages", "ratio_1"),
         (": 2 workers", "labkit_ms_2", "raw_ms_2", "raw mpi4py, same messages", "ratio_2")],

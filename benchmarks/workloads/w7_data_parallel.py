@@ -13,6 +13,9 @@ training step of W3's MLP on 2 workers against 1.
 3. Training step: W3's MLP (784-256-256-10, batch 128 per worker, cross-entropy, SGD), forward,
    ``loss.backward()`` (the allreduce overlapping it) and ``opt.step()``, on 1 and on 2
    workers; samples per second over all workers (weak scaling: each worker its own 128).
+4. The same step without labkit, as the machine's ceiling for row 3: W3's hand-written NumPy
+   forward and backward, the gradients copied into one buffer, ``comm.Allreduce`` in place,
+   divided by the world size, SGD; on 1 and on 2 workers.
 
 Samples alternate between implementations; each is the slowest rank's time after a barrier;
 medians are reported.
@@ -135,6 +138,40 @@ def _training(repeats, warmup):
     return {"samples": samples, "world": comm.Get_size()}
 
 
+def _numpy_training(repeats, warmup):
+    """Row 4 on every worker: row 3's step in hand-written NumPy and raw mpi4py."""
+    import numpy as np
+    from mpi4py import MPI
+
+    from benchmarks.common import slowest_rank_seconds
+    from benchmarks.workloads import w3_mlp
+    from labkit.dist import runtime
+
+    comm = runtime.group().comm
+    world = comm.Get_size()
+    p = w3_mlp.params(w3_mlp.data(np.random.default_rng(0)))
+    mine = w3_mlp.data(np.random.default_rng(1 + comm.Get_rank()))
+    x, y = mine["x"], mine["y"]
+    flat = np.empty(sum(w.size for w in p), np.float32)
+    views, offset = [], 0
+    for w in p:
+        views.append(flat[offset:offset + w.size].reshape(w.shape))
+        offset += w.size
+
+    def steps():
+        for _ in range(STEPS_PER_SAMPLE):
+            _, grads = w3_mlp._numpy_loss_and_grads(p, x, y)
+            for view, g in zip(views, grads):
+                np.copyto(view, g)
+            comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM)
+            np.divide(flat, np.float32(world), out=flat)
+            for w, g in zip(p, views):
+                w -= np.float32(0.01) * g
+
+    samples = [slowest_rank_seconds(comm, steps) for _ in range(warmup + repeats)][warmup:]
+    return {"samples": samples, "world": world}
+
+
 def run(repeats=21, warmup=3):
     """Measure; returns a dict of medians and ratios (see the module docstring)."""
     import statistics
@@ -144,8 +181,10 @@ def run(repeats=21, warmup=3):
     with lk.dist.Cluster(n=2, output="none") as cluster:
         r = cluster.run(_allreduce, repeats, warmup)[0]
         train2 = cluster.run(_training, repeats, warmup)[0]
+        numpy2 = cluster.run(_numpy_training, repeats, warmup)[0]
     with lk.dist.Cluster(n=1, output="none") as cluster:
         train1 = cluster.run(_training, repeats, warmup)[0]
+        numpy1 = cluster.run(_numpy_training, repeats, warmup)[0]
     out["results_equal"] = r["same"]
     for key, samples in r["samples"].items():
         seconds = statistics.median(samples)
@@ -153,10 +192,13 @@ def run(repeats=21, warmup=3):
         out[f"{key}_GBps"] = r["bytes"] / seconds / 1e9
     for kind in ("allreduce", "average"):
         out[f"{kind}_ratio"] = out[f"{kind}_labkit_GBps"] / out[f"{kind}_raw_GBps"]
-    for t in (train1, train2):
-        seconds = statistics.median(t["samples"])
-        out[f"train_{t['world']}_samples_per_s"] = t["world"] * 128 * STEPS_PER_SAMPLE / seconds
-    out["train_ratio"] = out["train_2_samples_per_s"] / out["train_1_samples_per_s"]
+    for prefix, runs in (("train", (train1, train2)), ("numpy_train", (numpy1, numpy2))):
+        for t in runs:
+            seconds = statistics.median(t["samples"])
+            out[f"{prefix}_{t['world']}_samples_per_s"] = (t["world"] * 128 * STEPS_PER_SAMPLE
+                                                           / seconds)
+        out[f"{prefix}_ratio"] = (out[f"{prefix}_2_samples_per_s"]
+                                  / out[f"{prefix}_1_samples_per_s"])
     return out
 
 
@@ -172,6 +214,9 @@ def main(argv=None):
               f"{r[f'{kind}_raw_ms']:.2f} ms, labkit / raw {r[f'{kind}_ratio']:.2f}x")
     print(f"  W3 MLP step: 1 worker {r['train_1_samples_per_s']:.0f} samples/s, 2 workers "
           f"{r['train_2_samples_per_s']:.0f} samples/s, {r['train_ratio']:.2f}x")
+    print(f"  the same step in NumPy + mpi4py: 1 worker {r['numpy_train_1_samples_per_s']:.0f} "
+          f"samples/s, 2 workers {r['numpy_train_2_samples_per_s']:.0f} samples/s, "
+          f"{r['numpy_train_ratio']:.2f}x")
     return 0
 
 
