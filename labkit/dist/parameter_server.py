@@ -752,7 +752,8 @@ class ParameterServerResult:
             for e in r.get("ops", ()):
                 prof.events.append(OpEvent(e["op"], e["name"], track, "ops", e["start_ns"],
                                            e["start_ns"] + e["duration_ns"], e["bytes_in"],
-                                           e["bytes_out"], e["step"], e["source"]))
+                                           e["bytes_out"], e["step"], e["source"],
+                                           shapes=e.get("shape"), where=e.get("line")))
         if prof.events:
             prof.start_ns = min(e.start_ns for e in prof.events)
             prof.end_ns = max(e.end_ns for e in prof.events)

@@ -138,8 +138,13 @@ def event_details(e, t0=0):
              f"{time_text(e.duration_ns)}  (from {time_text(e.start_ns - t0)})"]
     if e.bytes_in or e.bytes_out:
         lines.append(f"in {bytes_text(e.bytes_in)} · out {bytes_text(e.bytes_out)}")
+    shape, line = getattr(e, "shape", None), getattr(e, "line", None)
+    if shape:
+        lines.append(shape)
     if e.source:
         lines.append(f"source: {e.source}")
+    if line:
+        lines.append(line)
     return "\n".join(lines)
 
 

@@ -65,7 +65,12 @@ export function eventFacts(ev, i) {
   if (ev.bytesIn[i] || ev.bytesOut[i]) {
     facts.push(["bytes", `in ${bytesText(ev.bytesIn[i])} · out ${bytesText(ev.bytesOut[i])}`]);
   }
-  if (ev.shape && ev.shape[i] >= 0) facts.push(["shapes", s.shape[ev.shape[i]]]);
+  if (ev.shape && ev.shape[i] >= 0) {        // "float32[8, 4], float32[4] -> float32[8, 4]"
+    const text = s.shape[ev.shape[i]];
+    const cut = text.lastIndexOf(" -> ");
+    if (cut < 0) facts.push(["shapes", text]);
+    else facts.push(["inputs", text.slice(0, cut) || "none"], ["outputs", text.slice(cut + 4)]);
+  }
   facts.push(["recorded by", s.source[ev.source[i]]]);
   if (ev.line && ev.line[i] >= 0) facts.push(["source line", s.line[ev.line[i]]]);
   return facts;
