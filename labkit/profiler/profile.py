@@ -121,9 +121,11 @@ class Profile:
         where = ", ".join(self.devices()) or "no device"
         return f"<Profile: {len(self.events)} op events on {where}, {len(self.steps)} step(s)>"
 
-    def _repr_html_(self):    # notebook display: the timeline (viz is imported only to draw)
-        from ..viz.timeline import profile_html
-        return profile_html(self)
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """Notebook display: ``lk.viz.timeline(self)``, the timeline explorer in a live
+        notebook and its SVG elsewhere (viz is imported only to draw)."""
+        from ..viz.timeline import timeline
+        return timeline(self)._repr_mimebundle_(include, exclude)
 
     def to_chrome_trace(self):
         """The trace as a dict in the Trace Event Format (one process track per device)."""
