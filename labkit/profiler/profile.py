@@ -37,12 +37,16 @@ class Profile:
     mark one each); ``prof.steps``: the events of each step; ``prof.summary()``: top ops by total
     time per device; ``prof.export_chrome_trace(path)``: a file Perfetto and chrome://tracing open.
     ``record_shapes`` / ``with_stack``: whether events carry their shapes / the user's line.
+    ``prof.flows``: ``(from event, to event)`` pairs for messages between lanes that are not
+    send/recv ops (a parameter-server worker's push and the server's apply that used it); a
+    timeline draws them as arrows, as it does each send and its recv.
     """
 
     def __init__(self, record_shapes=False, with_stack=False):
         self.record_shapes = bool(record_shapes)
         self.with_stack = bool(with_stack)
         self.events = []
+        self.flows = []
         self.step_number = 0
         self.step_marks = []      # (step, time_ns) at each boundary
         self.start_ns = None

@@ -167,6 +167,15 @@ def transfer_pairs(events):
     return pairs
 
 
+def arrows(prof, events):
+    """The arrows to draw among ``events``: each send and its recv (``transfer_pairs``), and
+    the profile's ``flows`` (messages recorded as pairs, e.g. a parameter-server push and the
+    apply that used it) whose two events are both drawn."""
+    drawn = {id(e) for e in events}
+    return transfer_pairs(events) + [(a, b) for a, b in getattr(prof, "flows", ())
+                                     if id(a) in drawn and id(b) in drawn]
+
+
 def _rows(events):
     """Within one lane, give each event a row so that bars never cover one another."""
     ends, rows = [], []
@@ -287,7 +296,7 @@ def timeline_svg(prof, step=None, width=WIDTH, title=None, selected=None):
                    f'fill="{style.TEXT}" text-anchor="end">end of step {s}</text>'
                    f'<title>end of step {s} at {time_text(t - t0)}</title></g>')
     # send -> recv arrows
-    pairs = transfer_pairs(events)
+    pairs = arrows(prof, events)
     tcolor = style.TRANSFER[1]
     for s, r in pairs:
         (st, _, sp), (rt, _, rp) = layout[(s.device, s.lane)], layout[(r.device, r.lane)]
