@@ -156,6 +156,11 @@ export function render({ model, el }) {
   }
 
   function save(fields) {
+    if (viewTimer && !("view" in fields)) {   // a zoom not saved yet goes first: setting the
+      fields = { view: s.view.slice(), ...fields };  // other traits re-reads the model's view
+    }
+    clearTimeout(viewTimer);
+    viewTimer = 0;
     for (const [k, v] of Object.entries(fields)) model.set(k, v);
     model.save_changes();
   }
@@ -224,6 +229,7 @@ export function render({ model, el }) {
     s.view = clampView(view, s.bounds, 1);
     draw();
     clearTimeout(viewTimer);
+    viewTimer = 0;
     if (persist) viewTimer = setTimeout(() => save({ view: s.view.slice() }), 150);
   }
 
