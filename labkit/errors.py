@@ -77,6 +77,13 @@ def user_frame(frame=None):
     return frame, depth
 
 
+def user_line(frame=None):
+    """``(filename, line)`` of the user's line that led here (the first frame outside labkit's
+    files, from ``frame``, default the caller's), or None; ``source_text`` writes it out."""
+    frame, _ = user_frame(sys._getframe(1) if frame is None else frame)
+    return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
+
+
 def source_text(where):
     """``where`` (a ``(filename, line)`` pair, as graph nodes keep it) as ``file:line: code``."""
     if where is None:

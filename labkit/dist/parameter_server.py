@@ -227,7 +227,7 @@ class _Server:
         self.accepted = {w: 0 for w in self.workers}
         self.dropped = {w: 0 for w in self.workers}
         self.pushes = {w: [] for w in self.workers}   # per worker, in order: "applied"/"dropped"...
-        self.events = []                          # (name, start_ns, end_ns)
+        self.events = []                          # (name, start_ns, end_ns, pushes applied)
 
     def _receive(self, worker):
         """A push buffer, and the receive of the next packet from ``worker`` into it."""
@@ -303,6 +303,7 @@ class _Server:
 
     def _push(self, src, buf):
         msg = self._read_push(src, buf)
+        msg["push"] = (src, len(self.pushes[src]))   # the worker's how-manieth push it is
         if self.done:
             self.pushes[src].append("late")       # after the last step: neither used nor dropped
             self.spare.append(buf)
@@ -348,7 +349,7 @@ class _Server:
                 local, grad = sparse.combine_rows([i for i, _ in parts], [g for _, g in parts])
                 rows.apply(local, grad * scale)
         self.spare.extend(m["buf"] for m in msgs)
-        self.events.append(("ps.apply", start, _now()))
+        self.events.append(("ps.apply", start, _now(), [m["push"] for m in msgs]))
 
     def report(self):
         return {"role": "ps", "rank": self.me, "steps": self.step,
@@ -517,7 +518,9 @@ class _Worker:
         for s in self.servers:
             self.comm.Send(_control(DONE), dest=s, tag=TAG_PACKET)
         self._flush()
-        return {"role": "worker", "rank": self.me, "timeline": timeline}
+        return {"role": "worker", "rank": self.me, "timeline": timeline,
+                "pull_bytes": sum(b.nbytes for b in self.reply_bufs),
+                "push_bytes": sum(b.nbytes for b in self.push_bufs)}
 
 
 def _batches(dataset, batch_size, seed):
@@ -696,7 +699,9 @@ class ParameterServerResult:
       "dropped" or "late" at server 0).
     - ``profile``: an ``lk.profiler.Profile`` with one track per rank (pull, straggle, compute,
       push on workers; apply on servers; every op too with ``profile=True``), for
-      ``export_chrome_trace``.
+      ``lk.viz.timeline`` and ``export_chrome_trace``. A pull or push names its servers and
+      carries the bytes of its dense packets; an arrow (``profile.flows``) joins each push
+      to the server's apply that used it.
     - ``losses``: each worker's losses in step order.
     """
 
@@ -733,26 +738,44 @@ class ParameterServerResult:
 
     def _profile(self, results):
         prof = Profile()
+        servers = ", ".join(str(r) for r in range(self.ps.num_ps))
+        servers = f"rank{'s' if self.ps.num_ps > 1 else ''} {servers}"
+        pushes, applies = {}, []          # worker rank -> its push events; (apply, pushes)
         for r in results:
             track = f"rank {r['rank']} ({'server' if r['role'] == 'ps' else 'worker'})"
             if r["role"] == "ps":
-                for op, a, b in r["events"]:
-                    prof.events.append(OpEvent(op, op, track, "parameter server", a, b, 0, 0,
-                                               0, "parameter_server"))
+                for op, a, b, used in r["events"]:
+                    e = OpEvent(op, op, track, "parameter server", a, b, 0, 0, 0,
+                                "parameter_server")
+                    prof.events.append(e)
+                    applies.append((e, used))
             else:
+                mine = pushes[r["rank"]] = []
+                phases = (("ps.pull", "start_ns", "pulled_ns", f"pull from {servers}",
+                           r["pull_bytes"]),
+                          ("ps.straggle", "pulled_ns", "computing_ns", "", 0),
+                          ("ps.compute", "computing_ns", "computed_ns", "", 0),
+                          ("ps.push", "computed_ns", "end_ns", f"push to {servers}",
+                           r["push_bytes"]))
                 for row in r["timeline"]:
-                    for op, a, b in (("ps.pull", "start_ns", "pulled_ns"),
-                                     ("ps.straggle", "pulled_ns", "computing_ns"),
-                                     ("ps.compute", "computing_ns", "computed_ns"),
-                                     ("ps.push", "computed_ns", "end_ns")):
+                    e = None
+                    for op, a, b, what, nbytes in phases:
                         if row[b] > row[a]:
-                            prof.events.append(OpEvent(op, f"step {row['step']}", track,
-                                                       "steps", row[a], row[b], 0, 0,
-                                                       row["step"], "parameter_server"))
+                            e = OpEvent(op, f"step {row['step']}" + (f": {what}" if what else ""),
+                                        track, "steps", row[a], row[b], nbytes, nbytes,
+                                        row["step"], "parameter_server")
+                            prof.events.append(e)
+                    mine.append(e if e is not None and e.op == "ps.push" else None)
             for e in r.get("ops", ()):
                 prof.events.append(OpEvent(e["op"], e["name"], track, "ops", e["start_ns"],
                                            e["start_ns"] + e["duration_ns"], e["bytes_in"],
-                                           e["bytes_out"], e["step"], e["source"]))
+                                           e["bytes_out"], e["step"], e["source"],
+                                           shapes=e.get("shape"), where=e.get("line")))
+        for apply, used in applies:
+            for worker, k in used:
+                push = pushes.get(worker, [])[k] if k < len(pushes.get(worker, [])) else None
+                if push is not None:
+                    prof.flows.append((push, apply))
         if prof.events:
             prof.start_ns = min(e.start_ns for e in prof.events)
             prof.end_ns = max(e.end_ns for e in prof.events)

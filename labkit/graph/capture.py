@@ -11,7 +11,7 @@ import threading
 
 from ..devices import default_device
 from ..devices.device import requested_device
-from ..errors import DeviceError, describe, user_frame
+from ..errors import DeviceError, describe, user_line
 from ..tensor import dispatch
 from ..tensor.dispatch import Mode
 from ..tensor.dtypes import as_dtype, float32
@@ -91,9 +91,7 @@ class CaptureMode(Mode):
         if request is not None:          # inside ``with lk.device(...)``: for placement
             node.requested_device, node.device_forced = request
         node.colocation = colocation
-        frame, _ = user_frame()
-        if frame is not None:
-            node.source = (frame.f_code.co_filename, frame.f_lineno)
+        node.source = user_line()
         node.stateful = op.stateful
         # a stateful op changes state (an update), except a random draw, which only moves its
         # generator on: a dropout mask belongs to the forward pass it is drawn in

@@ -51,7 +51,7 @@ from ..devices.memory import register_cached_bytes
 from ..devices.workers import current_device, run_parts
 from ..errors import DTypeError, describe
 from ..profiler import active_profile
-from ..profiler.events import OpEvent, lane_name, now_ns
+from ..profiler.events import OpEvent, lane_name, now_ns, shapes_text
 from ..profiler.profile import _active as _profiles
 from ..tensor.tensor import Tensor
 from .ir import CAPTURE, CONSTANT, PLACEHOLDER, GraphError, Node
@@ -356,7 +356,7 @@ class _Part:
 
     def __init__(self, device, fn, source, fetches, timed):
         self.device, self.fn, self.source, self.fetches = device, fn, source, fetches
-        self.timed = timed       # [(op, node name, bytes in, bytes out)] per timestamp
+        self.timed = timed       # [(op, node name, bytes in, bytes out, shapes text, source)]
 
     def __repr__(self):
         return f"<plan part on {self.device}: {len(self.timed)} ops>"
@@ -482,13 +482,23 @@ class _CodeGen:
     def _timed(self, n):
         if self.profile:
             self._stamp()
-            self.timed.append((n.op.name, n.name,
-                               sum(_nbytes(a) for a in n.inputs if isinstance(a, Node)),
-                               _nbytes(n)))
+            inputs = [a for a in n.inputs if isinstance(a, Node)]
+            self.timed.append((n.op.name, n.name, sum(_nbytes(a) for a in inputs), _nbytes(n),
+                               _shapes(inputs, n), n.source))
+
+
+def _shapes(inputs, node):
+    """The text of an op node's input and output dtypes and shapes, for its profiler events
+    (None where a shape or dtype is unknown, as for a control-flow node's tuple)."""
+    typed = [(a.shape, a.dtype) for a in inputs + [node]]
+    if any(shape is None or dtype is None for shape, dtype in typed):
+        return None
+    return shapes_text(typed[:-1], typed[-1:])
 
 
 def _record(prof, part, stamps, source):
-    """One OpEvent per op of a profiled part run (an op runs from the stamp before to its own)."""
+    """One OpEvent per op of a profiled part run (an op runs from the stamp before to its own);
+    with the op's shapes and source line when the profile records them."""
     if prof is None or not stamps:
         return
     device = part.device.name if part.device is not None else "cpu:0"
@@ -498,10 +508,12 @@ def _record(prof, part, stamps, source):
         lane = f"{lane} stream"
     step = prof.step_number
     events = prof.events
-    for i, (op_name, name, b_in, b_out) in enumerate(part.timed):
+    shapes, stack = prof.record_shapes, prof.with_stack
+    for i, (op_name, name, b_in, b_out, shape, where) in enumerate(part.timed):
         ge = (gpu[i], gpu[i + 1]) if gpu else None
         events.append(OpEvent(op_name, name, device, lane, stamps[i], stamps[i + 1], b_in, b_out,
-                              step, source, ge))
+                              step, source, ge, shape if shapes else None,
+                              where if stack else None))
 
 
 def feed_array(node, value):

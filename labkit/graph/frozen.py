@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import _LABKIT, describe_named, source_text, user_frame
+from ..errors import _LABKIT, describe_named, source_text, user_frame, user_line
 from ..tensor import dispatch
 from ..tensor.tensor import Tensor
 from .ir import CAPTURE
@@ -64,11 +64,6 @@ class FrozenValue:
         return f"<frozen {self.kind}: {self}>"
 
 
-def _user_line():
-    frame, _ = user_frame(sys._getframe(1))
-    return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
-
-
 def _random_states():
     state = np.random.get_state()
     return (state[1].tobytes(), state[2], state[3], state[4]), random.getstate()
@@ -96,7 +91,7 @@ class FrozenWatch:
 
     # ---- what the tensor layer reports (labkit.tensor.dispatch) ---------------------------
     def made(self, t):
-        self.made_at[id(t)] = (t, _user_line())
+        self.made_at[id(t)] = (t, user_line())
 
     def read(self, t, how, frame):
         if id(t) in self.made_at:

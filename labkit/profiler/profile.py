@@ -36,10 +36,17 @@ class Profile:
     ``prof.events``: every OpEvent; ``prof.step()`` marks a step boundary (``lk.function`` calls
     mark one each); ``prof.steps``: the events of each step; ``prof.summary()``: top ops by total
     time per device; ``prof.export_chrome_trace(path)``: a file Perfetto and chrome://tracing open.
+    ``record_shapes`` / ``with_stack``: whether events carry their shapes / the user's line.
+    ``prof.flows``: ``(from event, to event)`` pairs for messages between lanes that are not
+    send/recv ops (a parameter-server worker's push and the server's apply that used it); a
+    timeline draws them as arrows, as it does each send and its recv.
     """
 
-    def __init__(self):
+    def __init__(self, record_shapes=False, with_stack=False):
+        self.record_shapes = bool(record_shapes)
+        self.with_stack = bool(with_stack)
         self.events = []
+        self.flows = []
         self.step_number = 0
         self.step_marks = []      # (step, time_ns) at each boundary
         self.start_ns = None
@@ -64,9 +71,10 @@ class Profile:
         return False
 
     def record(self, op, name, device, start_ns, end_ns, bytes_in=0, bytes_out=0,
-               source="eager", lane=None, gpu_events=None):
+               source="eager", lane=None, gpu_events=None, shapes=None, where=None):
         self.events.append(OpEvent(op, name, device, lane or lane_name(), start_ns, end_ns,
-                                   bytes_in, bytes_out, self.step_number, source, gpu_events))
+                                   bytes_in, bytes_out, self.step_number, source, gpu_events,
+                                   shapes, where))
 
     def step(self):
         """Mark the end of a step: later events belong to the next one.
@@ -117,9 +125,11 @@ class Profile:
         where = ", ".join(self.devices()) or "no device"
         return f"<Profile: {len(self.events)} op events on {where}, {len(self.steps)} step(s)>"
 
-    def _repr_html_(self):    # notebook display: the timeline (viz is imported only to draw)
-        from ..viz.timeline import profile_html
-        return profile_html(self)
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """Notebook display: ``lk.viz.timeline(self)``, the timeline explorer in a live
+        notebook and its SVG elsewhere (viz is imported only to draw)."""
+        from ..viz.timeline import timeline
+        return timeline(self)._repr_mimebundle_(include, exclude)
 
     def to_chrome_trace(self):
         """The trace as a dict in the Trace Event Format (one process track per device)."""
@@ -142,6 +152,20 @@ class Profile:
         return path
 
 
-def profile():
-    """Start recording every op run in this block (eager ops and graph nodes)."""
-    return Profile()
+def profile(record_shapes=False, with_stack=False):
+    """Start recording every op run in this block (eager ops and graph nodes).
+
+    As in PyTorch's profiler, ``record_shapes=True`` also records each op's input and output
+    dtypes and shapes (``event.shape``), and ``with_stack=True`` the line of your code that ran
+    it (``event.line``); the timeline explorer shows both when you click a bar. Each costs a
+    little time per eager op (``benchmarks/workloads/w9_profiler_overhead.py`` measures it),
+    so both are off by default (a captured graph's ops know theirs from tracing: for them
+    neither costs anything at run time).
+
+    >>> import labkit as lk
+    >>> with lk.profile(record_shapes=True) as prof:
+    ...     y = lk.ones(8, 4) + lk.ones(4)
+    >>> prof.events[-1].shape
+    'float32[8, 4], float32[4] -> float32[8, 4]'
+    """
+    return Profile(record_shapes, with_stack)

@@ -1,5 +1,6 @@
 """Eager ops under ``lk.profile()``: a mode pushed on the mode stack times each op it passes
 down, so that when no profile is open eager dispatch pays nothing for the profiler."""
+from ..errors import user_line
 from ..profiler import active_profile, register_hooks
 from ..profiler.events import now_ns
 from . import dispatch
@@ -31,9 +32,16 @@ class ProfilingMode(Mode):
         if gpu is not None:
             gpu[1].record()
         if prof is not None:
-            bytes_in = sum(a._data.nbytes for a in inputs if isinstance(a, Tensor))
-            prof.record(op.name, op.name, out._device.name, start, end_ns, bytes_in,
-                        out._data.nbytes, "eager", gpu_events=gpu)
+            tensors = [a._data for a in inputs if isinstance(a, Tensor)]
+            shapes = where = None
+            if prof.record_shapes:   # raw here; OpEvent.shape writes the text when read
+                shapes = ([(a.shape, a.dtype) for a in tensors],
+                          ((out._data.shape, out._data.dtype),))
+            if prof.with_stack:
+                where = user_line()
+            prof.record(op.name, op.name, out._device.name, start, end_ns,
+                        sum(a.nbytes for a in tensors), out._data.nbytes, "eager",
+                        gpu_events=gpu, shapes=shapes, where=where)
         return out
 
     def phase(self, name):

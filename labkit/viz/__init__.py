@@ -3,9 +3,10 @@ and widgets.
 
 Graph pictures are DOT text laid out by graphviz's ``dot``; timelines, gradient charts and
 training curves are SVG written directly. All show inline as SVG, so a saved notebook keeps
-them; widgets (``GraphWidget``, ``TimelineWidget``) need ipywidgets, the live view's curves
-and Stop button and the timeline explorer (``timeline_explorer``, what ``timeline`` shows in a
-live notebook) anywidget, and each carries a static picture too. ``lk.Graph``, ``lk.Tensor``,
+them; ``GraphWidget`` needs ipywidgets, the live view's curves and Stop button and the
+timeline explorer (``timeline_explorer``, what ``timeline`` and a ``Profile`` show in a live
+notebook; ``TimelineWidget`` is another name for it) anywidget, and each carries a static
+picture too. ``lk.Graph``, ``lk.Tensor``,
 ``lk.nn.Module`` and ``lk.profile()``'s ``Profile`` render themselves.
 
 >>> import labkit as lk
@@ -21,8 +22,9 @@ from .render import GraphPicture, GraphvizNotFound, RenderError, find_dot, run_d
 from .tape import TapeGraph, tape_graph
 from .gradients import GradientMonitor, gradient_flow, gradients
 from .live import TrainingView, live
-from .timeline import TimelinePicture, TimelineWidget, timeline
+from .timeline import TimelinePicture, timeline
 from .explorer import timeline_explorer
+TimelineWidget = timeline_explorer      # the one interactive timeline, by its older name
 from .widgets import GraphWidget
 
 __all__ = ["GradientMonitor", "GraphPicture", "GraphWidget", "GraphvizNotFound", "RenderError",

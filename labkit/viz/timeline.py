@@ -11,8 +11,8 @@ them) are joined by a purple arrow from one lane to the other.
 ``timeline(prof, step=k)`` draws one step only. In a live notebook with anywidget installed
 the picture shows as the timeline explorer (``labkit.viz.explorer``: canvas, zoom and pan,
 range totals, search, details), with this SVG beside it in the output for nbval, nbconvert
-and GitHub; ``.explorer()`` returns that widget. ``TimelineWidget`` (needs ipywidgets) is the
-older step selector with an op list. A ``Profile`` renders itself with the SVG.
+and GitHub; ``.explorer()`` returns that widget. A ``Profile`` shown in a notebook (``prof`` as
+a cell's last line) is this picture.
 
 >>> import labkit as lk
 >>> with lk.profile() as prof:
@@ -138,8 +138,13 @@ def event_details(e, t0=0):
              f"{time_text(e.duration_ns)}  (from {time_text(e.start_ns - t0)})"]
     if e.bytes_in or e.bytes_out:
         lines.append(f"in {bytes_text(e.bytes_in)} · out {bytes_text(e.bytes_out)}")
+    shape, line = getattr(e, "shape", None), getattr(e, "line", None)
+    if shape:
+        lines.append(shape)
     if e.source:
         lines.append(f"source: {e.source}")
+    if line:
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -160,6 +165,15 @@ def transfer_pairs(events):
         if s is not None:
             pairs.append((s, e))
     return pairs
+
+
+def arrows(prof, events):
+    """The arrows to draw among ``events``: each send and its recv (``transfer_pairs``), and
+    the profile's ``flows`` (messages recorded as pairs, e.g. a parameter-server push and the
+    apply that used it) whose two events are both drawn."""
+    drawn = {id(e) for e in events}
+    return transfer_pairs(events) + [(a, b) for a, b in getattr(prof, "flows", ())
+                                     if id(a) in drawn and id(b) in drawn]
 
 
 def _rows(events):
@@ -282,7 +296,7 @@ def timeline_svg(prof, step=None, width=WIDTH, title=None, selected=None):
                    f'fill="{style.TEXT}" text-anchor="end">end of step {s}</text>'
                    f'<title>end of step {s} at {time_text(t - t0)}</title></g>')
     # send -> recv arrows
-    pairs = transfer_pairs(events)
+    pairs = arrows(prof, events)
     tcolor = style.TRANSFER[1]
     for s, r in pairs:
         (st, _, sp), (rt, _, rp) = layout[(s.device, s.lane)], layout[(r.device, r.lane)]
@@ -392,72 +406,3 @@ def timeline(prof, step=None, width=WIDTH, title=None):
     if step is not None:
         step_range(prof, step)   # a clear error for a step with no events
     return TimelinePicture(prof, step, width, title)
-
-
-def profile_html(prof):
-    """What a ``Profile`` shows in a notebook: a one-line summary above its timeline."""
-    return (f'<div><div style="font-size:12px;color:{style.MUTED}">{_esc(repr(prof))}</div>'
-            f'{timeline_svg(prof)}</div>')
-
-
-class TimelineWidget:
-    """A timeline with a step selector and an op list showing the chosen op's details.
-
-    Needs ipywidgets (``pip install labkit[notebooks]``). ``.select_step(k)`` / ``.select_op(i)``
-    do from code what the controls do; ``.picture`` is the current static picture. In a saved
-    notebook it shows that picture.
-    """
-
-    def __init__(self, prof, width=WIDTH):
-        from .widgets import require_ipywidgets
-        w = require_ipywidgets("TimelineWidget")
-        self.profile, self.width = prof, width
-        self.step, self.selected = None, None
-        n = len(prof.steps)
-        self.step_selector = w.Dropdown(options=[("all steps", None)]
-                                        + [(f"step {k}", k) for k in range(n)],
-                                        value=None, description="step")
-        self.op_list = w.Select(options=[], rows=8, description="op",
-                                layout=w.Layout(width="420px"))
-        self.details = w.HTML()
-        self.image = w.HTML()
-        self.step_selector.observe(lambda ch: self.select_step(ch["new"]), names="value")
-        self.op_list.observe(lambda ch: self.select_op(ch["new"]), names="value")
-        self.box = w.VBox([self.step_selector, self.image,
-                           w.HBox([self.op_list, self.details])])
-        self.select_step(None)
-
-    def _events(self):
-        return [e for e in self.profile.events if self.step is None or e.step == self.step]
-
-    def select_step(self, step):
-        self.step, self.selected = step, None
-        if self.step_selector.value != step:
-            self.step_selector.value = step
-        events = self._events()
-        self.op_list.options = [(f"{time_text(e.duration_ns):>9}  {e.op} ({e.device})", i)
-                                for i, e in enumerate(events[:2000])]
-        self._draw()
-
-    def select_op(self, index):
-        events = self._events()
-        self.selected = events[index] if index is not None and index < len(events) else None
-        if self.selected is not None:
-            text = event_details(self.selected, min(e.start_ns for e in events))
-            self.details.value = f"<pre style='font-size:11px'>{_esc(text)}</pre>"
-        self._draw()
-
-    @property
-    def picture(self):
-        return TimelinePicture(self.profile, self.step, self.width)
-
-    def _draw(self):
-        self.image.value = timeline_svg(self.profile, self.step, self.width,
-                                        selected=self.selected)
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        from .widgets import widget_bundle
-        return widget_bundle(self.box, self.image.value, repr(self))
-
-    def __repr__(self):
-        return f"<TimelineWidget of {self.profile!r}>"

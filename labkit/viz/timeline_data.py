@@ -24,7 +24,7 @@ them as binary buffers); ``decode_column`` reads one back.
 import numpy as np
 
 from . import style
-from .timeline import KIND_COLORS, _lane_key, op_kind, time_text, transfer_pairs
+from .timeline import KIND_COLORS, _lane_key, arrows, op_kind, time_text
 
 _DTYPES = {"f64": "<f8", "i32": "<i4"}
 # Optional per-event facts, shown in the details panel when the profiler recorded them.
@@ -100,8 +100,8 @@ def timeline_payload(prof, title=None):
         steps.append({"step": int(s), "start": start, "end": end,
                       "mark": float(marks[s] - t0) if s in marks and marks[s] >= t0 else None})
     where = {id(e): i for i, e in enumerate(events)}
-    arrows = np.array([(where[id(s)], where[id(r)]) for s, r in transfer_pairs(events)],
-                      "<i4").reshape(-1)
+    pairs = np.array([(where[id(s)], where[id(r)]) for s, r in arrows(prof, events)],
+                     "<i4").reshape(-1)
     span = max((s["end"] for s in steps), default=0)
     head = title if title is not None else (
         f"{n} ops on {len({e.device for e in events})} device(s), {len(keys)} lane(s), "
@@ -117,6 +117,6 @@ def timeline_payload(prof, title=None):
         "kinds": [{"name": k, "fill": KIND_COLORS[k][0], "stroke": KIND_COLORS[k][1],
                    "used": j in used} for j, k in enumerate(kinds)],
         "steps": steps,
-        "arrows": arrows.tobytes(),
+        "arrows": pairs.tobytes(),
     }
     return payload, events

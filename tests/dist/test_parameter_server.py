@@ -9,6 +9,7 @@ import labkit as lk
 from labkit import nn
 from labkit.dist import sparse
 from labkit.dist.parameter_server import Layout, _batches, _RowOptimizer
+from labkit.viz.timeline_data import decode_column, timeline_payload
 
 STRAGGLER_DELAY = 0.02
 
@@ -205,9 +206,11 @@ def test_sharded_embedding_updates_only_the_rows_looked_up():
 @pytest.mark.dist
 def test_train_inside_a_kept_cluster_with_op_profiles(cluster):
     """``ps.train`` on every rank of an existing cluster (1 server, 1 worker), merged by
-    ``ps.collect``; with profile=True each rank's op events land on its own track."""
+    ``ps.collect``; with profile=True each rank's op events land on its own track, and the
+    timeline explorer shows a lane per rank, the worker's own delay as its own time, and an
+    arrow from each push to the server's apply that used it."""
     train_set, _ = lk.data.digits(test_fraction=0.2, seed=0)
-    ps = lk.dist.ParameterServer(mlp, adam, mode="sync", profile=True)
+    ps = lk.dist.ParameterServer(mlp, adam, mode="sync", profile=True, straggler={1: 0.002})
     result = ps.collect(cluster.run(ps.train, train_set, 20, 16))
     assert result.steps == [20] and result.accepted == {1: 20} and result.dropped == {1: 0}
     assert len(result.losses[1]) == 20
@@ -215,3 +218,22 @@ def test_train_inside_a_kept_cluster_with_op_profiles(cluster):
     assert {"matmul", "ps.compute"} <= worker_ops
     server_ops = {e.op for e in result.profile.events if e.device == "rank 0 (server)"}
     assert "ps.apply" in server_ops
+    # the explorer's view of it
+    payload, events = timeline_payload(result.profile)
+    lanes = payload["lanes"]
+    assert {lane["device"] for lane in lanes} == {"rank 0 (server)", "rank 1 (worker)"}
+    kinds = [k["name"] for k in payload["kinds"]]
+    kind_of = {e.op: kinds[k] for e, k in zip(events, decode_column(payload, "kind"))}
+    assert kind_of["ps.straggle"] == "injected delay" and kind_of["ps.compute"] == "compute"
+    assert kind_of["ps.pull"] == kind_of["ps.push"] == "pull / push"
+    pairs = np.frombuffer(payload["arrows"], "<i4").reshape(-1, 2)
+    assert len(pairs) == 20                               # sync, one worker: every push used
+    for s, r in pairs:
+        push, apply = events[s], events[r]
+        assert (push.op, push.device) == ("ps.push", "rank 1 (worker)")
+        assert (apply.op, apply.device) == ("ps.apply", "rank 0 (server)")
+        assert apply.start_ns >= push.start_ns
+        assert push.name.endswith(": push to rank 0") and push.bytes_in > 0
+    dense = sum(p.numpy().nbytes for p in mlp().parameters())
+    pull = next(e for e in events if e.op == "ps.pull")
+    assert pull.name.endswith(": pull from rank 0") and pull.bytes_in >= dense

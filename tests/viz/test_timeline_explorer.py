@@ -81,6 +81,14 @@ def test_timeline_shows_the_explorer_beside_its_svg():
     assert WIDGET_VIEW not in lk.viz.timeline(Profile())._repr_mimebundle_()
 
 
+@needs_anywidget
+def test_a_profile_shown_in_a_notebook_is_the_explorer_beside_its_svg():
+    prof = two_device_profile()
+    bundle = prof._repr_mimebundle_()
+    assert WIDGET_VIEW in bundle and bundle["image/svg+xml"] == lk.viz.timeline(prof).svg()
+    assert WIDGET_VIEW not in Profile()._repr_mimebundle_()
+
+
 def test_timeline_without_anywidget_is_the_static_picture(monkeypatch):
     from labkit.errors import LabkitError
     from labkit.viz import explorer

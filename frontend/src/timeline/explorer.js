@@ -65,7 +65,12 @@ export function eventFacts(ev, i) {
   if (ev.bytesIn[i] || ev.bytesOut[i]) {
     facts.push(["bytes", `in ${bytesText(ev.bytesIn[i])} · out ${bytesText(ev.bytesOut[i])}`]);
   }
-  if (ev.shape && ev.shape[i] >= 0) facts.push(["shapes", s.shape[ev.shape[i]]]);
+  if (ev.shape && ev.shape[i] >= 0) {        // "float32[8, 4], float32[4] -> float32[8, 4]"
+    const text = s.shape[ev.shape[i]];
+    const cut = text.lastIndexOf(" -> ");
+    if (cut < 0) facts.push(["shapes", text]);
+    else facts.push(["inputs", text.slice(0, cut) || "none"], ["outputs", text.slice(cut + 4)]);
+  }
   facts.push(["recorded by", s.source[ev.source[i]]]);
   if (ev.line && ev.line[i] >= 0) facts.push(["source line", s.line[ev.line[i]]]);
   return facts;
@@ -151,6 +156,11 @@ export function render({ model, el }) {
   }
 
   function save(fields) {
+    if (viewTimer && !("view" in fields)) {   // a zoom not saved yet goes first: setting the
+      fields = { view: s.view.slice(), ...fields };  // other traits re-reads the model's view
+    }
+    clearTimeout(viewTimer);
+    viewTimer = 0;
     for (const [k, v] of Object.entries(fields)) model.set(k, v);
     model.save_changes();
   }
@@ -219,6 +229,7 @@ export function render({ model, el }) {
     s.view = clampView(view, s.bounds, 1);
     draw();
     clearTimeout(viewTimer);
+    viewTimer = 0;
     if (persist) viewTimer = setTimeout(() => save({ view: s.view.slice() }), 150);
   }
 
