@@ -23,10 +23,11 @@ from .gradients import GradientMonitor, gradient_flow, gradients
 from .live import TrainingView, live
 from .timeline import TimelinePicture, TimelineWidget, timeline
 from .explorer import timeline_explorer
+from .graph_explorer import graph_explorer
 from .widgets import GraphWidget
 
 __all__ = ["GradientMonitor", "GraphPicture", "GraphWidget", "GraphvizNotFound", "RenderError",
            "TapeGraph", "TimelinePicture", "TimelineWidget", "TrainingView", "as_graph",
-           "find_dot", "gradient_flow", "gradients", "graph", "live", "module_html",
+           "find_dot", "gradient_flow", "graph_explorer", "gradients", "graph", "live", "module_html",
            "placement", "placement_reason", "run_dot", "tape_graph", "tensor_html", "timeline",
            "timeline_explorer", "to_dot"]
