@@ -4,9 +4,10 @@ and widgets.
 Graph pictures are DOT text laid out by graphviz's ``dot``; timelines, gradient charts and
 training curves are SVG written directly. All show inline as SVG, so a saved notebook keeps
 them; widgets (``GraphWidget``, ``TimelineWidget``) need ipywidgets, the live view's curves
-and Stop button and the timeline explorer (``timeline_explorer``, what ``timeline`` shows in a
-live notebook) anywidget, and each carries a static picture too. ``lk.Graph``, ``lk.Tensor``,
-``lk.nn.Module`` and ``lk.profile()``'s ``Profile`` render themselves.
+and Stop button, the timeline explorer (``timeline_explorer``, what ``timeline`` shows in a
+live notebook) and the graph explorer (``graph_explorer``, what ``graph`` and ``placement``
+show in a live notebook) anywidget, and each carries a static picture too. ``lk.Graph``,
+``lk.Tensor``, ``lk.nn.Module`` and ``lk.profile()``'s ``Profile`` render themselves.
 
 >>> import labkit as lk
 >>> model = lk.nn.Linear(3, 2)
@@ -28,6 +29,7 @@ from .widgets import GraphWidget
 
 __all__ = ["GradientMonitor", "GraphPicture", "GraphWidget", "GraphvizNotFound", "RenderError",
            "TapeGraph", "TimelinePicture", "TimelineWidget", "TrainingView", "as_graph",
-           "find_dot", "gradient_flow", "graph_explorer", "gradients", "graph", "live", "module_html",
+           "find_dot", "gradient_flow", "graph_explorer", "gradients", "graph", "live",
+           "module_html",
            "placement", "placement_reason", "run_dot", "tape_graph", "tensor_html", "timeline",
            "timeline_explorer", "to_dot"]

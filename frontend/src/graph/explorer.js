@@ -183,7 +183,7 @@ export function render({ model, el }) {
       const ghost = k > 0 && b.kind === "node" && !((m.alive[b.node] >> k) & 1);
       let border = stroke, width = 1.2, dash = "";
       if (mark) { border = (m.colors.marks?.[mark[0]] || ["#dc2626"])[0]; width = 3; }
-      if (ghost) { border = "#dc2626"; width = 2.5; dash = "5 3"; }
+      if (ghost) { border = mark ? border : "#dc2626"; width = 2.5; dash = "5 3"; }
       const cat = b.kind === "node" ? m.text("cat", b.node) : "";
       const rx = cat === "constant" ? p.height / 2 : cat === "placeholder" ? 2 : 4;
       g.append(s("rect", { x: p.x, y: p.y, width: p.width, height: p.height, rx, fill,
