@@ -28,6 +28,7 @@ from labkit.viz.graph_data import graph_payload
 from labkit.viz.widgets import pass_stages
 from tests.ui import test_jupyterlab as lab
 from tests.ui.test_timeline_explorer import _block_outside, _QuietHandler
+from tests.ui.test_timeline_explorer import browser as _timeline_browser
 
 WIDTH = 1300
 
@@ -116,47 +117,36 @@ def site(tmp_path_factory, graphs):
         server.server_close()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as pw, lab.chromium(pw) as b:
-        yield b
+browser = _timeline_browser     # the module's one Chromium (test_timeline_explorer's fixture)
 
 
-def _open(browser, site, which, tmp_path):
+def _page(browser, site, which, tmp_path):
+    """A fresh page with the explorer of payload ``which`` drawn: yields (page, the list of
+    outside requests); a screenshot is saved when the test fails."""
     page = browser.new_page(viewport={"width": WIDTH + 40, "height": 900})
     outside = _block_outside(page)
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{site}?payload={which}")
-    page.wait_for_function("() => window.timings !== undefined", timeout=60_000)
-    return page, outside, errors
+    try:
+        page.goto(f"{site}?payload={which}")
+        page.wait_for_function("() => window.timings !== undefined", timeout=60_000)
+        yield page, outside
+        assert not errors, f"errors in the page: {errors}"
+    except Exception:
+        page.screenshot(path=str(lab._artifacts(tmp_path) / f"graph-explorer-{which}-failure.png"))
+        raise
+    finally:
+        page.close()
 
 
 @pytest.fixture
 def big(site, browser, tmp_path):
-    page, outside, errors = _open(browser, site, "big", tmp_path)
-    try:
-        yield page, outside
-        assert not errors, f"errors in the page: {errors}"
-    except Exception:
-        page.screenshot(path=str(lab._artifacts(tmp_path) / "graph-explorer-failure.png"))
-        raise
-    finally:
-        page.close()
+    yield from _page(browser, site, "big", tmp_path)
 
 
 @pytest.fixture
 def small(site, browser, tmp_path):
-    page, outside, errors = _open(browser, site, "small", tmp_path)
-    try:
-        yield page, outside
-        assert not errors, f"errors in the page: {errors}"
-    except Exception:
-        page.screenshot(path=str(lab._artifacts(tmp_path) / "graph-explorer-small-failure.png"))
-        raise
-    finally:
-        page.close()
+    yield from _page(browser, site, "small", tmp_path)
 
 
 def _data(page, key):
