@@ -18,7 +18,8 @@ export function boxLabel(m, box) {
     if (g.owner >= 0) return [`${m.text("op", g.owner)} ▸`, `${g.count} nodes inside`];
     return [`${g.label} ▸`, `${g.count.toLocaleString()} nodes`];
   }
-  return [g.owner >= 0 ? `${m.text("op", g.owner)} ${g.label}` : g.label, ""];
+  const op = g.owner >= 0 ? m.text("op", g.owner) : "";
+  return [op && op !== g.label ? `${op} ${g.label}` : g.label, ""];
 }
 
 export function boxSize(lines) {
