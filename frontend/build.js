@@ -6,7 +6,7 @@ import { build } from "esbuild";
 const at = process.argv.indexOf("--outdir");
 const outdir = at >= 0 ? process.argv[at + 1] : "../labkit/viz/static";
 
-const widgets = ["live", "timeline"];
+const widgets = ["live", "timeline", "graph"];
 for (const name of widgets) {
   await build({
     entryPoints: [`src/${name}.js`],

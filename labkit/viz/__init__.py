@@ -3,11 +3,12 @@ and widgets.
 
 Graph pictures are DOT text laid out by graphviz's ``dot``; timelines, gradient charts and
 training curves are SVG written directly. All show inline as SVG, so a saved notebook keeps
-them; ``GraphWidget`` needs ipywidgets, the live view's curves and Stop button and the
-timeline explorer (``timeline_explorer``, what ``timeline`` and a ``Profile`` show in a live
-notebook; ``TimelineWidget`` is another name for it) anywidget, and each carries a static
-picture too. ``lk.Graph``, ``lk.Tensor``,
-``lk.nn.Module`` and ``lk.profile()``'s ``Profile`` render themselves.
+them; ``GraphWidget`` needs ipywidgets, the live view's curves and Stop button, the timeline
+explorer (``timeline_explorer``, what ``timeline`` and a ``Profile`` show in a live notebook;
+``TimelineWidget`` is another name for it) and the graph explorer (``graph_explorer``, what
+``graph`` and ``placement`` show in a live notebook) anywidget, and each carries a static
+picture too. ``lk.Graph``, ``lk.Tensor``, ``lk.nn.Module`` and ``lk.profile()``'s ``Profile``
+render themselves.
 
 >>> import labkit as lk
 >>> model = lk.nn.Linear(3, 2)
@@ -24,11 +25,13 @@ from .gradients import GradientMonitor, gradient_flow, gradients
 from .live import TrainingView, live
 from .timeline import TimelinePicture, timeline
 from .explorer import timeline_explorer
+from .graph_explorer import graph_explorer
 TimelineWidget = timeline_explorer      # the one interactive timeline, by its older name
 from .widgets import GraphWidget
 
 __all__ = ["GradientMonitor", "GraphPicture", "GraphWidget", "GraphvizNotFound", "RenderError",
            "TapeGraph", "TimelinePicture", "TimelineWidget", "TrainingView", "as_graph",
-           "find_dot", "gradient_flow", "gradients", "graph", "live", "module_html",
+           "find_dot", "gradient_flow", "graph_explorer", "gradients", "graph", "live",
+           "module_html",
            "placement", "placement_reason", "run_dot", "tape_graph", "tensor_html", "timeline",
            "timeline_explorer", "to_dot"]

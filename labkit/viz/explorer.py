@@ -28,7 +28,8 @@ import pathlib
 
 from ..errors import LabkitError
 
-BUNDLE = pathlib.Path(__file__).parent / "static" / "timeline.js"
+STATIC = pathlib.Path(__file__).parent / "static"
+BUNDLE = STATIC / "timeline.js"
 
 
 def have_anywidget():
@@ -39,32 +40,37 @@ def have_anywidget():
     return True
 
 
-def _base():
+def _base(what, bundle):
     try:
         import anywidget
         import traitlets
     except ImportError:
-        raise LabkitError("the timeline explorer needs anywidget: pip install 'labkit[notebooks]' "
-                          "(or pip install anywidget). lk.viz.timeline(prof).svg() works "
-                          "without it.") from None
-    if not BUNDLE.exists():
-        raise LabkitError(f"the timeline explorer's front end {BUNDLE.name} is missing from "
+        raise LabkitError(f"the {what} needs anywidget: pip install 'labkit[notebooks]' "
+                          f"(or pip install anywidget). Its static picture (.svg()) works "
+                          f"without it.") from None
+    if not bundle.exists():
+        raise LabkitError(f"the {what}'s front end {bundle.name} is missing from "
                           f"labkit/viz/static: build it with `npm run build` in frontend/")
     return anywidget.AnyWidget, traitlets
 
 
-_CLASS = None
+_CLASSES = {}
 
 
-def _explorer_class():
-    """The widget class, made on first use so that importing labkit needs no anywidget."""
-    global _CLASS
-    if _CLASS is not None:
-        return _CLASS
-    AnyWidget, t = _base()
+def widget_class(name, what, make):
+    """The anywidget class of the front end ``static/<name>.js``: ``make(AnyWidget,
+    traitlets, bundle path)`` runs once, on first use, so importing labkit needs no
+    anywidget (``what`` names the widget in the error when anywidget is missing)."""
+    cls = _CLASSES.get(name)
+    if cls is None:
+        AnyWidget, t = _base(what, STATIC / f"{name}.js")
+        cls = _CLASSES[name] = make(AnyWidget, t, STATIC / f"{name}.js")
+    return cls
 
+
+def _make_timeline_class(AnyWidget, t, bundle):
     class TimelineExplorerWidget(AnyWidget):
-        _esm = BUNDLE
+        _esm = bundle
         data = t.Dict().tag(sync=True)
         step = t.Int(-1).tag(sync=True)
         query = t.Unicode("").tag(sync=True)
@@ -80,8 +86,11 @@ def _explorer_class():
         def __repr__(self):
             return f"<timeline explorer of {self.profile!r}>"
 
-    _CLASS = TimelineExplorerWidget
-    return _CLASS
+    return TimelineExplorerWidget
+
+
+def _explorer_class():
+    return widget_class("timeline", "timeline explorer", _make_timeline_class)
 
 
 def timeline_explorer(prof, step=None, title=None):

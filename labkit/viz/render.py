@@ -18,6 +18,7 @@ import subprocess
 from ..errors import LabkitError
 
 TIMEOUT = 30.0       # seconds dot may take before we give up
+EXPLORABLE = ("graph", "placement")   # pictures shown as the graph explorer in a live notebook
 
 INSTALL_HINT = ("Install graphviz: 'apt-get install graphviz' (Debian/Ubuntu), 'brew install "
                 "graphviz' (macOS) or 'conda install -c conda-forge graphviz', so that 'dot' is "
@@ -109,14 +110,28 @@ class GraphPicture:
     def _repr_svg_(self):
         return self._inline_svg()
 
+    def explorer(self):
+        """The interactive graph explorer of what this picture draws (needs anywidget; see
+        ``labkit.viz.graph_explorer``); a placement picture opens coloured by device."""
+        from .graph_explorer import graph_explorer
+        return graph_explorer(self.graph, stages=False,
+                              color_by="device" if self.kind == "placement" else "role")
+
     def _repr_mimebundle_(self, include=None, exclude=None):
+        """The SVG, and for a graph or placement picture with anywidget installed the graph
+        explorer too: a live notebook shows the explorer, anything without a widget front end
+        (nbval, nbconvert, GitHub) the SVG. Without graphviz: the DOT text and what to install."""
+        from .explorer import have_anywidget
+        from .widgets import widget_bundle
+        box = (self.explorer() if self.kind in EXPLORABLE and self.graph is not None
+               and getattr(self.graph, "nodes", None) and have_anywidget() else None)
         try:
             svg = self.svg()
         except (GraphvizNotFound, RenderError) as e:
-            return {"text/plain": f"{e}\n\n{self.dot}"}
+            return widget_bundle(box, None, f"{e}\n\n{self.dot}")
         start = svg.find("<svg")
-        return {"image/svg+xml": svg[start:] if start >= 0 else svg,
-                "text/plain": repr(self)}
+        return widget_bundle(box, svg[start:] if start >= 0 else svg, repr(self),
+                             mime="image/svg+xml")
 
     def __repr__(self):
         name = getattr(self.graph, "name", None)

@@ -95,7 +95,7 @@ def test_timeline_without_anywidget_is_the_static_picture(monkeypatch):
     monkeypatch.setattr(explorer, "have_anywidget", lambda: False)
     bundle = lk.viz.timeline(two_device_profile())._repr_mimebundle_()
     assert set(bundle) == {"image/svg+xml", "text/plain"}
-    monkeypatch.setattr(explorer, "_CLASS", None)
+    monkeypatch.setattr(explorer, "_CLASSES", {})
     monkeypatch.setitem(__import__("sys").modules, "anywidget", None)
     with pytest.raises(LabkitError, match="pip install 'labkit\\[notebooks\\]'"):
         lk.viz.timeline_explorer(two_device_profile())

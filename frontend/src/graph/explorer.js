@@ -1,0 +1,446 @@
+// The graph explorer as an anywidget view: render({model, el}) builds the controls, the SVG
+// picture with its minimap and the details panel beside it, and keeps them in step with the
+// model's traits (data, expanded, selected, query, color_by, stage).
+//
+// Wheel zooms about the pointer, drag pans; a click on a collapsed group opens it, on an open
+// group's title closes it, on a node selects it (its ancestors and descendants stay bright).
+
+import { h, s } from "../shared/dom.js";
+import { gestures } from "../shared/pointer.js";
+import { wheelFactor } from "../shared/scale.js";
+import {
+  boxColor, decode, lineage, nodeColor, nodeFacts, pathsToShow, search, stageMarks,
+  visibleGraph,
+} from "./model.js";
+import { layout } from "./layout.js";
+import { centreOn, fit, toGraph, zoomAt } from "./view.js";
+
+const HEIGHT = 620, MINI_W = 180, MINI_H = 130;
+
+const CSS = `
+.lk-gx { font: 12px system-ui, -apple-system, 'Segoe UI', sans-serif; color: #111827; }
+.lk-gx-bar { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; margin: 4px 0; }
+.lk-gx-bar input[type=search] { width: 200px; }
+.lk-gx-status, .lk-gx-hint { color: #6b7280; }
+.lk-gx-hint { font-size: 11px; }
+.lk-gx-body { display: flex; gap: 10px; align-items: flex-start; }
+.lk-gx-canvas { position: relative; flex: 1 1 auto; min-width: 0; height: ${HEIGHT}px;
+  border: 1px solid #e5e7eb; overflow: hidden; cursor: grab; background: white; }
+.lk-gx-canvas > svg.lk-gx-main { width: 100%; height: 100%; display: block; user-select: none; }
+.lk-gx-mini { position: absolute; right: 6px; bottom: 6px; width: ${MINI_W}px; height: ${MINI_H}px;
+  border: 1px solid #cbd5e1; background: rgba(255,255,255,0.92); cursor: pointer; }
+.lk-gx-details { flex: 0 0 300px; max-height: ${HEIGHT}px; overflow: auto; font-size: 11px; }
+.lk-gx-details h4 { margin: 2px 0 4px; font-size: 13px; word-break: break-all; }
+.lk-gx-details table { border-collapse: collapse; }
+.lk-gx-details td { padding: 1px 6px 1px 0; vertical-align: top; word-break: break-word; }
+.lk-gx-details td:first-child { color: #6b7280; white-space: nowrap; }
+.lk-gx-details pre { font-size: 10.5px; background: #f8fafc; padding: 4px; white-space: pre-wrap; }
+.lk-gx-stage { min-width: 260px; }
+.lk-gx-stage input { width: 160px; vertical-align: middle; }
+.lk-gx-passlabel { font-weight: 600; }
+g.lk-gx-box text { font-size: 10.5px; pointer-events: none; }
+g.lk-gx-box { cursor: pointer; }
+g.lk-gx-dim { opacity: 0.25; }
+g.lk-gx-found rect { stroke: #f59e0b !important; stroke-width: 4 !important; }
+g.lk-gx-selected rect { stroke: #111827 !important; stroke-width: 3.5 !important; }
+path.lk-gx-edge { fill: none; stroke: #9ca3af; stroke-width: 1; }
+path.lk-gx-edge.lk-gx-lit { stroke: #111827; stroke-width: 1.8; }
+path.lk-gx-edge.lk-gx-dim { opacity: 0.15; }
+`;
+
+export function render({ model, el }) {
+  const started = performance.now();
+  const root = h("div", { className: "lk-gx" });
+  root.append(h("style", { text: CSS }));
+  const title = h("div", { className: "lk-gx-title" });
+  const searchBox = h("input", { type: "search", placeholder: "search nodes by name or op",
+                                 "aria-label": "search nodes", className: "lk-gx-search" });
+  const colorSel = h("select", { "aria-label": "colour by", className: "lk-gx-color" });
+  const fitBtn = h("button", { text: "fit", className: "lk-gx-fit" });
+  const collapseBtn = h("button", { text: "collapse all", className: "lk-gx-collapse" });
+  const slider = h("input", { type: "range", min: "0", max: "0", step: "1", "aria-label": "pass",
+                              className: "lk-gx-slider" });
+  const passLabel = h("span", { className: "lk-gx-passlabel" });
+  const stageBox = h("span", { className: "lk-gx-stage" }, [h("span", { text: "pass " }), slider, " ", passLabel]);
+  const status = h("span", { className: "lk-gx-status" });
+  const svg = s("svg", { class: "lk-gx-main" });
+  const world = s("g", { class: "lk-gx-world" });
+  const defs = s("defs");
+  const marker = s("marker", { id: "lk-gx-arrow", viewBox: "0 0 10 10", refX: "9", refY: "5",
+                               markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" });
+  marker.append(s("path", { d: "M0,0 L10,5 L0,10 z", fill: "#6b7280" }));
+  defs.append(marker);
+  svg.append(defs, world);
+  const mini = s("svg", { class: "lk-gx-mini" });
+  const canvas = h("div", { className: "lk-gx-canvas" }, [svg, mini]);
+  const details = h("div", { className: "lk-gx-details" });
+  root.append(title,
+    h("div", { className: "lk-gx-bar" }, [searchBox, h("label", { text: "colour " }, [colorSel]),
+      fitBtn, collapseBtn, stageBox, status]),
+    h("div", { className: "lk-gx-body" }, [canvas, details]),
+    h("div", { className: "lk-gx-hint", text: "wheel: zoom · drag: pan · click a ▸ box: open it · "
+      + "click an open box's title: close it · click a node: details, its inputs and users lit · "
+      + "Enter in search: next match" }));
+  el.append(root);
+
+  const st = { m: null, vis: null, lay: null, t: { x: 0, y: 0, k: 1 }, matches: [], found: -1,
+               pending: 0, firstDone: false, cache: new Map(), value: null };
+
+  // ---- the model --------------------------------------------------------------------------
+  const expandedSet = () => new Set(model.get("expanded") || []);
+  const stage = () => Math.max(0, Math.min(model.get("stage") | 0, st.m.stages.length - 1));
+  const save = (k, v) => { model.set(k, v); model.save_changes(); };
+
+  function load() {
+    st.m = decode(model.get("data") || {});
+    st.maxTime = st.m.time ? Math.max(0, ...st.m.time) : 0;
+    title.textContent = st.m.title;
+    const modes = ["role", "device"].concat(st.m.time ? ["time"] : []);
+    colorSel.replaceChildren(...modes.map((c) => h("option", { value: c, text: c })));
+    colorSel.value = model.get("color_by");
+    const n = st.m.stages.length;
+    slider.max = String(Math.max(0, n - 1));
+    stageBox.style.display = n > 1 ? "" : "none";
+    st.cache.clear();
+    relayout(true);
+  }
+
+  // ---- layout and drawing -------------------------------------------------------------------
+  async function relayout(refit) {
+    const t0 = performance.now();
+    const key = `${stage()}|${[...expandedSet()].sort().join("\n")}`;
+    const ticket = ++st.pending;
+    const vis = visibleGraph(st.m, expandedSet(), stage());
+    let lay = st.cache.get(key);
+    if (!lay) {
+      lay = await layout(st.m, vis);
+      st.cache.set(key, lay);
+    }
+    if (ticket !== st.pending) return;         // a newer request won
+    const oldCentre = st.lay && st.anchor ? st.lay.boxes.get(st.anchor) : null;
+    st.vis = vis;
+    st.lay = lay;
+    draw();
+    const box = st.anchor ? lay.boxes.get(st.anchor) : null;
+    if (refit || !st.firstDone) {
+      fitView();
+    } else if (box && oldCentre) {              // keep the clicked box where it was
+      const [sx, sy] = [oldCentre.x * st.t.k + st.t.x, oldCentre.y * st.t.k + st.t.y];
+      st.t = { k: st.t.k, x: sx - box.x * st.t.k, y: sy - box.y * st.t.k };
+    }
+    if (st.centreNext !== undefined) { centreNode(st.centreNext); st.centreNext = undefined; }
+    applyTransform();
+    const ms = performance.now() - t0;
+    root.dataset.layoutMs = ms.toFixed(1);
+    root.dataset.elkMs = lay.ms.toFixed(1);
+    root.dataset.boxes = String(vis.boxes.filter((b) => b.kind !== "open").length);
+    root.dataset.visibleNodes = String(vis.boxes.filter((b) => b.kind === "node").length);
+    root.dataset.layouts = String((Number(root.dataset.layouts) || 0) + 1);
+    if (!st.firstDone) {
+      st.firstDone = true;
+      root.dataset.firstRenderMs = (performance.now() - started).toFixed(1);
+      root.dataset.ready = "1";
+    }
+  }
+
+  function colours(b) {
+    const mode = model.get("color_by");
+    if (b.kind === "node") return nodeColor(st.m, b.node, mode, st.maxTime);
+    return boxColor(st.m, b.members.length ? b.members : [b.node], mode, st.maxTime);
+  }
+
+  function draw() {
+    const { m, vis, lay } = st;
+    const marks = stageMarks(m, stage());
+    const k = stage();
+    world.replaceChildren();
+    const edgeLayer = s("g"), boxLayer = s("g");
+    // open groups first (underneath), outermost first
+    const depth = (b) => { let d = 0; for (let p = b.parent; p; p = vis.byId.get(p).parent) d++; return d; };
+    const open = vis.boxes.filter((b) => b.kind === "open").sort((a, b) => depth(a) - depth(b));
+    for (const b of open) {
+      const p = lay.boxes.get(b.id);
+      if (!p) continue;
+      const g = s("g", { class: "lk-gx-box lk-gx-open", "data-box": b.id });
+      const ctrl = b.node >= 0;
+      g.append(s("rect", { x: p.x, y: p.y, width: p.width, height: p.height, rx: 6,
+        fill: ctrl ? "#fffbeb" : "#f8fafc", stroke: ctrl ? m.colors.control?.[1] || "#a16207" : "#94a3b8",
+        "stroke-width": ctrl ? 2 : 1 }));
+      const label = s("text", { x: p.x + 8, y: p.y + 15, fill: "#374151", "font-weight": "600" });
+      label.textContent = `▾ ${b.lines[0]}`;
+      g.append(label);
+      boxLayer.append(g);
+    }
+    for (const b of vis.boxes) {
+      if (b.kind === "open") continue;
+      const p = lay.boxes.get(b.id);
+      if (!p) continue;
+      const [fill, stroke] = colours(b);
+      const cls = ["lk-gx-box", b.kind === "group" ? "lk-gx-group" : "lk-gx-node"];
+      const g = s("g", { class: cls.join(" "), "data-box": b.id });
+      if (b.kind === "node") g.dataset.node = m.text("name", b.node);
+      const mark = b.kind === "node" ? marks.get(b.node) : null;
+      const ghost = k > 0 && b.kind === "node" && !((m.alive[b.node] >> k) & 1);
+      let border = stroke, width = 1.2, dash = "";
+      if (mark) { border = (m.colors.marks?.[mark[0]] || ["#dc2626"])[0]; width = 3; }
+      if (ghost) { border = mark ? border : "#dc2626"; width = 2.5; dash = "5 3"; }
+      const cat = b.kind === "node" ? m.text("cat", b.node) : "";
+      const rx = cat === "constant" ? p.height / 2 : cat === "placeholder" ? 2 : 4;
+      g.append(s("rect", { x: p.x, y: p.y, width: p.width, height: p.height, rx, fill,
+        stroke: b.kind === "group" && b.node < 0 ? stroke : border,
+        "stroke-width": b.kind === "group" ? 2 : width, "stroke-dasharray": dash }));
+      if (b.kind === "group") {
+        g.append(s("rect", { x: p.x + 3, y: p.y + 3, width: p.width - 6, height: p.height - 6, rx: 3,
+          fill: "none", stroke, "stroke-width": 0.8 }));
+      }
+      const t1 = s("text", { x: p.x + p.width / 2, y: p.y + (b.lines[1] ? 14 : p.height / 2 + 4),
+        "text-anchor": "middle", "font-weight": "600", fill: "#111827" });
+      t1.textContent = b.lines[0];
+      g.append(t1);
+      if (b.lines[1]) {
+        const t2 = s("text", { x: p.x + p.width / 2, y: p.y + 27, "text-anchor": "middle", fill: "#4b5563" });
+        t2.textContent = b.lines[1];
+        g.append(t2);
+      }
+      const tip = s("title");
+      tip.textContent = b.kind === "node"
+        ? `${m.text("name", b.node)}: ${m.text("op", b.node)} ${m.text("type", b.node)}` + (mark ? `\n${mark[1]}` : "") + (ghost ? "\nremoved by this pass" : "")
+        : `${m.groups[b.group].path}: ${m.groups[b.group].count} nodes (click to open)`;
+      g.append(tip);
+      boxLayer.append(g);
+    }
+    for (const e of vis.edges) {
+      const pts = lay.edges.get(e.id);
+      if (!pts || !pts.length) continue;
+      const d = pts.map((q, j) => `${j ? "L" : "M"}${q.x.toFixed(1)},${q.y.toFixed(1)}`).join("");
+      const path = s("path", { d, class: "lk-gx-edge", "marker-end": "url(#lk-gx-arrow)",
+                               "data-edge": e.id });
+      if (e.count > 1) path.setAttribute("stroke-width", String(Math.min(1 + 0.3 * e.count, 3)));
+      const tip = s("title");
+      tip.textContent = e.nodes.slice(0, 6).map((i) => `${m.text("name", i)}: ${m.text("type", i)}`).join(", ")
+        + (e.nodes.length > 6 ? `, … (${e.nodes.length} tensors)` : "");
+      path.append(tip);
+      edgeLayer.append(path);
+    }
+    world.append(boxLayer, edgeLayer);
+    drawMini();
+    highlight();
+    const shown = vis.boxes.filter((b) => b.kind !== "open").length;
+    const alive = m.alive.filter((a) => (a >> k) & 1).length;
+    status.textContent = `${shown.toLocaleString()} boxes · ${alive.toLocaleString()} nodes`
+      + (st.matches.length ? ` · ${st.matches.length} match${st.matches.length > 1 ? "es" : ""}` : "");
+    const stg = m.stages[k];
+    slider.value = String(k);
+    passLabel.textContent = stg ? (k === 0 ? "traced (before any pass)" : `${k}/${m.stages.length - 1} ${stg.name}: ${stg.summary}`) : "";
+    root.dataset.stageName = stg ? stg.name : "";
+  }
+
+  function drawMini() {
+    const { lay, vis } = st;
+    const big = vis.boxes.length > 40;
+    mini.style.display = big ? "" : "none";
+    if (!big) return;
+    mini.setAttribute("viewBox", `0 0 ${lay.width} ${lay.height}`);
+    mini.setAttribute("preserveAspectRatio", "xMidYMid meet");
+    mini.replaceChildren();
+    for (const b of vis.boxes) {
+      const p = lay.boxes.get(b.id);
+      if (!p) continue;
+      mini.append(s("rect", { x: p.x, y: p.y, width: p.width, height: p.height,
+        fill: b.kind === "open" ? "none" : colours(b)[0], stroke: "#94a3b8",
+        "stroke-width": Math.max(lay.width, lay.height) / 400 }));
+    }
+    st.miniView = s("rect", { class: "lk-gx-miniview", fill: "rgba(59,130,246,0.12)", stroke: "#2563eb",
+                              "stroke-width": Math.max(lay.width, lay.height) / 200 });
+    mini.append(st.miniView);
+  }
+
+  function viewport() {
+    const r = canvas.getBoundingClientRect();
+    return [r.width || 800, r.height || HEIGHT];
+  }
+
+  function applyTransform() {
+    const { x, y, k } = st.t;
+    world.setAttribute("transform", `translate(${x},${y}) scale(${k})`);
+    root.dataset.view = `${x.toFixed(2)},${y.toFixed(2)},${k.toFixed(4)}`;
+    if (st.miniView) {
+      const [vw, vh] = viewport();
+      const [gx, gy] = toGraph(st.t, 0, 0);
+      st.miniView.setAttribute("x", gx);
+      st.miniView.setAttribute("y", gy);
+      st.miniView.setAttribute("width", vw / k);
+      st.miniView.setAttribute("height", vh / k);
+    }
+  }
+
+  function fitView() {
+    const [vw, vh] = viewport();
+    st.t = fit(st.lay.width, st.lay.height, vw, vh);
+    applyTransform();
+  }
+
+  function centreNode(i) {
+    const id = st.vis.boxOf[i];
+    const p = id && st.lay.boxes.get(id);
+    if (!p) return;
+    const [vw, vh] = viewport();
+    st.t = centreOn(p.x + p.width / 2, p.y + p.height / 2, vw, vh, Math.max(st.t.k, 0.8));
+    applyTransform();
+    root.dataset.centred = st.m.text("name", i);
+  }
+
+  // ---- selection, search, lineage -----------------------------------------------------------
+  function selectedIndex() {
+    const name = model.get("selected");
+    if (!name || !st.m) return -1;
+    for (let i = 0; i < st.m.n; i++) if (st.m.text("name", i) === name && ((st.m.alive[i] >> stage()) & 1)) return i;
+    return -1;
+  }
+
+  function highlight() {
+    const i = selectedIndex();
+    const lit = i >= 0 ? lineage(st.m, i, stage()) : null;
+    const litBoxes = new Set();
+    if (lit) for (const j of lit) if (st.vis.boxOf[j]) litBoxes.add(st.vis.boxOf[j]);
+    const foundBoxes = new Set(st.matches.map((j) => st.vis.boxOf[j]).filter(Boolean));
+    for (const g of world.querySelectorAll("g.lk-gx-box")) {
+      const id = g.getAttribute("data-box");
+      const b = st.vis.byId.get(id);
+      g.classList.toggle("lk-gx-dim", !!lit && b.kind !== "open" && !litBoxes.has(id));
+      g.classList.toggle("lk-gx-selected", i >= 0 && id === st.vis.boxOf[i] && b.kind !== "open");
+      g.classList.toggle("lk-gx-found", foundBoxes.has(id) && b.kind !== "open");
+    }
+    for (const p of world.querySelectorAll("path.lk-gx-edge")) {
+      const e = p.getAttribute("data-edge").split(">");
+      const on = lit && litBoxes.has(e[0]) && litBoxes.has(e[1]);
+      p.classList.toggle("lk-gx-lit", !!on);
+      p.classList.toggle("lk-gx-dim", !!lit && !on);
+    }
+    showDetails(i);
+  }
+
+  function showDetails(i) {
+    if (i < 0) {
+      details.replaceChildren(h("div", { className: "lk-gx-hint", text: "click a node for its details" }));
+      details.dataset.node = "";
+      return;
+    }
+    const m = st.m;
+    const f = nodeFacts(m, i, stage());
+    const rows = (pairs) => h("table", {}, pairs.map(([a, b]) => h("tr", {}, [h("td", { text: a }), h("td", { text: b })])));
+    const valueBtn = h("button", { text: "value statistics", className: "lk-gx-value" });
+    const valueOut = h("pre", { className: "lk-gx-valuetext" });
+    const name = m.text("name", i);
+    if (st.value && st.value.name === name) valueOut.textContent = st.value.text;
+    else valueOut.style.display = "none";
+    valueBtn.addEventListener("click", () => {
+      valueOut.style.display = "";
+      valueOut.textContent = "computing…";
+      model.send({ event: "value", name, stage: stage() });
+    });
+    details.replaceChildren(h("h4", { text: name }), rows(f.facts),
+      h("div", { text: `inputs (${f.inputs.length})`, style: "margin-top:6px;font-weight:600" }),
+      rows(f.inputs.length ? f.inputs : [["(none)", ""]]),
+      h("div", { text: `outputs go to (${f.users.length})`, style: "margin-top:6px;font-weight:600" }),
+      rows(f.users.length ? f.users.slice(0, 40) : [["(none: an output or unused)", ""]]),
+      h("div", { text: "pass history", style: "margin-top:6px;font-weight:600" }),
+      rows(f.history.length ? f.history : [["(untouched by the passes)", ""]]),
+      h("div", { style: "margin-top:6px" }, [valueBtn]), valueOut);
+    details.dataset.node = name;
+  }
+
+  function runSearch(next) {
+    const m = st.m;
+    st.matches = search(m, model.get("query"), stage());
+    if (!st.matches.length) { st.found = -1; draw(); return; }
+    st.found = next ? (st.found + 1) % st.matches.length : 0;
+    const i = st.matches[st.found];
+    const want = pathsToShow(m, i).filter((p) => m.groups[m.pathIndex.get(p)].owner !== i);
+    const have = expandedSet();
+    st.centreNext = i;
+    if (want.some((p) => !have.has(p))) {
+      save("expanded", [...new Set([...have, ...want])]);   // relayout follows, then centres
+    } else {
+      draw();
+      centreNode(i);
+      st.centreNext = undefined;
+    }
+  }
+
+  // ---- gestures -----------------------------------------------------------------------------
+  gestures(canvas, {
+    onWheel: ({ x, y, deltaY, deltaMode }) => {
+      st.t = zoomAt(st.t, x, y, 1 / wheelFactor(deltaY, deltaMode));
+      applyTransform();
+    },
+    onDrag: ({ phase, dx, dy, event }) => {
+      if (event && event.target && mini.contains(event.target) && phase !== "end") return;
+      if (phase !== "move") return;
+      st.t = { ...st.t, x: st.t.x + dx, y: st.t.y + dy };
+      applyTransform();
+    },
+    onClick: ({ x, y, event }) => {
+      if (mini.contains(event.target)) return miniJump(event);
+      const g = event.target.closest ? event.target.closest("g.lk-gx-box") : null;
+      if (!g) { save("selected", ""); return; }
+      const b = st.vis.byId.get(g.getAttribute("data-box"));
+      const path = b.group >= 0 ? st.m.groups[b.group].path : null;
+      st.anchor = b.id;
+      if (b.kind === "group") {
+        if (b.node >= 0) save("selected", st.m.text("name", b.node));
+        save("expanded", [...expandedSet(), path]);
+      } else if (b.kind === "open") {
+        const [, gy] = toGraph(st.t, x, y);
+        const p = st.lay.boxes.get(b.id);
+        if (gy - p.y < 22) {       // the title strip closes it (and everything inside)
+          save("expanded", [...expandedSet()].filter((q) => q !== path && !q.startsWith(path + "/")));
+        } else if (b.node >= 0) {
+          save("selected", st.m.text("name", b.node));
+        }
+      } else {
+        save("selected", st.m.text("name", b.node));
+      }
+    },
+  });
+
+  function miniJump(event) {
+    const r = mini.getBoundingClientRect();
+    const { width, height } = st.lay;
+    const scale = Math.min(r.width / width, r.height / height);
+    const ox = (r.width - width * scale) / 2, oy = (r.height - height * scale) / 2;
+    const gx = (event.clientX - r.left - ox) / scale, gy = (event.clientY - r.top - oy) / scale;
+    const [vw, vh] = viewport();
+    st.t = centreOn(gx, gy, vw, vh, st.t.k);
+    applyTransform();
+  }
+
+  searchBox.addEventListener("input", () => save("query", searchBox.value));
+  searchBox.addEventListener("keydown", (e) => { if (e.key === "Enter") runSearch(true); });
+  colorSel.addEventListener("change", () => save("color_by", colorSel.value));
+  slider.addEventListener("input", () => save("stage", Number(slider.value)));
+  fitBtn.addEventListener("click", fitView);
+  collapseBtn.addEventListener("click", () => { st.anchor = null; save("expanded", []); });
+
+  model.on("change:data", load);
+  model.on("change:expanded", () => relayout(false));
+  model.on("change:stage", () => relayout(false));
+  model.on("change:selected", () => {
+    const i = selectedIndex();
+    if (i >= 0 && !st.vis.boxOf[i]) { st.centreNext = i; }
+    highlight();
+  });
+  model.on("change:query", () => {
+    if (searchBox.value !== model.get("query")) searchBox.value = model.get("query");
+    runSearch(false);
+  });
+  model.on("change:color_by", () => { colorSel.value = model.get("color_by"); draw(); });
+  model.on("msg:custom", (msg) => {
+    if (!msg || msg.event !== "value") return;
+    st.value = { name: msg.name, text: msg.text };
+    const out = details.querySelector(".lk-gx-valuetext");
+    if (out && details.dataset.node === msg.name) { out.style.display = ""; out.textContent = msg.text; }
+  });
+  searchBox.value = model.get("query") || "";
+  load();
+}
