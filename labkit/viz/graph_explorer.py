@@ -2,8 +2,8 @@
 widget).
 
 The front end (``labkit/viz/static/graph.js``, built from ``frontend/``) lays the graph out in
-the browser (ELK's layered algorithm, bundled) and draws it as SVG: wheel to zoom, drag to pan,
-a minimap for big graphs; name scopes start collapsed (as ``lk.viz.graph`` collapses them) and
+the browser (a layered layout, one open group at a time) and draws it as SVG: wheel to zoom,
+drag to pan, a minimap for big graphs; name scopes start collapsed (as ``lk.viz.graph`` collapses them) and
 open in place on a click; a click on a node shows its details beside the picture (op, inputs
 and outputs with shapes and dtypes, device and placement reason, the user's source line, what
 each pass did to it, and its value's statistics on request); search by name or op; colour by

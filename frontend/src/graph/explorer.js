@@ -132,7 +132,7 @@ export function render({ model, el }) {
     applyTransform();
     const ms = performance.now() - t0;
     root.dataset.layoutMs = ms.toFixed(1);
-    root.dataset.elkMs = lay.ms.toFixed(1);
+    root.dataset.layoutOnlyMs = lay.ms.toFixed(1);
     root.dataset.boxes = String(vis.boxes.filter((b) => b.kind !== "open").length);
     root.dataset.visibleNodes = String(vis.boxes.filter((b) => b.kind === "node").length);
     root.dataset.layouts = String((Number(root.dataset.layouts) || 0) + 1);
@@ -154,7 +154,8 @@ export function render({ model, el }) {
     const marks = stageMarks(m, stage());
     const k = stage();
     world.replaceChildren();
-    const edgeLayer = s("g"), boxLayer = s("g");
+    // open groups underneath, then the edges, then the boxes (clickable above the edges)
+    const groupLayer = s("g"), edgeLayer = s("g"), boxLayer = s("g");
     // open groups first (underneath), outermost first
     const depth = (b) => { let d = 0; for (let p = b.parent; p; p = vis.byId.get(p).parent) d++; return d; };
     const open = vis.boxes.filter((b) => b.kind === "open").sort((a, b) => depth(a) - depth(b));
@@ -169,7 +170,7 @@ export function render({ model, el }) {
       const label = s("text", { x: p.x + 8, y: p.y + 15, fill: "#374151", "font-weight": "600" });
       label.textContent = `▾ ${b.lines[0]}`;
       g.append(label);
-      boxLayer.append(g);
+      groupLayer.append(g);
     }
     for (const b of vis.boxes) {
       if (b.kind === "open") continue;
@@ -212,7 +213,8 @@ export function render({ model, el }) {
     for (const e of vis.edges) {
       const pts = lay.edges.get(e.id);
       if (!pts || !pts.length) continue;
-      const d = pts.map((q, j) => `${j ? "L" : "M"}${q.x.toFixed(1)},${q.y.toFixed(1)}`).join("");
+      const [a, c1, c2, b] = pts.map((q) => `${q.x.toFixed(1)},${q.y.toFixed(1)}`);
+      const d = `M${a}C${c1} ${c2} ${b}`;
       const path = s("path", { d, class: "lk-gx-edge", "marker-end": "url(#lk-gx-arrow)",
                                "data-edge": e.id });
       if (e.count > 1) path.setAttribute("stroke-width", String(Math.min(1 + 0.3 * e.count, 3)));
@@ -222,7 +224,7 @@ export function render({ model, el }) {
       path.append(tip);
       edgeLayer.append(path);
     }
-    world.append(boxLayer, edgeLayer);
+    world.append(groupLayer, edgeLayer, boxLayer);
     drawMini();
     highlight();
     const shown = vis.boxes.filter((b) => b.kind !== "open").length;
@@ -231,7 +233,7 @@ export function render({ model, el }) {
       + (st.matches.length ? ` · ${st.matches.length} match${st.matches.length > 1 ? "es" : ""}` : "");
     const stg = m.stages[k];
     slider.value = String(k);
-    passLabel.textContent = stg ? (k === 0 ? "traced (before any pass)" : `${k}/${m.stages.length - 1} ${stg.name}: ${stg.summary}`) : "";
+    passLabel.textContent = stg ? (k === 0 ? "traced (before any pass)" : `${k}/${m.stages.length - 1} ${stg.summary.startsWith(`${stg.name}:`) ? stg.summary : `${stg.name}: ${stg.summary}`}`) : "";
     root.dataset.stageName = stg ? stg.name : "";
   }
 

@@ -1,12 +1,9 @@
-// Laying out the visible boxes with ELK's layered algorithm (elkjs, bundled, run in this
-// thread: no worker is fetched). Open groups are compound nodes; all coordinates come back
+// The visible boxes' text and size, laid out by layered.js; all coordinates come back
 // relative to the whole graph.
 
-import ELK from "elkjs/lib/elk.bundled.js";
+import { layoutBoxes } from "./layered.js";
 
 const CHAR_W = 6.4, LINE_H = 13, PAD_X = 10;
-
-let elk = null;
 
 /** The two text lines of a box and its size in graph units. */
 export function boxLabel(m, box) {
@@ -27,53 +24,12 @@ export function boxSize(lines) {
   return { width: Math.round(chars * CHAR_W + 2 * PAD_X), height: lines[1] ? 2 * LINE_H + 8 : LINE_H + 10 };
 }
 
-/** The ELK graph of a visible graph (visibleGraph's result). */
-export function toElk(m, vis) {
-  const nodes = new Map();
-  const root = {
-    id: "root", children: [], edges: [],
-    layoutOptions: {
-      "elk.algorithm": "layered", "elk.direction": "DOWN",
-      "elk.hierarchyHandling": "INCLUDE_CHILDREN",
-      "elk.json.edgeCoords": "ROOT", "elk.json.shapeCoords": "ROOT",
-      "elk.layered.spacing.nodeNodeBetweenLayers": "22", "elk.spacing.nodeNode": "14",
-      "elk.layered.thoroughness": "2",
-      "elk.layered.nodePlacement.strategy": "LINEAR_SEGMENTS",
-      "elk.edgeRouting": "POLYLINE",
-    },
-  };
-  for (const b of vis.boxes) {
-    const lines = boxLabel(m, b);
-    const node = b.kind === "open"
-      ? { id: b.id, children: [], layoutOptions: { "elk.padding": "[top=24,left=10,bottom=10,right=10]" } }
-      : { id: b.id, ...boxSize(lines) };
-    b.lines = lines;
-    nodes.set(b.id, node);
-  }
-  for (const b of vis.boxes) (b.parent ? nodes.get(b.parent).children : root.children).push(nodes.get(b.id));
-  for (const e of vis.edges) root.edges.push({ id: e.id, sources: [e.src], targets: [e.dst] });
-  return root;
-}
-
-/** Lay out: resolves to {boxes: Map id -> {x, y, width, height}, edges: Map id -> points,
- * width, height, ms}. */
-export async function layout(m, vis) {
-  elk = elk || new ELK();
+/** Lay out a visible graph (visibleGraph's result): {boxes: Map id -> {x, y, width, height},
+ * edges: Map id -> Bézier points, width, height, ms}. Each box gets its two text lines. */
+export function layout(m, vis) {
   const started = performance.now();
-  const out = await elk.layout(toElk(m, vis));
-  const boxes = new Map(), edges = new Map();
-  const stack = [...(out.children || [])];
-  while (stack.length) {
-    const n = stack.pop();
-    boxes.set(n.id, { x: n.x, y: n.y, width: n.width, height: n.height });
-    if (n.children) stack.push(...n.children);
-  }
-  for (const e of out.edges || []) {
-    const pts = [];
-    for (const s of e.sections || []) {
-      pts.push(s.startPoint, ...(s.bendPoints || []), s.endPoint);
-    }
-    edges.set(e.id, pts);
-  }
-  return { boxes, edges, width: out.width || 0, height: out.height || 0, ms: performance.now() - started };
+  for (const b of vis.boxes) b.lines = boxLabel(m, b);
+  const out = layoutBoxes(vis.boxes, vis.edges, (b) => boxSize(b.lines),
+                          (b) => boxSize([`▾ ${b.lines[0]}`, ""]).width + 10);
+  return { ...out, ms: performance.now() - started };
 }

@@ -97,7 +97,7 @@ export function visibleGraph(m, expanded, stage) {
     edge.count += 1;
     edge.nodes.push(m.edgeSrc[e]);
   }
-  // an edge may not end on a box that contains the other end (ELK cannot route it)
+  // an edge from a box into a group that holds it (or out of it) is not drawn: the box is inside
   for (const [id, e] of edges) if (inside(boxes, e.src, e.dst) || inside(boxes, e.dst, e.src)) edges.delete(id);
   return { boxes: [...boxes.values()], edges: [...edges.values()], boxOf, byId: boxes };
 }
