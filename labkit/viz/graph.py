@@ -673,4 +673,4 @@ def graph(obj, *example_args, collapse=None, max_nodes=MAX_NODES, edge_labels=No
     g = as_graph(obj, *example_args, **example_kwargs)
     dot = to_dot(g, collapse=collapse, max_nodes=max_nodes, edge_labels=edge_labels,
                  rankdir=rankdir, title=title)
-    return GraphPicture(dot, graph=g, kind="graph")
+    return GraphPicture(dot, graph=g, kind="graph", source=(obj, example_args, example_kwargs))

@@ -67,9 +67,10 @@ class GraphPicture:
     ``.png``, ``.pdf`` or ``.dot`` / ``.gv`` (chosen by the extension); ``.graph``: what was drawn.
     """
 
-    def __init__(self, dot, graph=None, kind="graph", timeout=TIMEOUT):
+    def __init__(self, dot, graph=None, kind="graph", timeout=TIMEOUT, source=None):
         self.dot = dot
         self.graph = graph
+        self.source = source          # (obj, example args, example kwargs) it was drawn from
         self.kind = kind
         self.timeout = timeout
         self._svg = None
@@ -112,10 +113,16 @@ class GraphPicture:
 
     def explorer(self):
         """The interactive graph explorer of what this picture draws (needs anywidget; see
-        ``labkit.viz.graph_explorer``); a placement picture opens coloured by device."""
+        ``labkit.viz.graph_explorer``); a placement picture opens coloured by device. The
+        picture of an ``lk.function`` drawn with example arguments gets the pass slider."""
+        from ..graph import Function
         from .graph_explorer import graph_explorer
-        return graph_explorer(self.graph, stages=False,
-                              color_by="device" if self.kind == "placement" else "role")
+        color_by = "device" if self.kind == "placement" else "role"
+        if self.source is not None and isinstance(self.source[0], Function) and (
+                self.source[1] or self.source[2]):
+            obj, args, kwargs = self.source
+            return graph_explorer(obj, *args, color_by=color_by, **kwargs)
+        return graph_explorer(self.graph, stages=False, color_by=color_by)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         """The SVG, and for a graph or placement picture with anywidget installed the graph

@@ -213,6 +213,14 @@ def test_graph_picture_shows_the_explorer_beside_its_svg():
     if find_dot() is not None:
         assert bundle["image/svg+xml"].startswith("<svg")
     assert pic.explorer().data["n"] == len(pic.graph.nodes)
+    assert len(pic.explorer().data["stages"]) == 1             # a plain function: no slider
+
+    @lk.function
+    def g(x):
+        return (x.exp() * 2.0).sum()
+    w = lk.viz.graph(g, lk.ones(3)).explorer()                 # an lk.function: the passes
+    assert [s["name"] for s in w.data["stages"]][1:] == list(passes.default_passes())
+    assert w.stage == len(passes.default_passes()) and w.data["n"] >= len(w.graph.nodes)
     lk.devices.configure(cpus=2)
     try:
         @lk.function
