@@ -51,6 +51,7 @@ class Hosts:
         self.tag = secrets.token_hex(3)
         self.folder = tempfile.mkdtemp(prefix="labkit-test-hosts-")
         self.servers = []
+        self.argvs = []                    # each server's command line, to restore it
         self.namespaces = []
         self.bridge = None
         self.specs, self.names, self.kind, self.network = [], [], None, None
@@ -132,9 +133,47 @@ class Hosts:
         return path
 
     def _serve(self, argv, i):
-        log = open(os.path.join(self.folder, f"sshd{i}.log"), "wb")
-        self.servers.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log,
-                                             start_new_session=True))
+        log = open(os.path.join(self.folder, f"sshd{i}.log"), "ab")
+        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log,
+                                  start_new_session=True)
+        if i < len(self.servers):
+            self.servers[i] = server
+        else:
+            self.servers.append(server)
+            self.argvs.append(argv)
+
+    def processes(self, i):
+        """Process ids running "on" host ``i``: every process in its namespace, or (loopback)
+        its sshd and everything started under it."""
+        if self.kind == "namespaces":
+            return [int(p) for p in _run(find("ip"), "netns", "pids", self.namespaces[i],
+                                         check=False).stdout.split()]
+        import psutil
+        try:
+            server = psutil.Process(self.servers[i].pid)
+            return [server.pid] + [p.pid for p in server.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def crash(self, i):
+        """Host ``i`` goes down as a machine does: every process on it is killed at once
+        (SIGKILL: its sshd, Open MPI's daemon, the workers), and it answers nothing until
+        ``restore(i)``. Returns the process ids killed."""
+        pids = self.processes(i)
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        self.servers[i].wait()
+        return pids
+
+    def restore(self, i):
+        """Host ``i`` back up after ``crash(i)``: its sshd started again, logins checked."""
+        if self.servers[i].poll() is None:
+            return
+        self._serve(self.argvs[i], i)
+        self._wait_for_logins()
 
     def ssh(self, i, *command):
         """argv running ``command`` on host ``i`` over SSH."""
