@@ -1,6 +1,5 @@
 """``launcher="slurm"``: the workers run as one job of a real Slurm cluster (one node, on this
 machine), the job's ``mpiexec`` makes them one MPI world, and the job ends with the cluster."""
-import subprocess
 import time
 
 import numpy as np
@@ -8,14 +7,7 @@ import pytest
 
 import labkit as lk
 
-from .conftest import _find
-
 pytestmark = [pytest.mark.dist, pytest.mark.slurm]
-
-
-def _jobs():
-    return subprocess.run([_find("squeue"), "-h", "-o", "%i %T"], capture_output=True,
-                          text=True, timeout=10).stdout.split("\n")
 
 
 def _sum_of_ranks():
@@ -26,15 +18,15 @@ def _sum_of_ranks():
 @pytest.mark.timeout(180)
 def test_a_cluster_through_slurm_runs_collectives_and_its_job_ends_with_it(slurm):
     with lk.dist.Cluster(n=2, launcher="slurm", output="none") as cluster:
-        assert [j for j in _jobs() if "RUNNING" in j]
+        assert [j for j in slurm.jobs() if j[1] == "RUNNING"]
         results = cluster.run(_sum_of_ranks)
     assert [r[:2] for r in results] == [(0, 2), (1, 2)]
     for r in results:
         np.testing.assert_array_equal(r[2], [3.0, 4.0])
     deadline = time.monotonic() + 10
-    while [j for j in _jobs() if j.strip()] and time.monotonic() < deadline:
+    while slurm.jobs() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not [j for j in _jobs() if j.strip()], "the Slurm job outlived the cluster"
+    assert not slurm.jobs(), "the Slurm job outlived the cluster"
 
 
 def test_launcher_is_checked():
