@@ -161,7 +161,8 @@ class _Workers:
         ipython_dir = os.path.join(self.tmp, "ipython")
         profile_dir = os.path.join(ipython_dir, "profile_labkit")
         os.makedirs(profile_dir)
-        self.reaper = reaper.start(self.cluster_id, self.tmp)
+        self.reaper = reaper.start(self.cluster_id, self.tmp,
+                                   cancel=batch.cancel_command(self.launcher, self.cluster_id))
         mpiexec = find_mpiexec()
         env = _worker_env(self.n, self.cluster_id, ipython_dir)
         config = Config()

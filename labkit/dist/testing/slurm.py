@@ -21,7 +21,7 @@ import time
 
 from .hosts import Unavailable, _free_port, find, stop
 
-PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scancel", "sinfo", "squeue")
+PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "scancel", "sinfo", "squeue", "scontrol")
 
 
 class LocalSlurm:
