@@ -19,6 +19,10 @@ carries them on GPU tensors.
   parameter servers, asynchronous or synchronous with backup workers; sparse embedding rows.
 - ``train_with_checkpoints(make_state, step_fn, steps, path, every=k, n=...)``: periodic
   checkpoints; a run that resumes from the last one when a worker dies.
+- ``merge_profiles(profiles)``: each rank's ``lk.profile()`` as one profile, a track per rank,
+  for ``lk.viz.timeline``.
+- ``labkit.dist.testing``: two hosts (``start_hosts``) or a Slurm cluster (``start_slurm``)
+  made on this machine, to try what follows without a cluster.
 - ``hosts=["[user@]name[:port]", ...]`` (launch, Cluster): one MPI world over several hosts,
   reached over SSH; ``launcher="slurm"`` (or "pbs"): the workers as one batch job.
 
@@ -36,10 +40,11 @@ from .errors import DistError, WorkerError
 from .fault import TrainingRun, train_with_checkpoints
 from .launcher import launch
 from .parameter_server import ParameterServer
+from .profiles import merge_profiles
 from .runtime import device, is_initialized, local_rank, rank, world_size
 from .script import init
 
 __all__ = ["launch", "Cluster", "DataParallel", "allreduce", "broadcast", "allgather",
            "reduce_scatter", "barrier", "rank", "world_size", "local_rank", "device",
            "is_initialized", "DistError", "WorkerError", "train_with_checkpoints", "TrainingRun",
-           "ParameterServer", "init"]
+           "ParameterServer", "init", "merge_profiles"]

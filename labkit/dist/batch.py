@@ -1,10 +1,12 @@
 """Workers as one batch job: ``launcher="slurm"`` (or ``"pbs"``) on ``Cluster`` and ``launch``.
 
 ipyparallel's Slurm and PBS engine launchers submit the job (``sbatch`` / ``qsub``) and cancel it
-(``scancel`` / ``qdel``); labkit gives them the job's script: it asks for ``n`` tasks and runs
-``mpiexec`` in the allocation, so the workers form one MPI world across the nodes the batch
-system chose (Open MPI reads the allocation and starts its daemons there itself). The job
-carries the submitting environment (``--export=ALL`` / ``-V``). The controller runs here and
+(``scancel`` / ``qdel``) when the cluster closes; labkit gives them the job's script: it asks
+for ``n`` tasks and runs ``mpiexec`` in the allocation, so the workers form one MPI world across
+the nodes the batch system chose (Open MPI reads the allocation and starts its daemons there
+itself). The job carries the submitting environment (``--export=ALL`` / ``-V``). Should the
+process holding the cluster die instead of closing it (a killed kernel), labkit's reaper
+cancels a Slurm job by its name (``cancel_command``). The controller runs here and
 listens on every interface, its messages encrypted (CurveZMQ); the nodes must reach this
 machine by its name.
 
@@ -41,6 +43,20 @@ def script(kind, mpiexec_argv, options=()):
     command = " ".join(_escape(shlex.quote(w)) for w in mpiexec_argv)
     return "\n".join(["#!/bin/sh"] + [f"{prefix} {line}" for line in lines] +
                      [f"exec {command} {{program_and_args}}"]) + "\n"
+
+
+def cancel_command(kind, cluster_id):
+    """The command that cancels the job of cluster ``cluster_id`` by its name, for the reaper
+    to run if the process holding the cluster dies (the job's workers may run on nodes that
+    the reaper's marks cannot reach); None where there is no such job ("mpi") or no name to
+    find it by (PBS's job names are not unique).
+
+    >>> cancel_command("slurm", "123-ab")
+    ['scancel', '--name=labkit-123-ab']
+    """
+    if kind == "slurm":
+        return ["scancel", f"--name=labkit-{cluster_id}"]
+    return None
 
 
 def _escape(text):

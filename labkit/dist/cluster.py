@@ -161,7 +161,8 @@ class _Workers:
         ipython_dir = os.path.join(self.tmp, "ipython")
         profile_dir = os.path.join(ipython_dir, "profile_labkit")
         os.makedirs(profile_dir)
-        self.reaper = reaper.start(self.cluster_id, self.tmp)
+        self.reaper = reaper.start(self.cluster_id, self.tmp,
+                                   cancel=batch.cancel_command(self.launcher, self.cluster_id))
         mpiexec = find_mpiexec()
         env = _worker_env(self.n, self.cluster_id, ipython_dir)
         config = Config()
@@ -634,6 +635,12 @@ def _outcome(ar):
     return ("error", data)
 
 
+# how a worker's death reads: labkit's liveness check found its process gone ("WorkerDied"), or
+# ipyparallel's controller saw its engine stop while running the call ("EngineError"; how the
+# death of a worker on another host, or one MPI ended with it, usually arrives)
+DEATHS = ("WorkerDied", "EngineError")
+
+
 def _died(rank):
     return {"type": "WorkerDied", "message": f"the process of rank {rank} ended while running "
             f"the function (killed, out of memory, or a crash in native code)",
@@ -658,6 +665,6 @@ def _worker_error(outcomes, n, note):
                         exception=exception, failed_ranks=failed, note=note)
     # the ranks whose process ended (not an exception): train_with_checkpoints resumes on those
     error.died_ranks = sorted(r for r, o in outcomes.items()
-                              if o[0] == "error" and o[1].get("type") == "WorkerDied")
+                              if o[0] == "error" and o[1].get("type") in DEATHS)
     return error
 

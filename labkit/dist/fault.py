@@ -9,7 +9,9 @@ previous one) holding the step number, every object's state and the values ``ste
 returned so far. When a worker dies (killed, out of memory, a crash in native code) the
 supervisor here sees ``lk.dist.WorkerError`` with the dead ranks, starts a fresh set of workers
 (as many again, or, with ``shrink=True``, one fewer: the backup-worker way of carrying on
-without the lost machine) and they resume from the last checkpoint. A Python exception in
+without the lost machine) and they resume from the last checkpoint. Across hosts
+(``hosts=[...]``), ``shrink=True`` resumes on the hosts that still answer, as torchrun's
+elastic nodes do: a host that went away (crashed, cut off) is left out with its workers. A Python exception in
 ``step_fn`` is a bug, not a fault: it is raised at once, not retried.
 
 The run ends as an uninterrupted one would, when each step is a function of the state and the
@@ -77,7 +79,7 @@ class TrainingRun:
 
 def train_with_checkpoints(make_state, step_fn, steps, path, every=10, n=None, hosts=None,
                            max_restarts=3, shrink=False, seed=0, output="auto", timeout=120,
-                           ssh_options=None):
+                           ssh_options=None, network=None, python=None, workdir=None):
     """Train on launched workers with a checkpoint every ``every`` steps; survive a worker's
     death by resuming from the last checkpoint on fresh workers. Returns a ``TrainingRun``.
 
@@ -88,15 +90,21 @@ def train_with_checkpoints(make_state, step_fn, steps, path, every=10, n=None, h
     - ``steps``: the total number of steps; ``path``: the checkpoint file (resumed from when it
       exists, so a second call with more steps continues the run). Workers on another host
       must see the same ``path`` (a shared filesystem).
-    - ``max_restarts``: deaths survived before the error is raised; ``shrink``: resume on one
-      worker fewer after each death instead of as many again (at least one). One death is
-      counted once: MPI ends the whole world when one rank dies, so the rank that died
-      first cannot be told from those ended with it.
+    - ``max_restarts``: deaths survived before the error is raised. One death is counted
+      once: MPI ends the whole world when one rank dies, so the rank that died first cannot
+      be told from those ended with it.
+    - ``shrink``: on this machine, resume on one worker fewer after each death instead of as
+      many again (at least one). With ``hosts``, it is the elastic way of torchrun's nodes:
+      after a death every host is asked over SSH whether it is still there, and the run
+      resumes on those that answer, each keeping its number of workers (4 workers on 2 hosts
+      become 2 on the one left); a host that answers gets fresh workers, whether or not its
+      workers were the ones that died. Without ``shrink``, a host that no longer answers ends
+      the run with an error naming it.
     - ``seed``: ``make_state`` runs after ``lk.manual_seed(seed)``, and each step after a seed
       made of ``seed`` and the step, so a repeated step draws the same random numbers.
-    - ``n``, ``hosts``, ``ssh_options``, ``output``, ``timeout``: as for ``lk.dist.launch``.
+    - ``n``, ``hosts``, ``ssh_options``, ``network``, ``python``, ``workdir``, ``output``,
+      ``timeout``: as for ``lk.dist.launch``.
     """
-    from .cluster import _default_n, _check_hosts
     from .launcher import launch
     if not callable(make_state) or not callable(step_fn):
         raise TypeError("train_with_checkpoints(make_state, step_fn, ...): both must be "
@@ -108,29 +116,74 @@ def train_with_checkpoints(make_state, step_fn, steps, path, every=10, n=None, h
             raise DistError(f"train_with_checkpoints: {name} must be an int >= {low}, got "
                             f"{value!r}")
     path = os.path.abspath(os.fspath(path))
-    world = n if n is not None else _default_n(_check_hosts(hosts))
+    where = _Where(n, hosts, ssh_options, network)
     world_sizes, resumed_from, restarts = [], [], 0
     while True:
-        world_sizes.append(world)
+        world_sizes.append(where.n)
         resumed_from.append(_checkpoint_step(path))
         try:
-            results = launch(run_steps, make_state, step_fn, steps, path, every, seed, n=world,
-                             hosts=hosts, output=output, timeout=timeout,
-                             ssh_options=ssh_options)
+            results = launch(run_steps, make_state, step_fn, steps, path, every, seed,
+                             n=where.n, hosts=where.hosts, output=output, timeout=timeout,
+                             ssh_options=ssh_options, network=network, python=python,
+                             workdir=workdir)
             break
         except WorkerError as error:
             died = getattr(error, "died_ranks", [])
             if not died or restarts >= max_restarts:
                 raise
             restarts += 1
-            world = max(1, world - 1) if shrink else world
-            print(f"lk.dist: a worker died (rank(s) {', '.join(map(str, died))} ended); "
-                  f"resuming from the "
-                  f"checkpoint at step {_checkpoint_step(path)} on {world} worker(s) "
-                  f"(restart {restarts} of at most {max_restarts})", file=sys.stderr)
+            lost = where.resume(shrink, path)
+            print(f"lk.dist: a worker died (rank(s) {', '.join(map(str, died))} ended"
+                  f"{lost}); resuming from the checkpoint at step {_checkpoint_step(path)} "
+                  f"on {where.describe()} (restart {restarts} of at most {max_restarts})",
+                  file=sys.stderr)
     final = results[0]
     return TrainingRun(final["state"], final["history"], restarts, world_sizes, resumed_from,
                        path)
+
+
+class _Where:
+    """Where the next launch of a run goes: ``n`` workers, on ``hosts`` (None: this machine),
+    and how that changes after a death (``resume``)."""
+
+    def __init__(self, n, hosts, ssh_options, network):
+        from .cluster import _check_hosts, _default_n
+        self.hosts = _check_hosts(hosts)
+        self.n = n if n is not None else _default_n(self.hosts)
+        self.ssh_options = ssh_options
+        self.network = network
+
+    def _plan(self):
+        from .remote import plan_hosts
+        return plan_hosts(self.hosts, self.n, self.ssh_options, self.network)
+
+    def resume(self, shrink, path):
+        """Set where the run resumes after a death; returns what was lost, as words for the
+        message ("" when no host was lost)."""
+        plan = self._plan() if self.hosts is not None else None
+        if plan is None:                  # this machine only: a worker is the unit lost
+            self.n = max(1, self.n - 1) if shrink else self.n
+            return ""
+        answers = plan.answering()
+        gone = [str(h) for (h, _), up in zip(plan.hosts, answers) if not up]
+        if not gone:
+            return ""
+        kept = [(str(h), slots) for (h, slots), up in zip(plan.hosts, answers) if up]
+        if not shrink or not kept:
+            what = ("pass shrink=True to resume on the hosts that answer"
+                    if kept else "no host answers")
+            raise DistError(f"train_with_checkpoints: after a worker died, host(s) "
+                            f"{', '.join(gone)} no longer answer over SSH; {what}, or bring "
+                            f"them back and call again with the same path (the checkpoint "
+                            f"at {path} is at step {_checkpoint_step(path)})")
+        self.hosts = [h for h, _ in kept]
+        self.n = sum(slots for _, slots in kept)
+        return f"; host(s) {', '.join(gone)} no longer answer and are left out"
+
+    def describe(self):
+        if self.hosts is None:
+            return f"{self.n} worker(s)"
+        return f"{self.n} worker(s) on {', '.join(self.hosts)}"
 
 
 def _checkpoint_step(path):

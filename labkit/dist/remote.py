@@ -32,6 +32,7 @@ Host(user='alice', name='node7', port=2222)
 import ipaddress
 import shlex
 import socket
+import subprocess
 from collections import namedtuple
 
 from .errors import DistError
@@ -113,6 +114,35 @@ class HostPlan:
             address = mine.pop()
             return address, address
         return "0.0.0.0", _address_toward(next(h for h in remote if not h.loopback))
+
+    def answering(self, timeout=5):
+        """For each host, in order, whether it answers now: one ``ssh host true`` each, all at
+        once, within ``timeout`` seconds to connect (this machine always answers). What
+        ``train_with_checkpoints(shrink=True)`` asks after a death, to resume on the hosts
+        still there."""
+        checks = []
+        for (host, _), here in zip(self.hosts, self.local):
+            if here:
+                checks.append(None)
+                continue
+            argv = (["ssh", "-T", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={timeout}"] +
+                    (["-p", str(host.port)] if host.port else []) + self.ssh_options +
+                    [host.destination, "true"])
+            checks.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                           stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL))
+        answers = []
+        for check in checks:
+            if check is None:
+                answers.append(True)
+                continue
+            try:
+                answers.append(check.wait(timeout=timeout + 10) == 0)
+            except subprocess.TimeoutExpired:
+                check.kill()
+                check.wait()
+                answers.append(False)
+        return answers
 
     def mpi_args(self, ssh_config, forwarded):
         """``mpiexec`` arguments placing the ranks on the hosts: ``--host``, the SSH agent (an

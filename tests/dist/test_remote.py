@@ -15,9 +15,9 @@ import pytest
 
 import labkit as lk
 from labkit.dist import procs, remote
+from labkit.dist.testing import Unavailable, start_hosts
 
 from .conftest import own_worker_processes, wait_until_gone
-from .multihost.hosts import Unavailable, start_hosts
 from .multihost.test_ending import _interrupt_when_started, _spin_forever
 
 pytestmark = pytest.mark.dist

@@ -1,5 +1,5 @@
-"""Fixtures for clusters across hosts: two hosts made on this machine (see ``hosts.py``), and
-one 4-worker cluster over them (2 workers each) shared by the module's tests.
+"""Fixtures for clusters across hosts: two hosts made on this machine (``labkit.dist.testing``),
+and one 4-worker cluster over them (2 workers each) shared by the module's tests.
 
 Tests here are marked ``multihost``; they skip, with the reason, where this machine cannot
 make the hosts (not root, no OpenSSH), and everything the fixtures made (namespaces, bridge,
@@ -8,9 +8,9 @@ sshd processes) is removed afterwards, however the tests end.
 import pytest
 
 import labkit as lk
+from labkit.dist.testing import Unavailable, start_hosts
 
 from ..conftest import _shared
-from .hosts import Unavailable, start_hosts
 
 
 @pytest.fixture(scope="session")

@@ -11,9 +11,9 @@ import pytest
 
 import labkit as lk
 from labkit.dist import procs
+from labkit.dist.testing.hosts import find
 
 from ..conftest import own_worker_processes, wait_until_gone
-from .hosts import find
 
 pytestmark = [pytest.mark.dist, pytest.mark.multihost]
 

@@ -1,21 +1,22 @@
 """``launcher="slurm"``: the workers run as one job of a real Slurm cluster (one node, on this
-machine), the job's ``mpiexec`` makes them one MPI world, and the job ends with the cluster."""
+machine), the job's ``mpiexec`` makes them one MPI world, and the job ends with the cluster,
+and is cancelled when the process holding the cluster is killed."""
+import os
+import signal
 import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 
 import labkit as lk
+from labkit.dist import procs
+from labkit.dist.testing.hosts import find
 
-from .conftest import _find
+from ..conftest import wait_until_gone
 
 pytestmark = [pytest.mark.dist, pytest.mark.slurm]
-
-
-def _jobs():
-    return subprocess.run([_find("squeue"), "-h", "-o", "%i %T"], capture_output=True,
-                          text=True, timeout=10).stdout.split("\n")
 
 
 def _sum_of_ranks():
@@ -26,15 +27,15 @@ def _sum_of_ranks():
 @pytest.mark.timeout(180)
 def test_a_cluster_through_slurm_runs_collectives_and_its_job_ends_with_it(slurm):
     with lk.dist.Cluster(n=2, launcher="slurm", output="none") as cluster:
-        assert [j for j in _jobs() if "RUNNING" in j]
+        assert [j for j in slurm.jobs() if j[1] == "RUNNING"]
         results = cluster.run(_sum_of_ranks)
     assert [r[:2] for r in results] == [(0, 2), (1, 2)]
     for r in results:
         np.testing.assert_array_equal(r[2], [3.0, 4.0])
     deadline = time.monotonic() + 10
-    while [j for j in _jobs() if j.strip()] and time.monotonic() < deadline:
+    while slurm.jobs() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not [j for j in _jobs() if j.strip()], "the Slurm job outlived the cluster"
+    assert not slurm.jobs(), "the Slurm job outlived the cluster"
 
 
 def test_launcher_is_checked():
@@ -42,3 +43,39 @@ def test_launcher_is_checked():
         lk.dist.launch(print, launcher="lsf")
     with pytest.raises(lk.dist.DistError, match="leave hosts=None"):
         lk.dist.launch(print, launcher="slurm", hosts=["a"])
+
+
+_HOLDER = """
+import time
+import labkit as lk
+cluster = lk.dist.Cluster(n=2, launcher="slurm", output="none")
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.timeout(180)
+def test_the_job_is_cancelled_when_the_process_holding_the_cluster_is_killed(slurm):
+    """A kernel killed with its cluster open: labkit's reaper cancels the job (scancel by its
+    name: on a real cluster its workers run on nodes the reaper's marks do not reach), so
+    Slurm records it CANCELLED, and nothing of the cluster is left here."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, env=env, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        running = [job for job, state in slurm.jobs() if state == "RUNNING"]
+        assert len(running) == 1, slurm.jobs()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert not wait_until_gone(slurm.jobs, timeout=15), "the job outlived its kernel"
+    shown = subprocess.run([find("scontrol"), "show", "job", running[0]], capture_output=True,
+                           text=True, timeout=10).stdout
+    assert "JobState=CANCELLED" in shown, shown
+    assert not wait_until_gone(
+        lambda: [p for p in procs.marked()
+                 if p.environ().get(procs.MARKER, "").startswith(f"{holder.pid}-")],
+        timeout=10)

@@ -1,10 +1,18 @@
-"""Two "hosts" on one machine, for the multi-host tests: each a network namespace with its own
-address, host name and OpenSSH server, joined to this machine's namespace by a bridge, reached
-with a throwaway key. Where the kernel forbids namespaces, two ``sshd`` on loopback ports stand
-in (``Hosts.kind`` says which). Everything they make is removed by ``close()``.
+"""Hosts made on this machine, to try ``hosts=[...]`` without a second machine: each a network
+namespace with its own address, host name and OpenSSH server, joined to this machine's
+namespace by a bridge, reached with a throwaway key. Where the kernel forbids namespaces, two
+``sshd`` on loopback ports stand in (``Hosts.kind`` says which). Everything they make is
+removed by ``close()``. labkit's multi-host tests and the tutorial "From one notebook to a
+cluster" use them; on a real cluster you write the machines' names instead.
 
 Needs root, ``ip`` (iproute2), ``unshare`` (util-linux), ``sshd``, ``ssh`` and ``ssh-keygen``
 (openssh-server, openssh-client); ``start_hosts`` raises ``Unavailable`` with the reason.
+
+>>> from labkit.dist.testing import start_hosts
+>>> hosts = start_hosts(2)                                        # doctest: +SKIP
+>>> lk.dist.launch(fn, n=4, hosts=hosts.specs, ssh_options=hosts.ssh_options,
+...                network=hosts.network)                         # doctest: +SKIP
+>>> hosts.close()                                                 # doctest: +SKIP
 """
 import os
 import secrets
@@ -17,7 +25,7 @@ import time
 
 
 class Unavailable(Exception):
-    """This machine cannot make the hosts (the message says why)."""
+    """This machine cannot make the hosts (or the Slurm cluster); the message says why."""
 
 
 def find(name):
@@ -33,6 +41,20 @@ def _run(*argv, check=True):
     return done
 
 
+def stop(processes, timeout=10):
+    """End the daemons started here (Popen objects, in that order): SIGTERM, then SIGKILL
+    for any still running after ``timeout`` seconds."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -40,7 +62,7 @@ def _free_port():
 
 
 class Hosts:
-    """The hosts made for a test: ``specs`` (``"root@address:port"`` each), ``names`` (each
+    """The hosts made here: ``specs`` (``"root@address:port"`` each), ``names`` (each
     host's own host name, or its address where hosts share this machine's name),
     ``ssh_options`` (the key and no host-key checks), ``network`` (the subnet between them,
     or None on loopback) and ``kind`` ("namespaces" or "loopback")."""
@@ -51,6 +73,7 @@ class Hosts:
         self.tag = secrets.token_hex(3)
         self.folder = tempfile.mkdtemp(prefix="labkit-test-hosts-")
         self.servers = []
+        self.argvs = []                    # each server's command line, to restore it
         self.namespaces = []
         self.bridge = None
         self.specs, self.names, self.kind, self.network = [], [], None, None
@@ -132,9 +155,47 @@ class Hosts:
         return path
 
     def _serve(self, argv, i):
-        log = open(os.path.join(self.folder, f"sshd{i}.log"), "wb")
-        self.servers.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log,
-                                             start_new_session=True))
+        log = open(os.path.join(self.folder, f"sshd{i}.log"), "ab")
+        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log,
+                                  start_new_session=True)
+        if i < len(self.servers):
+            self.servers[i] = server
+        else:
+            self.servers.append(server)
+            self.argvs.append(argv)
+
+    def processes(self, i):
+        """Process ids running "on" host ``i``: every process in its namespace, or (loopback)
+        its sshd and everything started under it."""
+        if self.kind == "namespaces":
+            return [int(p) for p in _run(find("ip"), "netns", "pids", self.namespaces[i],
+                                         check=False).stdout.split()]
+        import psutil
+        try:
+            server = psutil.Process(self.servers[i].pid)
+            return [server.pid] + [p.pid for p in server.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def crash(self, i):
+        """Host ``i`` goes down as a machine does: every process on it is killed at once
+        (SIGKILL: its sshd, Open MPI's daemon, the workers), and it answers nothing until
+        ``restore(i)``. Returns the process ids killed."""
+        pids = self.processes(i)
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        self.servers[i].wait()
+        return pids
+
+    def restore(self, i):
+        """Host ``i`` back up after ``crash(i)``: its sshd started again, logins checked."""
+        if self.servers[i].poll() is None:
+            return
+        self._serve(self.argvs[i], i)
+        self._wait_for_logins()
 
     def ssh(self, i, *command):
         """argv running ``command`` on host ``i`` over SSH."""
@@ -156,15 +217,7 @@ class Hosts:
 
     # -- removing them --
     def close(self):
-        for server in self.servers:
-            if server.poll() is None:
-                server.terminate()
-        for server in self.servers:
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+        stop(self.servers)
         self.servers = []
         self.close_namespaces()
         shutil.rmtree(self.folder, ignore_errors=True)
