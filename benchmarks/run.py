@@ -38,6 +38,7 @@ import json
 import os
 import pkgutil
 import platform
+import re
 import select
 import subprocess
 import sys
@@ -514,7 +515,11 @@ def results_table(mods, all_res, impls_order, scripts=(), script_res=None):
         for title, val, ref_label, ref_val, r in script_cells(m, script_res[script_key(m)]):
             if ref_label:
                 val = f"{val} ({ref_label}: {ref_val}; ratio {r:.2f}x)" if r else val
-            body.append((int(m.NAME[1:]), [title, m.UNIT, val] + ["-"] * (len(head) - 3)))
+            unit = m.UNIT              # a row whose title ends in "(unit/s)" has its own unit
+            own = re.search(r" \(([^()]+/s)\)$", title)
+            if own:
+                unit, title = own.group(1), title[:own.start()]
+            body.append((int(m.NAME[1:]), [title, unit, val] + ["-"] * (len(head) - 3)))
     have = {m.NAME for m in scripts} | {m.NAME for m in mods}
     for name, title, why in NOT_YET:
         if name not in have:
