@@ -450,6 +450,8 @@ def test_a_10_second_20000_event_distributed_run_is_readable_by_zooming(explorer
 
 # ---- in JupyterLab ------------------------------------------------------------------------
 DEMO = ["import labkit as lk\n",
+        "step = lk.function(lambda x: (x @ x.T).exp().sum())\n",
+        "display(lk.viz.graph(step, lk.ones(4, 4)))     # the graph explorer, with its passes\n",
         "with lk.profile() as prof:\n",
         "    for _ in range(3):\n",
         "        (lk.ones(64, 64) @ lk.ones(64, 64)).relu().sum()\n",
@@ -459,7 +461,8 @@ DEMO = ["import labkit as lk\n",
 
 @pytest.fixture
 def explorer_lab(request, tmp_path, monkeypatch):
-    """test_jupyterlab's server, on a one-cell notebook that shows a profile's timeline."""
+    """test_jupyterlab's server, on a one-cell notebook that shows a captured function's graph
+    and a profile's timeline."""
     nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": DEMO, "outputs": [],
                      "execution_count": None}],
           "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
@@ -476,8 +479,8 @@ jupyterlab = lab.jupyterlab
 
 
 @pytest.mark.timeout(180)
-def test_timeline_shows_as_the_explorer_in_jupyterlab(explorer_lab, browser, tmp_path,
-                                                      record_property):
+def test_graph_and_timeline_show_as_explorers_in_jupyterlab(explorer_lab, browser, tmp_path,
+                                                            record_property):
     pytest.importorskip("anywidget", reason="the explorer needs anywidget (labkit[notebooks])")
     base, token, server, processes = explorer_lab
     out = lab._artifacts(tmp_path)
@@ -501,12 +504,23 @@ def test_timeline_shows_as_the_explorer_in_jupyterlab(explorer_lab, browser, tmp
         assert re.search(r"\d+ of \d+ events", status), status
         # a wheel turn zooms in JupyterLab as in the plain page
         lo, hi = _view(page)
+        page.locator("canvas.lk-tl-main").scroll_into_view_if_needed()  # under the graph
+        page.wait_for_timeout(300)
         canvas = page.locator("canvas.lk-tl-main").bounding_box()
         page.mouse.move(canvas["x"] + canvas["width"] / 2, canvas["y"] + 40)
         page.mouse.wheel(0, -400)
         page.wait_for_timeout(300)
         lo2, hi2 = _view(page)
         assert hi2 - lo2 < hi - lo
+        # the graph explorer above it: laid out, the pass slider on the last pass, by name
+        page.wait_for_selector(".lk-gx[data-ready='1']", timeout=30_000)
+        graph = page.locator(".lk-gx")
+        from labkit.graph import passes
+        last = list(passes.default_passes())[-1]
+        assert graph.get_attribute("data-stage-name") == last
+        assert last in page.locator(".lk-gx-passlabel").inner_text()
+        assert int(graph.get_attribute("data-boxes")) >= 4
+        graph.screenshot(path=str(out / "jupyterlab-graph-explorer.png"))
         shot = out / "jupyterlab-timeline-explorer.png"
         page.locator(".lk-tl").screenshot(path=str(shot))
         record_property("screenshot_explorer", str(shot))

@@ -90,8 +90,8 @@ export function curve(p, q) {
   const b = { x: q.x + q.width / 2, y: q.y };
   if (b.y > a.y + 1) {
     const drop = b.y - a.y, bend = Math.max(drop / 2, 8);
-    const skips = drop > 2.5 * SPACING.layer + 2 * Math.max(p.height, q.height);
-    const bow = skips ? Math.sign(b.x - a.x || 1) * Math.min(drop / 4, 400) : 0;
+    const skips = drop > 2 * SPACING.layer + 4;          // passes at least one layer by
+    const bow = skips ? Math.sign(b.x - a.x || 1) * Math.max(Math.min(drop / 3, 400), 48) : 0;
     return [a, { x: a.x + bow, y: a.y + bend }, { x: b.x + bow, y: b.y - bend }, b];
   }
   const s = { x: p.x + p.width, y: p.y + p.height / 2 };     // upwards: around the right side
