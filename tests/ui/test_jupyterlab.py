@@ -64,9 +64,11 @@ KERNEL_IDLE_JS = r"""
 # which: graphviz writes <g id="graph0" class="graph">, labkit's timeline <svg class="lk-timeline">.
 INLINE_TIMELINES = ('.jp-OutputArea-output svg.lk-timeline, '
                     '.jp-OutputArea-output .lk-tl[data-ready="1"]')
+INLINE_GRAPHS = '.jp-OutputArea-output .lk-gx[data-ready="1"]'   # the graph explorer, laid out
 FIND_PICTURES_JS = r"""
 () => {
   const INLINE_TIMELINES = '""" + INLINE_TIMELINES + r"""';
+  const INLINE_GRAPHS = '""" + INLINE_GRAPHS + r"""';
   const found = {graph: [], timeline: []};
   document.querySelectorAll('.jp-OutputArea-output img').forEach((img, i) => {
     const src = img.getAttribute('src') || '';
@@ -82,6 +84,10 @@ FIND_PICTURES_JS = r"""
   document.querySelectorAll(INLINE_TIMELINES).forEach(
       (s, k) => found.timeline.push({index: -1, inline: k, complete: true,
                                      width: s.clientWidth, height: s.clientHeight}));
+  // the graph explorer (what a live notebook shows for lk.viz.graph), once laid out
+  document.querySelectorAll(INLINE_GRAPHS).forEach(
+      (s, k) => found.graph.push({index: -1, inline: k, complete: true,
+                                  width: s.clientWidth, height: s.clientHeight}));
   return found;
 }
 """
@@ -277,8 +283,9 @@ def test_notebook_03_shows_graph_and_timeline_in_jupyterlab(jupyterlab, tmp_path
                 facts = found[kind][0]
                 assert facts["complete"] and facts["width"] > 100 and facts["height"] > 50, (
                     f"the {kind} picture did not load as an image: {facts}")
+                inline = INLINE_TIMELINES if kind == "timeline" else INLINE_GRAPHS
                 image = images.nth(facts["index"]) if facts["index"] >= 0 else \
-                    page.locator(INLINE_TIMELINES).nth(facts["inline"])
+                    page.locator(inline).nth(facts["inline"])
                 image.evaluate("e => e.scrollIntoView({block: 'start'})")
                 page.wait_for_timeout(300)       # let the notebook finish scrolling
                 box = image.bounding_box()
