@@ -13,11 +13,8 @@ every pass stage and an ``lk.cond``. One test runs a notebook in JupyterLab and 
 Screenshots go to ``LABKIT_UI_ARTIFACTS`` (else pytest's ``tmp_path``), as in
 ``test_jupyterlab.py``.
 """
-import functools
-import http.server
 import json
 import shutil
-import threading
 import time
 
 import pytest
@@ -27,7 +24,7 @@ from labkit.viz.explorer import STATIC
 from labkit.viz.graph_data import graph_payload
 from labkit.viz.widgets import pass_stages
 from tests.ui import test_jupyterlab as lab
-from tests.ui.test_timeline_explorer import _block_outside, _QuietHandler
+from tests.ui.test_timeline_explorer import _block_outside, serve_folder
 from tests.ui.test_timeline_explorer import browser as _timeline_browser
 
 WIDTH = 1300
@@ -106,15 +103,8 @@ def site(tmp_path_factory, graphs):
     (root / "index.html").write_text(PAGE % {"width": WIDTH}, encoding="utf-8")
     for name, (_, payload) in graphs.items():
         (root / f"{name}.json").write_text(json.dumps(payload), encoding="utf-8")
-    handler = functools.partial(_QuietHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/index.html"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_folder(root) as base:
+        yield f"{base}/index.html"
 
 
 browser = _timeline_browser     # the module's one Chromium (test_timeline_explorer's fixture)

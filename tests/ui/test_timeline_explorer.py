@@ -12,6 +12,7 @@ Screenshots go to ``LABKIT_UI_ARTIFACTS`` (else pytest's ``tmp_path``), as in
 recorded as a test property (measured, never asserted).
 """
 import base64
+import contextlib
 import functools
 import http.server
 import json
@@ -172,20 +173,27 @@ def site(tmp_path_factory, profile_payload):
     (root / "payload.json").write_text(_encode(payload), encoding="utf-8")
     dist, _ = timeline_payload(ps_like_profile())
     (root / "dist.json").write_text(_encode(dist), encoding="utf-8")
-    handler = functools.partial(_QuietHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/index.html"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_folder(root) as base:
+        yield f"{base}/index.html"
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
+
+
+@contextlib.contextmanager
+def serve_folder(root):
+    """Serve the files of ``root`` from 127.0.0.1 while the block runs; yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope="module")

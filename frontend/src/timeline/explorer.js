@@ -8,6 +8,7 @@
 // a new window, click to centre it.
 
 import { bytesText, clampView, panBy, timeText, wheelFactor, zoomAt } from "../shared/scale.js";
+import { h } from "../shared/dom.js";
 import { gestures, sizeCanvas } from "../shared/pointer.js";
 import {
   decode, extent, filterEvents, hitTest, laneLabel, layoutLanes, maskOf, rangeTotals,
@@ -35,17 +36,6 @@ const CSS = `
   vertical-align: -1px; border: 1px solid rgba(0,0,0,0.25); }
 .lk-tl-hint { color: #6b7280; font-size: 11px; }
 `;
-
-function h(tag, attrs = {}, children = []) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "text") node.textContent = v;
-    else if (k === "className") node.className = v;
-    else node.setAttribute(k, v);
-  }
-  for (const c of children) node.append(c);
-  return node;
-}
 
 function table(rows, head) {
   const t = h("table", {}, [h("tr", {}, head.map((c) => h("th", { text: c })))]);
