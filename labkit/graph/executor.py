@@ -52,6 +52,7 @@ from ..devices.workers import current_device, run_parts
 from ..errors import DTypeError, describe
 from ..profiler import active_profile
 from ..profiler.events import OpEvent, lane_name, now_ns, shapes_text
+from ..profiler.gpu_time import GpuSpan
 from ..profiler.profile import _active as _profiles
 from ..tensor.tensor import Tensor
 from .ir import CAPTURE, CONSTANT, PLACEHOLDER, GraphError, Node
@@ -140,6 +141,8 @@ class Plan:
         if len(self.devices) <= 1:
             self.parts = None
             self.fn, self.source, _ = self._compile(fed)
+            if self.devices and self.devices[0].type == "gpu":
+                self.fn = _on_device(self.devices[0], self.fn)
         else:
             self._rendezvous = Rendezvous()
             self._steps = itertools.count()
@@ -297,6 +300,8 @@ class Plan:
 
     def _run_profiled(self, feed_arrays):
         prof = active_profile()
+        if prof is None:             # the profile closed meanwhile (another thread's)
+            return self.fn(*feed_arrays)
         if self._profiled is None:
             with self.graph._lock:
                 if self._profiled is None:
@@ -309,11 +314,15 @@ class Plan:
                                           for d in self.devices]
         if self.parts is None:
             part = self._profiled[0]
-            stamps = _Stamps(part.device)
-            out = part.fn(stamps, *feed_arrays)
+            stamps = _Stamps(part.device, prof)
+            if stamps.events is not None:
+                with part.device.activate():
+                    out = part.fn(stamps, *feed_arrays)
+            else:
+                out = part.fn(stamps, *feed_arrays)
             _record(prof, part, stamps, self.graph.name)
             return out
-        stamps = [_Stamps(p.device) for p in self._profiled]
+        stamps = [_Stamps(p.device, prof) for p in self._profiled]
         out = self._execute(self._profiled, feed_arrays, stamps)
         for part, st in zip(self._profiled, stamps):
             _record(prof, part, st, self.graph.name)
@@ -362,17 +371,29 @@ class _Part:
         return f"<plan part on {self.device}: {len(self.timed)} ops>"
 
 
+def _on_device(device, fn):
+    """``fn`` run with ``device`` as the current CUDA device (its kernels launch there)."""
+    def run(*args):
+        with device.activate():
+            return fn(*args)
+    return run
+
+
 class _Stamps(list):
     """Timestamps (ns) of one profiled part run: before its first op and after each op; on a
-    GPU also CUDA events recorded on the device's stream at the same points."""
+    GPU also CUDA events recorded on the part's stream at the same points, the stream, and the
+    profile's anchor that puts the events on the host clock (``labkit.profiler.gpu_time``)."""
 
-    __slots__ = ("events", "lane", "device")
+    __slots__ = ("events", "lane", "device", "stream", "anchor")
 
-    def __init__(self, device):
+    def __init__(self, device, prof):
         super().__init__()
         self.device = device
-        self.events = [] if device is not None and device.type == "gpu" else None
-        self.lane = None
+        self.lane = self.stream = self.anchor = None
+        self.events = None
+        if device is not None and device.type == "gpu":
+            self.events = []
+            self.anchor = prof.gpu.anchor(device, prof.step_number)
 
 
 def _outs(fetch_nodes):
@@ -406,6 +427,7 @@ class _CodeGen:
             ns["_lane"] = lane_name
             if self.gpu:
                 ns["_Event"] = device.xp.cuda.Event
+                ns["_stream"] = device.xp.cuda.get_current_stream
 
     def _stamp(self):
         self.lines.append("_a(_now())")
@@ -416,7 +438,7 @@ class _CodeGen:
         if self.profile:
             self.lines += ["_T.lane = _lane()", "_a = _T.append"]
             if self.gpu:
-                self.lines.append("_ge = _T.events.append")
+                self.lines += ["_ge = _T.events.append", "_T.stream = _stream()"]
             self._stamp()
 
     def body(self, nodes, fetch_nodes, feed_expr):
@@ -498,19 +520,20 @@ def _shapes(inputs, node):
 
 def _record(prof, part, stamps, source):
     """One OpEvent per op of a profiled part run (an op runs from the stamp before to its own);
-    with the op's shapes and source line when the profile records them."""
+    with the op's shapes and source line when the profile records them. On a GPU the stamps
+    are CUDA events on the part's stream, and the lane is that stream."""
     if prof is None or not stamps:
         return
     device = part.device.name if part.device is not None else "cpu:0"
     lane = stamps.lane or lane_name()
     gpu = stamps.events
     if gpu:
-        lane = f"{lane} stream"
+        lane = prof.gpu.lane(part.device, stamps.stream)
     step = prof.step_number
     events = prof.events
     shapes, stack = prof.record_shapes, prof.with_stack
     for i, (op_name, name, b_in, b_out, shape, where) in enumerate(part.timed):
-        ge = (gpu[i], gpu[i + 1]) if gpu else None
+        ge = GpuSpan(stamps.anchor, gpu[i], gpu[i + 1]) if gpu else None
         events.append(OpEvent(op_name, name, device, lane, stamps[i], stamps[i + 1], b_in, b_out,
                               step, source, ge, shape if shapes else None,
                               where if stack else None))

@@ -13,22 +13,22 @@ class OpEvent:
     Both are kept raw while recording (shapes and dtypes as the arrays give them, the line as
     ``(filename, line)``) and written out as text when read, so recording stays cheap."""
 
-    __slots__ = ("op", "name", "device", "lane", "start_ns", "end_ns", "bytes_in", "bytes_out",
-                 "step", "source", "gpu_events", "shapes", "where")
+    __slots__ = ("op", "name", "device", "lane", "_start", "_end", "bytes_in", "bytes_out",
+                 "step", "source", "gpu_span", "shapes", "where")
 
     def __init__(self, op, name, device, lane, start_ns, end_ns, bytes_in, bytes_out, step,
-                 source, gpu_events=None, shapes=None, where=None):
+                 source, gpu_span=None, shapes=None, where=None):
         self.op = op
         self.name = name
         self.device = device
         self.lane = lane
-        self.start_ns = start_ns
-        self.end_ns = end_ns
+        self._start = start_ns        # host launch times of a GPU op until its span is read
+        self._end = end_ns
         self.bytes_in = bytes_in
         self.bytes_out = bytes_out
         self.step = step
         self.source = source          # "eager" or the graph's name
-        self.gpu_events = gpu_events  # (start, end) CUDA events; resolved on first read
+        self.gpu_span = gpu_span      # a GPU op's CUDA events (gpu_time.GpuSpan) until read
         self.shapes = shapes          # ((shape, dtype) of inputs, of outputs), or its text
         self.where = where            # (filename, line) of the user's code, or its text
 
@@ -48,16 +48,28 @@ class OpEvent:
             self.where = source_text(self.where)
         return self.where
 
+    def resolve(self):
+        """Put a GPU op at the times it ran on its stream (waits for it); no-op otherwise."""
+        if self.gpu_span is not None:
+            self._start, self._end = self.gpu_span.times()
+            self.gpu_span = None
+
+    @property
+    def start_ns(self):
+        """When the op started (ns, host clock): on a GPU, when it started on its stream."""
+        if self.gpu_span is not None:
+            self.resolve()
+        return self._start
+
+    @property
+    def end_ns(self):
+        if self.gpu_span is not None:
+            self.resolve()
+        return self._end
+
     @property
     def duration_ns(self):
-        if self.gpu_events is not None:
-            start, end = self.gpu_events
-            end.synchronize()
-            from ..devices import cupy_module
-            ms = cupy_module().cuda.get_elapsed_time(start, end)
-            self.end_ns = self.start_ns + int(ms * 1e6)
-            self.gpu_events = None
-        return self.end_ns - self.start_ns
+        return self.end_ns - self._start
 
     def as_dict(self):
         return {"op": self.op, "name": self.name, "device": self.device, "lane": self.lane,

@@ -14,6 +14,7 @@ import tempfile
 import threading
 
 from .events import OpEvent, lane_name, now_ns
+from .gpu_time import GpuClocks
 
 _active = []                 # the profiles currently recording (innermost last)
 _activation_hooks = []       # (start, stop) callables registered by the layers that emit events
@@ -40,6 +41,10 @@ class Profile:
     ``prof.flows``: ``(from event, to event)`` pairs for messages between lanes that are not
     send/recv ops (a parameter-server worker's push and the server's apply that used it); a
     timeline draws them as arrows, as it does each send and its recv.
+
+    A GPU op's event is at the time it ran on its device, on a lane named for its CUDA stream
+    (``'stream 0'`` is the default stream), not at the time the host launched it: see
+    ``labkit.profiler.gpu_time``. Its times are read from the GPU when the block ends.
     """
 
     def __init__(self, record_shapes=False, with_stack=False):
@@ -53,6 +58,7 @@ class Profile:
         self.end_ns = None
         self._hook_state = []
         self._marked_at = 0       # len(events) at the last step mark
+        self.gpu = GpuClocks()    # anchors of GPU times to the host clock, stream lanes
 
     # ---- recording --------------------------------------------------------------------------
     def __enter__(self):
@@ -68,12 +74,15 @@ class Profile:
         with _lock:
             _active.remove(self)
         self.end_ns = now_ns()
+        for e in self.events:     # read GPU times now, while the CUDA events are at hand
+            if e.gpu_span is not None:
+                e.resolve()
         return False
 
     def record(self, op, name, device, start_ns, end_ns, bytes_in=0, bytes_out=0,
-               source="eager", lane=None, gpu_events=None, shapes=None, where=None):
+               source="eager", lane=None, gpu_span=None, shapes=None, where=None):
         self.events.append(OpEvent(op, name, device, lane or lane_name(), start_ns, end_ns,
-                                   bytes_in, bytes_out, self.step_number, source, gpu_events,
+                                   bytes_in, bytes_out, self.step_number, source, gpu_span,
                                    shapes, where))
 
     def step(self):

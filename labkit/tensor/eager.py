@@ -118,7 +118,11 @@ class EagerMode(Mode):
         if needs_grad and _inference_used:
             refuse_inference_inputs(op, inputs)
         try:
-            out = op.kernel(device.xp, *arrays, **attrs)
+            if device.type == "gpu":     # launch on the inputs' own GPU, not the current one
+                with device.activate():
+                    out = op.kernel(device.xp, *arrays, **attrs)
+            else:
+                out = op.kernel(device.xp, *arrays, **attrs)
         except Exception as exc:
             raise explain_failure(op, inputs, attrs, exc) from None
         if op.out_device is not None:

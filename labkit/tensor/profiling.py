@@ -1,8 +1,14 @@
 """Eager ops under ``lk.profile()``: a mode pushed on the mode stack times each op it passes
-down, so that when no profile is open eager dispatch pays nothing for the profiler."""
+down, so that when no profile is open eager dispatch pays nothing for the profiler.
+
+A CPU op is timed by the host clock around its kernel. A GPU op is timed on the GPU: two CUDA
+events on its own device's current stream, put on the host clock by the profile's anchor for
+that device and step (``labkit.profiler.gpu_time``); its lane is the stream."""
+from ..devices import default_device
 from ..errors import user_line
 from ..profiler import active_profile, register_hooks
 from ..profiler.events import now_ns
+from ..profiler.gpu_time import GpuSpan
 from . import dispatch
 from .dispatch import Mode
 from .eager import EagerMode
@@ -16,32 +22,33 @@ class ProfilingMode(Mode):
         self.below = below
 
     def apply(self, op, inputs, attrs):
-        if not isinstance(self.below, EagerMode):
-            return self.below.apply(op, inputs, attrs)
         prof = active_profile()
+        if prof is None or not isinstance(self.below, EagerMode):
+            return self.below.apply(op, inputs, attrs)
         device = next((a._device for a in inputs if isinstance(a, Tensor)), None)
-        gpu = None
-        if device is not None and device.type == "gpu":
-            # GPU durations come from CUDA events on the stream, not from host clocks
-            cuda = device.xp.cuda
-            gpu = (cuda.Event(), cuda.Event())
-            gpu[0].record()
+        if device is None:
+            device = default_device()
+        if device.type == "gpu":
+            return self._on_gpu(prof, device, op, inputs, attrs)
         start = now_ns()
         out = self.below.apply(op, inputs, attrs)
-        end_ns = now_ns()
-        if gpu is not None:
-            gpu[1].record()
-        if prof is not None:
-            tensors = [a._data for a in inputs if isinstance(a, Tensor)]
-            shapes = where = None
-            if prof.record_shapes:   # raw here; OpEvent.shape writes the text when read
-                shapes = ([(a.shape, a.dtype) for a in tensors],
-                          ((out._data.shape, out._data.dtype),))
-            if prof.with_stack:
-                where = user_line()
-            prof.record(op.name, op.name, out._device.name, start, end_ns,
-                        sum(a.nbytes for a in tensors), out._data.nbytes, "eager",
-                        gpu_events=gpu, shapes=shapes, where=where)
+        end = now_ns()
+        _record(prof, op, inputs, out, start, end, None, None)
+        return out
+
+    def _on_gpu(self, prof, device, op, inputs, attrs):
+        cuda = device.xp.cuda
+        with device.activate():
+            anchor = prof.gpu.anchor(device, prof.step_number)
+            stream = cuda.get_current_stream()
+            first, last = cuda.Event(), cuda.Event()
+            first.record(stream)
+            start = now_ns()
+            out = self.below.apply(op, inputs, attrs)
+            end = now_ns()
+            last.record(stream)
+        _record(prof, op, inputs, out, start, end, GpuSpan(anchor, first, last),
+                prof.gpu.lane(device, stream))
         return out
 
     def phase(self, name):
@@ -52,6 +59,19 @@ class ProfilingMode(Mode):
 
     def accumulate_grad(self, leaf, g):
         self.below.accumulate_grad(leaf, g)
+
+
+def _record(prof, op, inputs, out, start, end, span, lane):
+    tensors = [a._data for a in inputs if isinstance(a, Tensor)]
+    shapes = where = None
+    if prof.record_shapes:   # raw here; OpEvent.shape writes the text when read
+        shapes = ([(a.shape, a.dtype) for a in tensors],
+                  ((out._data.shape, out._data.dtype),))
+    if prof.with_stack:
+        where = user_line()
+    prof.record(op.name, op.name, out._device.name, start, end,
+                sum(a.nbytes for a in tensors), out._data.nbytes, "eager", lane=lane,
+                gpu_span=span, shapes=shapes, where=where)
 
 
 def _start():

@@ -205,8 +205,6 @@ def timeline_svg(prof, step=None, width=WIDTH, title=None, selected=None):
     """The SVG text of the timeline (see the module docstring). ``step``: draw only that step;
     ``selected``: an event to outline (the widget's selection)."""
     events = list(prof.events)
-    for e in events:
-        e.duration_ns   # noqa: B018 - resolves GPU timings into end_ns once
     if step is not None:
         events = [e for e in events if e.step == step]
     if not events:

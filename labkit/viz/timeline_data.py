@@ -55,8 +55,6 @@ class _Table:
 def timeline_payload(prof, title=None):
     """``(payload, events)`` for the explorer (see the module docstring)."""
     events = list(prof.events)
-    for e in events:
-        e.duration_ns   # noqa: B018 - resolves GPU timings into end_ns once
     n = len(events)
     t0 = min((e.start_ns for e in events), default=0)
     keys = sorted({(e.device, e.lane) for e in events}, key=_lane_key)
