@@ -230,6 +230,10 @@ def test_the_questions_programs_ask_before_they_start():
         T.backends.cudnn.benchmark = True
         T.backends.cudnn.benchmark = False
     assert mps.is_available() is mps.is_built() is False and cudnn.benchmark is False
+    for name in labkit.cuda.__all__:          # lk.cuda's names are torch.cuda's spellings
+        assert hasattr(torch.cuda, name), f"torch.cuda has no {name}"
+    for T in (torch, labkit):                 # seeding boilerplate runs without a GPU
+        T.cuda.manual_seed_all(0)
     for name in ("float", "double", "half", "long", "int", "short", "bool"):
         ours, theirs = getattr(labkit, name), getattr(torch, name)
         assert ours.np == torch.empty(0, dtype=theirs).numpy().dtype, name

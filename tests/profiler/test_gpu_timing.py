@@ -11,17 +11,18 @@ import pytest
 import labkit as lk
 from labkit.profiler.gpu_time import GpuClocks
 
-from .fake_gpu import FakeGpu
+from tests.devices.fake_gpu import FakeGpu, installed
 
 DELAY_NS = 30_000_000        # the known delay queued on one stream
 
 
 class Simulated:
-    def __init__(self):
+    def __init__(self, monkeypatch):
         self.fake = FakeGpu(2)
+        installed(self.fake, monkeypatch)
 
     def device(self, i):
-        return self.fake.devices[i]
+        return lk.devices.get_device(f"gpu:{i}")
 
     def delay(self, ns):
         self.fake.launch("delay", ns)
@@ -45,19 +46,17 @@ class Real:
 
 
 @pytest.fixture(params=["simulated", pytest.param("cuda", marks=pytest.mark.gpu)])
-def gpu(request):
-    return Simulated() if request.param == "simulated" else Real()
+def gpu(request, monkeypatch):
+    return Simulated(monkeypatch) if request.param == "simulated" else Real()
 
 
 def test_an_op_queued_behind_a_known_delay_starts_when_its_stream_gets_to_it(gpu):
-    dev = gpu.device(0)
-    x = lk.ones(64, 64, device=dev)
-    with dev.activate():
-        side = dev.xp.cuda.Stream(non_blocking=True)
+    x = lk.ones(64, 64, device="cuda")
+    side = lk.cuda.Stream()
     with lk.profile() as prof:
         x + 1.0                                   # the step's first GPU op: anchors the clock
         launched = time.perf_counter_ns()
-        with dev.activate(), side:
+        with lk.cuda.stream(side):
             gpu.delay(DELAY_NS)                   # stream 1 is busy for DELAY_NS from now
             x @ x                                 # launched now, runs after the delay
         x * 2.0                                   # the default stream is free: runs now

@@ -9,6 +9,7 @@ clock (``time.perf_counter_ns``), and waiting (``synchronize``) sleeps until the
 Every launch is logged with its device and stream, and CUDA's rules are enforced: events of two
 devices cannot be compared, and an event must have run before its time is read.
 """
+import sys
 import threading
 import time
 import types
@@ -35,6 +36,14 @@ class FakeStream:
 
     def synchronize(self):
         _sleep_until(self.ready_at)
+
+    @property
+    def done(self):
+        return _now() >= self.ready_at
+
+    def wait_event(self, event):
+        if event.time is not None:
+            self.ready_at = max(self.ready_at, event.time)
 
     def __enter__(self):
         self._saved = self.gpu._local.__dict__.get("stream")
@@ -97,13 +106,18 @@ class FakeGpu:
         self.streams = [FakeStream(self, d, 0) for d in range(n)]
         self._local = threading.local()
         self._lock = threading.Lock()
+        stream_class = _StreamClass(self)
+        runtime = types.SimpleNamespace(
+            getDeviceCount=lambda: n,
+            getDeviceProperties=lambda i: {"name": f"Simulated GPU {i}".encode()})
         cuda = types.SimpleNamespace(
             Device=lambda index=None: FakeDeviceContext(
                 self, self.current_device() if index is None else index),
             Event=lambda *a, **k: FakeEvent(self),
-            Stream=self.new_stream,
+            Stream=stream_class,
             get_current_stream=self.current_stream,
-            get_elapsed_time=self.elapsed_ms)
+            get_elapsed_time=self.elapsed_ms,
+            runtime=runtime)
         self.xp = _FakeXp(self, cuda)
         self.devices = [_device(i, self.xp) for i in range(n)]
 
@@ -137,6 +151,29 @@ class FakeGpu:
             if e.time is None or not e.done:
                 raise RuntimeError("cudaErrorNotReady: event not recorded or not yet run")
         return (b.time - a.time) / 1e6
+
+
+class _StreamClass:
+    """``cuda.Stream``: makes a stream; ``.null`` is the current device's default stream."""
+
+    def __init__(self, gpu):
+        self.gpu = gpu
+
+    def __call__(self, non_blocking=False, priority=0):
+        return self.gpu.new_stream(non_blocking)
+
+    @property
+    def null(self):
+        return self.gpu.streams[self.gpu.current_device()]
+
+
+def installed(gpu, monkeypatch):
+    """Make ``gpu`` labkit's CUDA backend for one test: ``lk.device("cuda:1")`` and ``lk.cuda``
+    then reach the simulated GPUs (the devices made are forgotten afterwards)."""
+    from labkit.devices import backends
+    device_module = sys.modules["labkit.devices.device"]   # lk.devices.device is the function
+    monkeypatch.setattr(backends, "_cupy", gpu.xp)
+    monkeypatch.setattr(device_module, "_devices", dict(device_module._devices))
 
 
 def _device(index, xp):
