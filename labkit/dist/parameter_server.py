@@ -550,7 +550,9 @@ class ParameterServer:
     - ``straggler``: ``{rank: seconds}``, a delay added to every step of those worker ranks.
     - ``loss_fn``: ``(model output, targets) -> loss``; cross-entropy by default.
     - ``profile``: also record every op of each rank with ``lk.profile()`` (the step phases
-      pull / straggle / compute / push / apply are always recorded).
+      pull / straggle / compute / push / apply are always recorded); a dict of
+      ``lk.profile``'s options records with them, e.g. ``profile={"record_shapes": True,
+      "with_stack": True}`` for each op's shapes and source line.
 
     ``run(dataset, steps, batch_size, n)`` launches ``n`` ranks and returns a
     ``ParameterServerResult``; inside your own ``lk.dist.launch`` or ``Cluster.run``, call
@@ -586,7 +588,16 @@ class ParameterServer:
         self.model_fn, self.optimizer_fn = model_fn, optimizer_fn
         self.loss_fn = loss_fn or _default_loss
         self.num_ps, self.mode, self.backup_workers = num_ps, mode, backup_workers
-        self.straggler, self.seed, self.profile = straggler, seed, bool(profile)
+        if isinstance(profile, dict):
+            unknown = set(profile) - {"record_shapes", "with_stack"}
+            if unknown:
+                raise ValueError(f"ParameterServer: profile={profile!r}: "
+                                 f"{', '.join(sorted(map(repr, unknown)))} is not an option of "
+                                 f"lk.profile (record_shapes, with_stack)")
+            profile = dict(profile)
+        else:
+            profile = {} if profile else None
+        self.straggler, self.seed, self.profile = straggler, seed, profile
 
     def __repr__(self):
         extra = f", backup_workers={self.backup_workers}" if self.backup_workers else ""
@@ -646,7 +657,8 @@ class ParameterServer:
             model = self._build()
             layout = Layout(model, self.num_ps)
             comm.Barrier()      # every rank is ready: no worker starts training alone
-            with _profile() if self.profile else _nullcontext() as prof:
+            profiling = self.profile is not None
+            with _profile(**self.profile) if profiling else _nullcontext() as prof:
                 if comm.Get_rank() < self.num_ps:
                     server = _Server(self, comm, layout, model, int(steps))
                     server.serve()

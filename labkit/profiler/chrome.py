@@ -1,4 +1,8 @@
-"""Export a Profile in the Trace Event Format that Perfetto and chrome://tracing read."""
+"""Export a Profile in the Trace Event Format that Perfetto and chrome://tracing read: one
+process track per device, one thread track per lane (a thread, or a GPU stream), a slice per op,
+an instant per step end, and a flow arrow per message (a send and its recv, a parameter-server
+push and the apply that used it: ``labkit.profiler.flows``)."""
+from .flows import arrows
 
 
 def chrome_trace(prof):
@@ -23,6 +27,11 @@ def chrome_trace(prof):
             "ts": (e.start_ns - t0) / 1e3, "dur": e.duration_ns / 1e3,
             "args": {"node": e.name, "step": e.step, "bytes_in": e.bytes_in,
                      "bytes_out": e.bytes_out}})
+    for k, (a, b) in enumerate(arrows(prof)):
+        for e, phase in ((a, {"ph": "s"}), (b, {"ph": "f", "bp": "e"})):
+            events.append({"name": f"{a.op} -> {b.op}", "cat": "message", "id": k,
+                           "pid": pid[e.device], "tid": lanes[(e.device, e.lane)],
+                           "ts": (e.start_ns - t0) / 1e3, **phase})
     for step, t in prof.step_marks:
         for d in devices:
             events.append({"name": f"end of step {step}", "ph": "i", "s": "p", "pid": pid[d],

@@ -24,6 +24,7 @@ True
 import html
 import re
 
+from ..profiler.flows import arrows
 from . import style
 
 WIDTH = 960             # pixels, the whole picture
@@ -68,7 +69,6 @@ _MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "einsum": "m
                 "state": "state"}
 # ... but for the ops of a module that holds more than one kind.
 _OP_KIND = {"layer_norm": "reduction", "layer_norm_backward": "reduction"}
-_TRAILING_NUMBER = re.compile(r"_\d+$")
 
 
 def op_kind(op_name):
@@ -127,8 +127,11 @@ def _nice_step(span, target=10):
 
 
 def _lane_key(key):
+    """Lanes by device, then the main thread first, then by name with numbers in number order
+    (``stream 2`` before ``stream 10``)."""
     device, lane = key
-    return (style._device_key(device or "?"), lane != "main", lane)
+    natural = [int(t) if i % 2 else t for i, t in enumerate(re.split(r"(\d+)", lane))]
+    return (style._device_key(device or "?"), lane != "main", natural)
 
 
 def event_details(e, t0=0):
@@ -146,34 +149,6 @@ def event_details(e, t0=0):
     if line:
         lines.append(line)
     return "\n".join(lines)
-
-
-def transfer_pairs(events):
-    """``[(send event, recv event)]``: each recv with the send of the same rendezvous name and
-    step (node names ``send_X`` / ``recv_X``; a numbered ``recv_X_2`` falls back to ``X``)."""
-    sends = {}
-    for e in events:
-        if e.op == "send":
-            key = e.name[5:] if e.name.startswith("send_") else e.name
-            sends.setdefault((key, e.step), e)
-    pairs = []
-    for e in events:
-        if e.op != "recv":
-            continue
-        key = e.name[5:] if e.name.startswith("recv_") else e.name
-        s = sends.get((key, e.step)) or sends.get((_TRAILING_NUMBER.sub("", key), e.step))
-        if s is not None:
-            pairs.append((s, e))
-    return pairs
-
-
-def arrows(prof, events):
-    """The arrows to draw among ``events``: each send and its recv (``transfer_pairs``), and
-    the profile's ``flows`` (messages recorded as pairs, e.g. a parameter-server push and the
-    apply that used it) whose two events are both drawn."""
-    drawn = {id(e) for e in events}
-    return transfer_pairs(events) + [(a, b) for a, b in getattr(prof, "flows", ())
-                                     if id(a) in drawn and id(b) in drawn]
 
 
 def _rows(events):
@@ -293,7 +268,7 @@ def timeline_svg(prof, step=None, width=WIDTH, title=None, selected=None):
                    f'<text x="{sx - 3:.1f}" y="{lanes_bottom + 10}" {font} font-size="9" '
                    f'fill="{style.TEXT}" text-anchor="end">end of step {s}</text>'
                    f'<title>end of step {s} at {time_text(t - t0)}</title></g>')
-    # send -> recv arrows
+    # message arrows: send -> recv, push -> apply
     pairs = arrows(prof, events)
     tcolor = style.TRANSFER[1]
     for s, r in pairs:
@@ -328,8 +303,8 @@ def timeline_svg(prof, step=None, width=WIDTH, title=None, selected=None):
         legend.append(f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 18}" y2="{ly - 4}" '
                       f'stroke="{tcolor}" stroke-width="1.6" marker-end="url(#lk-arrow)"/>'
                       f'<text x="{lx + 24}" y="{ly}" {font} font-size="10" fill="{style.TEXT}">'
-                      f'send → recv ({len(pairs)})</text>')
-        lx += 24 + 6 * 16 + 16
+                      f'messages between lanes ({len(pairs)})</text>')
+        lx += 24 + 6 * 28 + 16
     if marks:
         legend.append(f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 18}" y2="{ly - 4}" '
                       f'stroke="{style.TEXT}" stroke-dasharray="4,3"/><text x="{lx + 24}" '

@@ -83,6 +83,8 @@ def test_arguments_are_checked():
         lk.dist.ParameterServer(None, None, mode="async", backup_workers=1)
     with pytest.raises(ValueError, match="worker ranks"):
         lk.dist.ParameterServer(None, None, straggler={0: 0.1})
+    with pytest.raises(ValueError, match="'record_shape' is not an option of lk.profile"):
+        lk.dist.ParameterServer(None, None, profile={"record_shape": True})
     ps = lk.dist.ParameterServer(None, None, backup_workers=2)
     with pytest.raises(lk.dist.DistError, match="fewer than the 2 workers"):
         ps.run(None, steps=1, n=3)
@@ -210,12 +212,18 @@ def test_train_inside_a_kept_cluster_with_op_profiles(cluster):
     timeline explorer shows a lane per rank, the worker's own delay as its own time, and an
     arrow from each push to the server's apply that used it."""
     train_set, _ = lk.data.digits(test_fraction=0.2, seed=0)
-    ps = lk.dist.ParameterServer(mlp, adam, mode="sync", profile=True, straggler={1: 0.002})
+    ps = lk.dist.ParameterServer(mlp, adam, mode="sync", straggler={1: 0.002},
+                                 profile={"record_shapes": True, "with_stack": True})
     result = ps.collect(cluster.run(ps.train, train_set, 20, 16))
     assert result.steps == [20] and result.accepted == {1: 20} and result.dropped == {1: 0}
     assert len(result.losses[1]) == 20
     worker_ops = {e.op for e in result.profile.events if e.device == "rank 1 (worker)"}
     assert {"matmul", "ps.compute"} <= worker_ops
+    mm = next(e for e in result.profile.events if e.op == "matmul")
+    # both options reached the ranks (the line is the worker's entry: nn.Sequential's forward
+    # is labkit's own code, so no frame of the user's ran the op)
+    assert mm.shape == "float32[16, 64], float32[32, 64] -> float32[16, 32]"
+    assert mm.line is not None
     server_ops = {e.op for e in result.profile.events if e.device == "rank 0 (server)"}
     assert "ps.apply" in server_ops
     # the explorer's view of it

@@ -86,3 +86,28 @@ def test_gpu_durations_come_from_cuda_events():
         (a @ a).sum()
     (mm,) = [e for e in prof.events if e.op == "matmul"]
     assert mm.device == "gpu:0" and mm.duration_ns > 0
+
+
+def test_chrome_trace_draws_each_message_as_a_flow_between_its_slices():
+    prof = lk.profiler.Profile()
+    prof.record("send", "send_h", "cpu:0", 100, 200, lane="main")
+    prof.record("recv", "recv_h", "cpu:1", 250, 400, lane="labkit-cpu:1")
+    prof.record("ps.push", "step 0: push", "rank 1", 500, 600, lane="steps")
+    prof.record("ps.apply", "step 0: apply", "rank 0", 700, 900, lane="steps")
+    prof.flows.append((prof.events[2], prof.events[3]))    # recorded, not named send/recv
+    trace = prof.to_chrome_trace()["traceEvents"]
+    spans = {e["name"]: e for e in trace if e["ph"] == "X"}
+    starts = {e["id"]: e for e in trace if e["ph"] == "s"}
+    ends = {e["id"]: e for e in trace if e["ph"] == "f"}
+    assert sorted(starts) == sorted(ends) == [0, 1]
+    got = []
+    for k in starts:
+        s, f = starts[k], ends[k]
+        assert f["bp"] == "e" and s["name"] == f["name"]
+        src = next(n for n, e in spans.items() if (e["pid"], e["tid"], e["ts"]) ==
+                   (s["pid"], s["tid"], s["ts"]))
+        dst = next(n for n, e in spans.items() if (e["pid"], e["tid"], e["ts"]) ==
+                   (f["pid"], f["tid"], f["ts"]))
+        got.append((s["name"], src, dst))
+    assert sorted(got) == [("ps.push -> ps.apply", "ps.push", "ps.apply"),
+                           ("send -> recv", "send", "recv")]

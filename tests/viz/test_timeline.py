@@ -148,3 +148,12 @@ def test_timeline_widget_is_the_explorer():
     assert w.step == 1 and len(w.events) == len(prof.events)
     w.selected = 3
     assert w.selected_event is w.events[3]
+
+
+def test_lanes_sort_by_device_then_main_then_numbers_in_number_order():
+    from labkit.viz.timeline import _lane_key
+    keys = [("gpu:0", "stream 10"), ("cpu:0", "labkit-cpu:0"), ("gpu:0", "stream 2"),
+            ("cpu:0", "main"), ("gpu:0", "stream 0")]
+    assert sorted(keys, key=_lane_key) == [
+        ("cpu:0", "main"), ("cpu:0", "labkit-cpu:0"), ("gpu:0", "stream 0"),
+        ("gpu:0", "stream 2"), ("gpu:0", "stream 10")]

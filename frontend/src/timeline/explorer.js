@@ -107,7 +107,7 @@ export function render({ model, el }) {
       sw.style.borderColor = k.stroke || k.fill;
       return h("span", {}, [sw, k.name]);
     }));
-    if (s.ev.arrows.length) legend.append(h("span", { text: "→ send to recv" }));
+    if (s.ev.arrows.length) legend.append(h("span", { text: "→ message between lanes" }));
     fromModel();
   }
 
