@@ -63,7 +63,8 @@ def test_events_time_the_gpu_work_between_them(fake):
         fake.launch("delay", DELAY_NS)
         end.record()
     assert not end.query() and not s.query()
-    assert start.elapsed_time(end) == pytest.approx(DELAY_NS / 1e6, rel=0.05)
+    # the delay's own time, plus the moment the host took to launch it
+    assert DELAY_NS / 1e6 <= start.elapsed_time(end) < DELAY_NS / 1e6 + 5
     assert end.query() and s.query()
 
 
@@ -72,22 +73,20 @@ def test_wait_stream_orders_work_across_streams(fake):
     x = lk.ones(4, device="cuda")
     with lk.cuda.stream(first):
         fake.launch("delay", DELAY_NS)
-    launched = time.perf_counter_ns()
     second.wait_stream(first)
     with lk.cuda.stream(second):
         x + 1.0
+    delay = next(row for row in fake.launches if row[0] == "delay")
     add = next(row for row in fake.launches if row[0] == "add")
-    assert add[2] == second.cuda_stream and add[3] - launched >= 0.95 * DELAY_NS
+    assert add[2] == second.cuda_stream and add[3] >= delay[4]   # starts once the delay ends
 
 
 def test_synchronize_waits_for_every_stream(fake):
     s = lk.cuda.Stream()
     with lk.cuda.stream(s):
         fake.launch("delay", DELAY_NS)
-    t = time.perf_counter_ns()
     lk.cuda.synchronize()
-    assert time.perf_counter_ns() - t >= 0.95 * DELAY_NS
-    assert s.query()
+    assert time.perf_counter_ns() >= fake.launches[-1][4] and s.query()
 
 
 def test_event_misuse_is_explained(fake):
