@@ -71,6 +71,13 @@ class GpuClocks:
         self._lanes = {}         # (device name, stream handle) -> lane name
         self._lock = threading.Lock()
 
+    def __getstate__(self):        # a profile sent between processes keeps its lane names
+        return {"_lanes": dict(self._lanes)}
+
+    def __setstate__(self, state):
+        self.__init__()
+        self._lanes.update(state["_lanes"])
+
     def anchor(self, device, step):
         """The anchor of ``device`` for ``step``, made on its first GPU op of the step."""
         got = self._anchors.get(device.name)

@@ -111,3 +111,20 @@ def test_chrome_trace_draws_each_message_as_a_flow_between_its_slices():
         got.append((s["name"], src, dst))
     assert sorted(got) == [("ps.push -> ps.apply", "ps.push", "ps.apply"),
                            ("send -> recv", "send", "recv")]
+
+
+def test_a_profile_pickles_to_another_process_with_its_events_and_lanes():
+    import pickle
+
+    from tests.devices.fake_gpu import FakeGpu
+    gpu = FakeGpu(1)
+    x = lk.ones(4, device=gpu.devices[0])
+    with lk.profile(record_shapes=True) as prof:
+        _work()
+        x + 1.0
+        prof.step()
+    back = pickle.loads(pickle.dumps(prof))
+    assert [(e.op, e.device, e.lane, e.start_ns, e.end_ns, e.shape) for e in back.events] == [
+        (e.op, e.device, e.lane, e.start_ns, e.end_ns, e.shape) for e in prof.events]
+    assert back.events[-1].lane == "stream 0" and back.gpu.lane(gpu.devices[0], gpu.streams[0]) \
+        == "stream 0"
