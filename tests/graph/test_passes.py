@@ -281,15 +281,21 @@ def every_fusable_op(x, y, b):
     return h * (x <= y) + (x == y) + lk.where(x != y, h, x) + (x < b) * x - (x >= b) * y
 
 
-@needs_numexpr
-@pytest.mark.parametrize("dtype", [lk.float32, lk.float64])
-def test_fusion_matches_unfused_with_fewer_nodes(dtype):
-    lk.config.set_cpu_fusion("always")
+def every_fusable_op_graph(dtype):
+    """(graph, output) of ``every_fusable_op`` over placeholders x, y (4, 5) and b (5,)."""
     with lk.Graph() as g:
         x = lk.placeholder((4, 5), dtype, name="x")
         y = lk.placeholder((4, 5), dtype, name="y")
         b = lk.placeholder((5,), dtype, name="b")
         out = every_fusable_op(x, y, b)
+    return g, out
+
+
+@needs_numexpr
+@pytest.mark.parametrize("dtype", [lk.float32, lk.float64])
+def test_fusion_matches_unfused_with_fewer_nodes(dtype):
+    lk.config.set_cpu_fusion("always")
+    g, out = every_fusable_op_graph(dtype)
     opt = passes.fusion(g, outputs=[out])
     fused_nodes = [n for n in opt.nodes if n.op is fused]
     assert fused_nodes and len(opt) < len(g)

@@ -103,6 +103,13 @@ _C_TYPE = {"float32": "float", "float64": "double", "bool_": "bool"}
 _CUPY_TYPE = {"float32": "float32", "float64": "float64", "bool_": "bool"}
 
 
+def _half_power(name, args):
+    """Whether a step is ``x ** 0.5``, which NumPy and PyTorch compute as ``sqrt(x)``: there
+    ``(-inf) ** 0.5`` is NaN (and ``(-0.) ** 0.5`` is -0.), where C's and numexpr's ``pow``
+    give +inf (and +0.), so fused code writes it as sqrt too."""
+    return name == "pow" and args[1][0] == "c" and float(args[1][1]) == 0.5
+
+
 # ---- the program a fused node runs ------------------------------------------------------------
 class FusedProgram:
     """What a fused node computes: ``steps``, each ``(op name, args, dtype name)``, where an arg
@@ -156,6 +163,8 @@ class FusedProgram:
     def _render(self, fmt_step, fmt_arg):
         texts = []
         for name, args, dtype in self.steps:
+            if _half_power(name, args):
+                name, args = "sqrt", args[:1]
             parts = [texts[a[1]] if a[0] == "t" else fmt_arg(a) for a in args]
             texts.append(fmt_step(name, parts, dtype))
         return texts[-1]
@@ -183,8 +192,8 @@ class FusedProgram:
     def _literals(self):
         """Each distinct (value, dtype) literal and its variable name."""
         names = {}
-        for _, args, _ in self.steps:
-            for a in args:
+        for name, args, _ in self.steps:
+            for a in args[:1] if _half_power(name, args) else args:   # written as sqrt
                 if a[0] == "c":
                     names.setdefault((repr(a[1]), a[2]), (f"k{len(names)}", a[1], a[2]))
         return names
@@ -236,7 +245,10 @@ class FusedProgram:
             return lits[(repr(a[1]), a[2])][0]
         for j, (name, args, dtype) in enumerate(self.steps):
             ctype = _C_TYPE[dtype]
-            expr = _BY_NAME[name][2].replace("{T}", ctype).format(*[arg(a) for a in args])
+            template = _BY_NAME[name][2]
+            if _half_power(name, args):
+                template, args = _BY_NAME["sqrt"][2], args[:1]
+            expr = template.replace("{T}", ctype).format(*[arg(a) for a in args])
             lines.append(f"{ctype} t{j} = ({ctype})({expr});")
         lines.append(f"y = t{len(self.steps) - 1};")
         return ", ".join(params), f"{_CUPY_TYPE[self.steps[-1][2]]} y", "\n".join(lines)
