@@ -48,72 +48,81 @@ def device_count():
     return gpu_count()
 
 
-def _cuda(what):
+def _cupy(what):
+    """CuPy, or a DeviceError that names the ``lk.cuda`` call needing it."""
     try:
-        return cupy_module().cuda
+        return cupy_module()
     except DeviceError as exc:
         raise DeviceError(f"lk.cuda.{what}: {exc}") from None
 
 
+def _cuda(what):
+    return _cupy(what).cuda
+
+
 def _index(what, dev):
-    """The CUDA device index of ``dev``: None (the current one), an int, 'cuda:1', a Device."""
+    """``(cupy.cuda, index)``: CuPy's CUDA module and the device index of ``dev``: None (the
+    current device), an int, 'cuda:1' or a Device."""
     cuda = _cuda(what)
     if dev is None:
-        return cuda.Device().id
+        return cuda, cuda.Device().id
     if isinstance(dev, bool) or not isinstance(dev, int):
         d = get_device(dev)
         if d.type != "gpu":
             raise DeviceError(f"lk.cuda.{what}: {d.name} is not a CUDA device; give 'cuda:N', "
                               f"an index, or leave it out for the current one")
-        return d.index
+        return cuda, d.index
     n = gpu_count()
     if not 0 <= dev < n:
         raise DeviceError(f"lk.cuda.{what}: there is no CUDA device {dev} "
                           f"(CuPy sees {n}: 0..{n - 1})")
-    return dev
+    return cuda, dev
 
 
 def current_device():
     """The index of the current CUDA device (where new GPU arrays and kernels go)."""
-    return _index("current_device", None)
+    return _index("current_device", None)[1]
 
 
 def set_device(device):
     """Make ``device`` (an index, ``'cuda:1'`` or a Device) the current CUDA device of this
     thread."""
-    _cuda("set_device").Device(_index("set_device", device)).use()
+    cuda, idx = _index("set_device", device)
+    cuda.Device(idx).use()
 
 
 class device:
     """``with lk.cuda.device(1):`` makes CUDA device 1 current inside the block."""
 
     def __init__(self, device):
-        self.idx = None if device is None else _index("device", device)
+        self._ctx = None
+        if device is not None:
+            cuda, idx = _index("device", device)
+            self._ctx = cuda.Device(idx)
 
     def __enter__(self):
-        if self.idx is not None:
-            self._ctx = _cuda("device").Device(self.idx)
+        if self._ctx is not None:
             self._ctx.__enter__()
         return self
 
     def __exit__(self, *exc):
-        if self.idx is not None:
+        if self._ctx is not None:
             self._ctx.__exit__(*exc)
         return False
 
 
 def get_device_name(device=None):
     """The GPU's product name, e.g. ``'NVIDIA H100 80GB HBM3'``."""
-    idx = _index("get_device_name", device)
-    name = _cuda("get_device_name").runtime.getDeviceProperties(idx)["name"]
+    cuda, idx = _index("get_device_name", device)
+    name = cuda.runtime.getDeviceProperties(idx)["name"]
     return name.decode() if isinstance(name, bytes) else name
 
 
 def synchronize(device=None):
     """Wait until every stream of ``device`` (default: the current one) has finished its work:
     do this before reading a host clock around GPU work."""
-    idx = _index("synchronize", device)
-    _cuda("synchronize").Device(idx).synchronize()
+    cuda, idx = _index("synchronize", device)
+    cuda.Device(idx).synchronize()
 
 
 class Stream:
@@ -125,8 +134,7 @@ class Stream:
     """
 
     def __init__(self, device=None, priority=0):
-        self._idx = _index("Stream", device)
-        cuda = _cuda("Stream")
+        cuda, self._idx = _index("Stream", device)
         with cuda.Device(self._idx):
             if priority:
                 self._s = cuda.Stream(non_blocking=True, priority=priority)
@@ -195,16 +203,15 @@ def stream(stream):
 
 def current_stream(device=None):
     """The stream that GPU ops launched now on ``device`` queue on."""
-    idx = _index("current_stream", device)
-    cuda = _cuda("current_stream")
+    cuda, idx = _index("current_stream", device)
     with cuda.Device(idx):
         return Stream._wrap(cuda.get_current_stream(), idx)
 
 
 def default_stream(device=None):
     """``device``'s default stream."""
-    idx = _index("default_stream", device)
-    return Stream._wrap(_cuda("default_stream").Stream.null, idx)
+    cuda, idx = _index("default_stream", device)
+    return Stream._wrap(cuda.Stream.null, idx)
 
 
 class Event:
@@ -269,8 +276,7 @@ class Event:
 
 
 def _gpu_stats(what, device, key):
-    idx = _index(what, device)
-    return memory_stats(f"gpu:{idx}")[key]
+    return memory_stats(f"gpu:{_index(what, device)[1]}")[key]
 
 
 def memory_allocated(device=None):
@@ -291,13 +297,12 @@ def memory_reserved(device=None):
 
 def reset_peak_memory_stats(device=None):
     """Start ``max_memory_allocated`` over from what is in use now."""
-    _reset_peak(f"gpu:{_index('reset_peak_memory_stats', device)}")
+    _reset_peak(f"gpu:{_index('reset_peak_memory_stats', device)[1]}")
 
 
 def empty_cache():
     """Give the memory pool's cached (unused) GPU blocks back to the driver."""
-    _cuda("empty_cache")
-    cp = cupy_module()
+    cp = _cupy("empty_cache")
     cp.get_default_memory_pool().free_all_blocks()
     cp.get_default_pinned_memory_pool().free_all_blocks()
 

@@ -657,8 +657,7 @@ class ParameterServer:
             model = self._build()
             layout = Layout(model, self.num_ps)
             comm.Barrier()      # every rank is ready: no worker starts training alone
-            profiling = self.profile is not None
-            with _profile(**self.profile) if profiling else _nullcontext() as prof:
+            with (_nullcontext() if self.profile is None else _profile(**self.profile)) as prof:
                 if comm.Get_rank() < self.num_ps:
                     server = _Server(self, comm, layout, model, int(steps))
                     server.serve()

@@ -141,8 +141,6 @@ class Plan:
         if len(self.devices) <= 1:
             self.parts = None
             self.fn, self.source, _ = self._compile(fed)
-            if self.devices and self.devices[0].type == "gpu":
-                self.fn = _on_device(self.devices[0], self.fn)
         else:
             self._rendezvous = Rendezvous()
             self._steps = itertools.count()
@@ -195,7 +193,8 @@ class Plan:
         return {i: s for i, s in bp.slot_of.items() if i in run_nodes}
 
     def _compile(self, fed, profile=False):
-        """The single-device plan: one straight-line function (``profile``: instrumented)."""
+        """The single-device plan: one straight-line function (``profile``: instrumented), run
+        with its device current when that is a GPU."""
         ns = {"_np_asarray": np.asarray}
         lines = []
         slot_of = self._slots()
@@ -217,7 +216,10 @@ class Plan:
             args = ["_T"] + args
         src = f"def plan({', '.join(args)}):\n" + "\n".join("    " + ln for ln in lines) + "\n"
         exec(compile(src, f"<labkit plan of graph {self.graph.name!r}>", "exec"), ns)
-        return ns["plan"], src, gen.timed
+        fn = ns["plan"]
+        if self.devices and self.devices[0].type == "gpu":
+            fn = _on_device(self.devices[0], fn)
+        return fn, src, gen.timed
 
     def _compile_part(self, device, fed, profile, serial=False):
         """The nodes on ``device`` as one straight-line function ``part(_step, _f, _ws)``
@@ -315,11 +317,7 @@ class Plan:
         if self.parts is None:
             part = self._profiled[0]
             stamps = _Stamps(part.device, prof)
-            if stamps.events is not None:
-                with part.device.activate():
-                    out = part.fn(stamps, *feed_arrays)
-            else:
-                out = part.fn(stamps, *feed_arrays)
+            out = part.fn(stamps, *feed_arrays)
             _record(prof, part, stamps, self.graph.name)
             return out
         stamps = [_Stamps(p.device, prof) for p in self._profiled]

@@ -69,7 +69,7 @@ class OpEvent:
 
     @property
     def duration_ns(self):
-        return self.end_ns - self._start
+        return self.end_ns - self.start_ns
 
     def as_dict(self):
         return {"op": self.op, "name": self.name, "device": self.device, "lane": self.lane,

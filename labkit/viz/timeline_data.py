@@ -23,8 +23,9 @@ them as binary buffers); ``decode_column`` reads one back.
 """
 import numpy as np
 
+from ..profiler.flows import arrows
 from . import style
-from .timeline import KIND_COLORS, _lane_key, arrows, op_kind, time_text
+from .timeline import KIND_COLORS, _lane_key, op_kind, time_text
 
 _DTYPES = {"f64": "<f8", "i32": "<i4"}
 # Optional per-event facts, shown in the details panel when the profiler recorded them.

@@ -103,11 +103,14 @@ _C_TYPE = {"float32": "float", "float64": "double", "bool_": "bool"}
 _CUPY_TYPE = {"float32": "float32", "float64": "float64", "bool_": "bool"}
 
 
-def _half_power(name, args):
-    """Whether a step is ``x ** 0.5``, which NumPy and PyTorch compute as ``sqrt(x)``: there
-    ``(-inf) ** 0.5`` is NaN (and ``(-0.) ** 0.5`` is -0.), where C's and numexpr's ``pow``
-    give +inf (and +0.), so fused code writes it as sqrt too."""
-    return name == "pow" and args[1][0] == "c" and float(args[1][1]) == 0.5
+def _as_evaluated(step):
+    """A step as the generated code evaluates it: ``x ** 0.5`` as ``sqrt(x)``, as NumPy and
+    PyTorch compute it (there ``(-inf) ** 0.5`` is NaN and ``(-0.) ** 0.5`` is -0., where C's
+    and numexpr's ``pow`` give +inf and +0.); any other step as it is."""
+    name, args, dtype = step
+    if name == "pow" and args[1][0] == "c" and float(args[1][1]) == 0.5:
+        return "sqrt", args[:1], dtype
+    return step
 
 
 # ---- the program a fused node runs ------------------------------------------------------------
@@ -160,11 +163,13 @@ class FusedProgram:
             text = f"{len(self.steps)} ops: {text[:56]}..."
         return f"<{text}>"
 
+    def _evaluated(self):
+        """The steps as the generated code (numexpr's and CUDA's) evaluates them."""
+        return [_as_evaluated(step) for step in self.steps]
+
     def _render(self, fmt_step, fmt_arg):
         texts = []
-        for name, args, dtype in self.steps:
-            if _half_power(name, args):
-                name, args = "sqrt", args[:1]
+        for name, args, dtype in self._evaluated():
             parts = [texts[a[1]] if a[0] == "t" else fmt_arg(a) for a in args]
             texts.append(fmt_step(name, parts, dtype))
         return texts[-1]
@@ -192,8 +197,8 @@ class FusedProgram:
     def _literals(self):
         """Each distinct (value, dtype) literal and its variable name."""
         names = {}
-        for name, args, _ in self.steps:
-            for a in args[:1] if _half_power(name, args) else args:   # written as sqrt
+        for _, args, _ in self._evaluated():
+            for a in args:
                 if a[0] == "c":
                     names.setdefault((repr(a[1]), a[2]), (f"k{len(names)}", a[1], a[2]))
         return names
@@ -243,12 +248,9 @@ class FusedProgram:
             if a[0] == "t":
                 return f"t{a[1]}"
             return lits[(repr(a[1]), a[2])][0]
-        for j, (name, args, dtype) in enumerate(self.steps):
+        for j, (name, args, dtype) in enumerate(self._evaluated()):
             ctype = _C_TYPE[dtype]
-            template = _BY_NAME[name][2]
-            if _half_power(name, args):
-                template, args = _BY_NAME["sqrt"][2], args[:1]
-            expr = template.replace("{T}", ctype).format(*[arg(a) for a in args])
+            expr = _BY_NAME[name][2].replace("{T}", ctype).format(*[arg(a) for a in args])
             lines.append(f"{ctype} t{j} = ({ctype})({expr});")
         lines.append(f"y = t{len(self.steps) - 1};")
         return ", ".join(params), f"{_CUPY_TYPE[self.steps[-1][2]]} y", "\n".join(lines)
