@@ -22,6 +22,8 @@ PBS is written in PBS Pro's form (``select``); it has not been run against a PBS
 exec mpiexec --bind-to none {program_and_args}
 """
 import shlex
+import shutil
+import subprocess
 
 # launcher name -> ipyparallel's engine launcher class
 LAUNCHERS = {"slurm": "SlurmEngineSetLauncher", "pbs": "PBSEngineSetLauncher"}
@@ -57,6 +59,49 @@ def cancel_command(kind, cluster_id):
     if kind == "slurm":
         return ["scancel", f"--name=labkit-{cluster_id}"]
     return None
+
+
+# Slurm's states of a job that will not start its workers any more
+_ENDED = {"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+          "OUT_OF_MEMORY", "PREEMPTED", "REVOKED", "TIMEOUT"}
+
+
+def job_state(kind, cluster_id):
+    """What the batch system says of cluster ``cluster_id``'s job, as ``(state, reason)``
+    (Slurm's words, e.g. ``("PENDING", "Resources")``); ``("GONE", "")`` once it no longer
+    lists the job, and None where it cannot be asked (PBS, or ``squeue`` not answering)."""
+    squeue = shutil.which("squeue")
+    if kind != "slurm" or squeue is None:
+        return None
+    try:
+        out = subprocess.run([squeue, "-h", "--states=all", f"--name=labkit-{cluster_id}",
+                              "-o", "%T %r"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    line = out.stdout.strip().splitlines()
+    if not line:
+        return ("GONE", "")
+    state, _, reason = line[0].partition(" ")
+    return (state, "" if reason in ("None", "(null)") else reason)
+
+
+def job_ended(state):
+    """True when ``state`` (from ``job_state``) is a job that will start no workers now."""
+    return state is not None and (state[0] == "GONE" or state[0] in _ENDED)
+
+
+def describe(kind, state):
+    """``state`` in words for an error message: "the Slurm job is PENDING (reason:
+    Resources)"."""
+    if state is None:
+        return ""
+    name = {"slurm": "Slurm", "pbs": "PBS"}.get(kind, kind)
+    if state[0] == "GONE":
+        return f"the {name} job is no longer listed by squeue"
+    return f"the {name} job is {state[0]}" + (f" (reason: {state[1]})" if state[1] else "")
 
 
 def _escape(text):

@@ -243,19 +243,40 @@ class _Workers:
 
     def _wait_for_engines(self, timeout):
         deadline = time.monotonic() + timeout
+        next_ask = time.monotonic() + 1.0
         while len(self.client.ids) < self.n:
             engine_sets = list(self.ipp_cluster.engines.values())
             if any(not es.running for es in engine_sets):
-                output = "".join(es.get_output(remove=False) for es in engine_sets)
                 where = (f" on {', '.join(str(h) for h, _ in self.plan.hosts)}"
                          if self.plan is not None else "")
                 raise DistError(f"lk.dist: mpiexec stopped before the {self.n} workers"
-                                f"{where} started. Its output:\n{output[-3000:] or '(none)'}")
+                                f"{where} started. Its output:\n{self._output(engine_sets)}")
+            if self.launcher != "mpi" and time.monotonic() >= next_ask:
+                job, next_ask = batch.job_state(self.launcher, self.cluster_id), next_ask + 1.0
+                if batch.job_ended(job) and len(self.client.ids) < self.n:
+                    raise DistError(f"lk.dist: {batch.describe(self.launcher, job)} and only "
+                                    f"{len(self.client.ids)} of {self.n} workers registered. "
+                                    f"The job's output:\n{self._output(engine_sets)}")
             if time.monotonic() > deadline:
+                if self.launcher == "mpi":
+                    raise DistError(f"lk.dist: only {len(self.client.ids)} of {self.n} workers "
+                                    f"registered within {timeout} s. The machine may be "
+                                    f"overloaded; pass a larger timeout= or a smaller n=.")
+                job = batch.job_state(self.launcher, self.cluster_id)
                 raise DistError(f"lk.dist: only {len(self.client.ids)} of {self.n} workers "
-                                f"registered within {timeout} s. The machine may be overloaded; "
-                                f"pass a larger timeout= or a smaller n=.")
+                                f"registered within {timeout} s; "
+                                f"{batch.describe(self.launcher, job) or 'the job state is unknown'}"
+                                f". A job still waiting for nodes needs a larger timeout= or "
+                                f"other batch_options=; a running one whose workers never "
+                                f"registered may not reach this machine as "
+                                f"{socket.getfqdn()!r}. The job's output:\n"
+                                f"{self._output(engine_sets)}")
             time.sleep(0.05)
+
+    @staticmethod
+    def _output(engine_sets):
+        output = "".join(es.get_output(remove=False) for es in engine_sets)
+        return output[-3000:] or "(none)"
 
     # -- running --
     def dead_ranks(self):

@@ -62,10 +62,33 @@ class LocalSlurm:
                                                  start_new_session=True))
             if argv[0].endswith("munged"):
                 self._wait_for(lambda: os.path.exists(f"{folder}/munge.socket"))
-        self._wait_for(lambda: "idle" in subprocess.run(
+        # "idle" alone: "idle*" is a node that has not answered the controller yet
+        self._wait_for(lambda: subprocess.run(
             [find("sinfo"), "-h", "-o", "%t"], capture_output=True, text=True,
-            timeout=10).stdout)
+            timeout=10).stdout.split() == ["idle"])
+        self._probe()
         return self
+
+    def _probe(self, timeout=60):
+        """Run one empty job to its end: the scheduler starts jobs and the node runs them
+        (a node can list as idle a moment before its first job can start)."""
+        out = subprocess.run([find("sbatch"), "--parsable", "--wrap=true", "--job-name=probe",
+                              "--output=/dev/null"], capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            raise Unavailable(f"Slurm refused a job here: {out.stderr.strip()}\n{self._logs()}")
+        job = out.stdout.strip().split(";")[0]
+        deadline = time.monotonic() + timeout
+        shown = ""
+        while time.monotonic() < deadline:
+            shown = subprocess.run([find("scontrol"), "show", "job", job], capture_output=True,
+                                   text=True, timeout=10).stdout
+            if "JobState=COMPLETED" in shown:
+                return
+            if any(f"JobState={s}" in shown for s in ("FAILED", "CANCELLED", "NODE_FAIL")):
+                break
+            time.sleep(0.2)
+        raise Unavailable(f"Slurm's first job did not complete within {timeout} s:\n"
+                          f"{shown.strip()}\n{self._logs()}")
 
     def _config(self):
         folder, node = self.folder, self.node

@@ -79,3 +79,30 @@ def test_the_job_is_cancelled_when_the_process_holding_the_cluster_is_killed(slu
         lambda: [p for p in procs.marked()
                  if p.environ().get(procs.MARKER, "").startswith(f"{holder.pid}-")],
         timeout=10)
+
+
+@pytest.mark.timeout(120)
+def test_a_job_that_fails_before_its_workers_start_is_reported_at_once(slurm):
+    """The job's mpiexec cannot start the workers' Python: Slurm records the job FAILED, and
+    the cluster says so with the job's output instead of waiting out its timeout."""
+    start = time.monotonic()
+    with pytest.raises(lk.dist.DistError) as caught:
+        lk.dist.Cluster(n=2, launcher="slurm", output="none", timeout=90,
+                        python="/nonexistent/bin/python")
+    message = str(caught.value)
+    assert "the Slurm job is FAILED" in message, message
+    assert "0 of 2 workers registered" in message
+    assert "/nonexistent/bin/python" in message      # mpiexec's words, from the job's output
+    assert time.monotonic() - start < 60
+    assert not wait_until_gone(slurm.jobs, timeout=15)
+
+
+@pytest.mark.timeout(120)
+def test_a_job_still_pending_at_the_timeout_says_why_and_is_cancelled(slurm):
+    with pytest.raises(lk.dist.DistError) as caught:
+        lk.dist.Cluster(n=2, launcher="slurm", output="none", timeout=5,
+                        batch_options=["--begin=now+3600"])
+    message = str(caught.value)
+    assert "within 5 s; the Slurm job is PENDING (reason: BeginTime)" in message, message
+    assert "larger timeout=" in message
+    assert not wait_until_gone(slurm.jobs, timeout=15), "the pending job was left queued"
