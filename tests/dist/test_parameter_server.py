@@ -127,7 +127,9 @@ def test_sync_with_a_backup_worker_drops_the_stragglers_gradients():
     slow = [row for row in result.timeline if row["rank"] == 2]
     fast = [row for row in result.timeline if row["rank"] == 1]
     assert result.dropped[2] >= 1 and result.dropped[2] > result.dropped[1]
-    assert result.dropped[2] >= 0.8 * len(slow)
+    # a straggler's gradient is used only when the fast worker stalls as long as its delay
+    # (its first step, starting up, or a loaded machine): a few at most of its few steps
+    assert result.accepted[2] <= max(2, 0.2 * len(slow)), (result.accepted, len(slow))
     assert result.accepted[1] + result.accepted[2] == 150        # m = 1 per step
     assert len(fast) > 3 * len(slow)
     # the timeline: each slow step waited out the delay; statuses as the server decided
