@@ -127,6 +127,7 @@ def test_seeding_the_gpu_seeds_the_one_generator_every_device_draws_from():
 
 
 @pytest.mark.gpu
+@pytest.mark.cupy
 def test_memory_counts_follow_tensors_on_a_real_gpu():
     lk.cuda.synchronize()
     lk.cuda.reset_peak_memory_stats()

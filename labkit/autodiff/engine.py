@@ -12,7 +12,7 @@ from contextlib import nullcontext
 
 from ..errors import GradError, describe
 from ..tensor import dispatch, versions
-from ..tensor.ops.elementwise import add, cast
+from ..tensor.ops.elementwise import add, cast, to_device
 from ..tensor.ops.reduce import sum_to_shape
 from ..tensor.tape import TapeNode
 from ..tensor.tensor import Tensor
@@ -54,9 +54,12 @@ def _freed_error(node):
 
 
 def _fit(g, like):
-    """Cotangent ``g`` summed back to ``like``'s shape and cast to its dtype (engine-wide rule)."""
+    """Cotangent ``g`` summed back to ``like``'s shape, cast to its dtype and moved to its device
+    (a 0-d CPU tensor read by a GPU op gets its gradient on the CPU): the engine-wide rule."""
     if g.shape != like.shape and g.shape is not None and like.shape is not None:
         g = sum_to_shape(g, like.shape)
+    if g._device is not like._device and g._device is not None and like._device is not None:
+        g = to_device(g, device=like._device.name)
     a, b = g._data, like._data
     if (a.dtype != b.dtype) if (a is not None and b is not None) else (g.dtype is not like.dtype):
         g = cast(g, dtype=like.dtype.name)

@@ -152,11 +152,11 @@ def devices():
 
 def device_of_array(array):
     """The device an array lives on (cpu:0 for NumPy arrays, gpu:N for CuPy arrays)."""
+    dev = getattr(array, "device", None)
+    if dev is not None and hasattr(dev, "id"):  # a CuPy array (NumPy's say "cpu")
+        return get_device(f"gpu:{dev.id}")
     if isinstance(array, np.ndarray) or np.isscalar(array):
         return get_device("cpu:0")
-    dev = getattr(array, "device", None)
-    if dev is not None and hasattr(dev, "id"):  # a CuPy array
-        return get_device(f"gpu:{dev.id}")
     raise DeviceError(f"cannot tell which device an object of type {type(array).__name__} is on")
 
 

@@ -19,5 +19,5 @@ def transfer(array, src, dst):
         return array.get()
     with dst.activate():
         if src.type == "cpu":
-            return dst.xp.asarray(np.ascontiguousarray(array))
+            return dst.xp.asarray(np.asarray(array, order="C"))   # keeps 0-d arrays 0-d
         return dst.xp.array(array, copy=True)

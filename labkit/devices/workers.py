@@ -31,6 +31,7 @@ class Worker:
         self.device = device
         self.queue = queue.SimpleQueue()
         self.stream = None
+        self.failed = None          # why the device could not be set up on this thread
         self.thread = threading.Thread(target=self._loop, name=f"labkit-{device.name}",
                                        daemon=True)
         self.thread.start()
@@ -38,19 +39,29 @@ class Worker:
     def _loop(self):
         _local.device = self.device
         if self.device.type == "gpu":
-            cuda = self.device.xp.cuda
-            cuda.Device(self.device.index).use()
-            self.stream = cuda.Stream(non_blocking=False)
-            self.stream.use()
+            try:
+                cuda = self.device.xp.cuda
+                cuda.Device(self.device.index).use()
+                self.stream = cuda.Stream(non_blocking=False)
+                self.stream.use()
+            except Exception as exc:     # every part sent here raises it, none waits forever
+                self.failed = exc
         while True:
             item = self.queue.get()
             if item is None:
                 return
             fn, args, call, i = item
-            call.run(i, fn, args)
+            if self.failed is not None:
+                call.run(i, _raise, (self.failed,))
+            else:
+                call.run(i, fn, args)
 
     def __repr__(self):
         return f"<device worker {self.thread.name}>"
+
+
+def _raise(exc):
+    raise exc
 
 
 class _Call:
@@ -126,8 +137,10 @@ def stream(device):
     if device.type != "gpu":
         return None
     w = worker(device)
-    while w.stream is None and w.thread.is_alive():   # set as the thread starts
+    while w.stream is None and w.failed is None and w.thread.is_alive():   # set as it starts
         threading.Event().wait(0.0005)
+    if w.failed is not None:
+        raise w.failed
     return w.stream
 
 

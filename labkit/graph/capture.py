@@ -11,10 +11,12 @@ import threading
 
 from ..devices import default_device
 from ..devices.device import requested_device
-from ..errors import DeviceError, describe, user_line
+from ..errors import user_line
 from ..tensor import dispatch
 from ..tensor.dispatch import Mode
 from ..tensor.dtypes import as_dtype, float32
+from ..tensor.eager import device_beside_cpu_scalars
+from ..tensor.ops.elementwise import to_device
 from ..tensor.ops.random import DRAWS
 from ..tensor.tape import TapeNode
 from ..tensor import versions
@@ -68,11 +70,11 @@ class CaptureMode(Mode):
                     node = g.capture(a)
                 if device is None:
                     device = a._device
-                elif a._device is not device:
-                    raise DeviceError(
-                        f"{op.name}: inputs are on different devices "
-                        f"({', '.join(describe(x) for x in inputs)}); move them to one device "
-                        f"with t.to(...) first.")
+                elif a._device is not device:       # 0-d CPU tensors beside a GPU's: moved
+                    target = device_beside_cpu_scalars(op, inputs)
+                    return self.apply(op, [
+                        to_device(x, device=target.name) if isinstance(x, Tensor) and
+                        x._device is not target else x for x in inputs], attrs)
                 needs_grad = needs_grad or a._requires_grad
                 args.append(node)
             elif isinstance(a, (list, tuple, dict)):

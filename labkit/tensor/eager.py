@@ -15,6 +15,7 @@ from .. import config
 from ..errors import (DeviceError, DTypeError, GradError, LabkitError, NumericsError,
                       ShapeError, describe)
 from ..devices import default_device
+from ..devices.transfer import transfer
 from . import dispatch
 from .dispatch import Mode
 from . import versions
@@ -28,6 +29,28 @@ def _device_mismatch(op, inputs):
     return DeviceError(
         f"{op.name}: inputs are on different devices ({parts}). All tensor inputs of one op must "
         f"be on one device: move them first, e.g. t.to('{first}').")
+
+
+def device_beside_cpu_scalars(op, inputs):
+    """The device of an op whose tensor inputs are on two devices, where those on the CPU are
+    0-d: PyTorch lets a GPU op read them as numbers (``x.cuda() * torch.tensor(2.0)``), so both
+    modes copy them over. Any other mix, or a 0-d CPU tensor the op writes into, is a
+    DeviceError."""
+    others = {a._device for a in inputs
+              if isinstance(a, Tensor) and not (a._device.type == "cpu" and a.ndim == 0)}
+    if len(others) != 1 or op.writes is not None and inputs[op.writes]._device not in others:
+        raise _device_mismatch(op, inputs)
+    return others.pop()
+
+
+def _with_cpu_scalars_moved(op, inputs):
+    """``(device, arrays)``: the inputs' arrays with 0-d CPU tensors copied to the device of
+    the others (``device_beside_cpu_scalars``)."""
+    device = device_beside_cpu_scalars(op, inputs)
+    arrays = [a if not isinstance(a, Tensor) else
+              a._data if a._device is device else transfer(a._data, a._device, device)
+              for a in inputs]
+    return device, arrays
 
 
 def explain_failure(op, inputs, attrs, exc):
@@ -105,7 +128,10 @@ class EagerMode(Mode):
                 if device is None:
                     device = d
                 elif d is not device:
-                    raise _device_mismatch(op, inputs)
+                    device, arrays = _with_cpu_scalars_moved(op, inputs)
+                    needs_grad = any(isinstance(t, Tensor) and t._requires_grad
+                                     for t in inputs)
+                    break
                 if a._requires_grad:
                     needs_grad = True
                 arrays.append(a._data)

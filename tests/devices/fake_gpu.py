@@ -41,6 +41,11 @@ class FakeStream:
     def done(self):
         return _now() >= self.ready_at
 
+    def use(self):
+        """Make this the current stream of the calling thread (CuPy's ``Stream.use``)."""
+        self.gpu._local.stream = self
+        return self
+
     def wait_event(self, event):
         if event.time is not None:
             self.ready_at = max(self.ready_at, event.time)
@@ -117,6 +122,7 @@ class FakeGpu:
             Stream=stream_class,
             get_current_stream=self.current_stream,
             get_elapsed_time=self.elapsed_ms,
+            set_allocator=lambda allocator=None: None,
             runtime=runtime)
         self.xp = _FakeXp(self, cuda)
         self.devices = [_device(i, self.xp) for i in range(n)]
@@ -179,22 +185,123 @@ def installed(gpu, monkeypatch):
 def _device(index, xp):
     """A labkit Device on the simulated GPU ``index`` (made directly: no CuPy here)."""
     d = object.__new__(Device)
-    d.type, d.index, d.name, d.xp, d.array_type = "gpu", index, f"gpu:{index}", xp, np.ndarray
+    d.type, d.index, d.name, d.xp, d.array_type = "gpu", index, f"gpu:{index}", xp, FakeArray
     return d
 
 
+class FakeArray(np.ndarray):
+    """An array on the simulated GPU: NumPy's, a type of its own as CuPy's is, with CuPy's
+    ``get()`` (a copy on the host) and ``device`` (``.id``: the simulated GPU it lives on)."""
+
+    def __array_finalize__(self, obj):
+        self._device_id = getattr(obj, "_device_id", 0)
+
+    @property
+    def device(self):
+        return types.SimpleNamespace(id=self._device_id)
+
+    def get(self, stream=None, order="C", out=None):
+        host = np.array(self, order=order).view(np.ndarray)
+        if out is None:
+            return host
+        out[...] = host
+        return out
+
+
+def _on_gpu(value, device=None):
+    """A function's result as CuPy gives it: arrays as FakeArray (on ``device``, else where
+    their inputs were), scalars as 0-d arrays."""
+    if isinstance(value, np.generic):
+        value = np.asarray(value)
+    if isinstance(value, np.ndarray):
+        if type(value) is not FakeArray:
+            value = value.view(FakeArray)
+            if device is not None:
+                value._device_id = device
+        return value
+    if isinstance(value, (tuple, list)):
+        return type(value)(_on_gpu(v, device) for v in value)
+    return value
+
+
+class _FakeMemoryPool:
+    """CuPy's default memory pool, as the simulated GPU has one: nothing counted."""
+
+    def used_bytes(self):
+        return 0
+
+    def total_bytes(self):
+        return 0
+
+    def free_all_blocks(self):
+        pass
+
+
 class _FakeXp:
-    """NumPy, with each function call also launched as a kernel on the simulated GPU."""
+    """NumPy, with each function call also launched as a kernel on the simulated GPU, and its
+    arrays of their own type (``asarray`` / ``array`` of a host array copy it over)."""
 
     def __init__(self, gpu, cuda):
-        self._gpu, self.cuda, self.ndarray = gpu, cuda, np.ndarray
+        self._gpu, self.cuda, self.ndarray = gpu, cuda, FakeArray
+        self._pool = _FakeMemoryPool()
+
+    def get_default_memory_pool(self):
+        return self._pool
 
     def __getattr__(self, name):
         value = getattr(np, name)
+        if isinstance(value, np.ufunc):
+            return _FakeUfunc(self._gpu, name, value)
         if not callable(value) or isinstance(value, type):
             return value
 
         def kernel(*args, **kwargs):
             self._gpu.launch(name)
-            return value(*args, **kwargs)
+            if name in ("asarray", "array", "ascontiguousarray") and args and \
+                    type(args[0]) is not FakeArray:
+                out = np.array(*args, **kwargs).view(FakeArray)      # host -> device: a copy
+                out._device_id = self._gpu.current_device()
+                return out
+            return _on_gpu(value(*args, **kwargs), self._gpu.current_device())
         return kernel
+
+
+class _FakeUfunc:
+    """A NumPy ufunc launched on the simulated GPU, its methods (``reduce``, ``accumulate``,
+    ``at``...) too."""
+
+    def __init__(self, gpu, name, ufunc):
+        self._gpu, self._name, self._ufunc = gpu, name, ufunc
+
+    def __call__(self, *args, **kwargs):
+        self._gpu.launch(self._name)
+        return _on_gpu(self._ufunc(*args, **kwargs), self._gpu.current_device())
+
+    def __getattr__(self, attr):
+        value = getattr(self._ufunc, attr)
+        if not callable(value):
+            return value
+
+        def method(*args, **kwargs):
+            self._gpu.launch(f"{self._name}.{attr}")
+            return _on_gpu(value(*args, **kwargs), self._gpu.current_device())
+        return method
+
+
+def fake_cupyx():
+    """A stand-in for the ``cupyx`` package (``scatter_add`` / ``scatter_max`` / ``scatter_min``
+    and ``cupyx.scipy.special``) over NumPy and SciPy, for the simulated GPU."""
+    import scipy.special
+
+    cupyx = types.ModuleType("cupyx")
+    cupyx.scatter_add = lambda a, index, b: np.add.at(a, index, b)
+    cupyx.scatter_max = lambda a, index, b: np.maximum.at(a, index, b)
+    cupyx.scatter_min = lambda a, index, b: np.minimum.at(a, index, b)
+    cupyx_scipy = types.ModuleType("cupyx.scipy")
+    special = types.ModuleType("cupyx.scipy.special")
+    for name in dir(scipy.special):
+        fn = getattr(scipy.special, name)
+        if callable(fn) and not name.startswith("_"):
+            setattr(special, name, (lambda f: lambda *a, **k: _on_gpu(f(*a, **k)))(fn))
+    cupyx.scipy, cupyx_scipy.special = cupyx_scipy, special
+    return {"cupyx": cupyx, "cupyx.scipy": cupyx_scipy, "cupyx.scipy.special": special}

@@ -1,9 +1,10 @@
 """The CUDA C that elementwise fusion writes for a GPU (``FusedProgram.cuda_source``), checked
-without a GPU: each program's statements are compiled as C++ (whose <cmath> overloads ``exp``,
-``pow``, ``fabs``... per type as CUDA's device maths does) into a loop that does what
-``cupy.ElementwiseKernel`` does per element, and run against the unfused ops' own NumPy
-kernels. Every fusable op, on float32 and float64, over special values (NaN, ±inf, ±0, huge,
-tiny) and every pair of them; and the programs the fusion pass makes of a real chain.
+without a GPU, and by CuPy itself where there is one: each program's statements are compiled as
+C++ (whose <cmath> overloads ``exp``, ``pow``, ``fabs``... per type as CUDA's device maths does)
+into a loop that does what ``cupy.ElementwiseKernel`` does per element, and run against the
+unfused ops' own NumPy kernels. Every fusable op, on float32 and float64, over special values
+(NaN, ±inf, ±0, huge, tiny) and every pair of them; and the programs the fusion pass makes of a
+real chain.
 """
 import ctypes
 import itertools
@@ -152,3 +153,26 @@ def test_the_cpu_evaluator_agrees_on_the_same_special_values(compiled):
         np.testing.assert_allclose(
             got, want.astype(got.dtype), rtol=tol, atol=0, equal_nan=True,
             err_msg=f"{program!r} on {program.in_dtypes}: numexpr differs from the ops")
+
+
+@pytest.mark.gpu
+@pytest.mark.cupy
+def test_the_real_cupy_kernel_agrees_on_the_same_special_values():
+    """What the C++ stand-in above checks, on the GPU itself: every program built by CuPy as
+    the ``ElementwiseKernel`` that fusion runs, against the unfused ops' NumPy kernels."""
+    import cupy
+
+    rng = np.random.default_rng(0)
+    for program in _programs():
+        inputs = _inputs(program, rng)
+        with np.errstate(all="ignore"):
+            want = np.asarray(program.run_reference(np, inputs))
+        got = cupy.asnumpy(program.run_gpu(cupy, [cupy.asarray(a) for a in inputs]))
+        tol = 2e-6 if program.out_dtype is lk.float32 else 1e-13
+        # nvcc contracts a * b + c into one fused multiply-add (one rounding instead of two),
+        # as PyTorch's own CUDA kernels do: where a chain cancels to near zero the relative
+        # difference grows, the absolute one stays within a few ulps of the terms
+        atol = 0 if len(program.steps) == 1 else 64 * np.finfo(got.dtype).eps
+        np.testing.assert_allclose(
+            got, want.astype(got.dtype), rtol=tol, atol=atol, equal_nan=True,
+            err_msg=f"{program!r} on {program.in_dtypes}: CuPy's kernel differs from the ops")

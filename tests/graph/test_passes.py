@@ -414,6 +414,7 @@ def test_fused_program_cuda_source_is_one_statement_per_step():
 
 
 @pytest.mark.gpu
+@pytest.mark.cupy
 def test_fused_kernel_on_gpu_matches_cpu():
     lk.config.set_cpu_fusion("always")
 

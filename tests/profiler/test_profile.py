@@ -80,6 +80,7 @@ def test_capture_inside_a_profile_is_not_timed_as_eager_ops():
 
 
 @pytest.mark.gpu
+@pytest.mark.cupy
 def test_gpu_durations_come_from_cuda_events():
     with lk.profile() as prof:
         a = lk.ones(512, 512, device="gpu:0")

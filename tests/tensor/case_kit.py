@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -211,10 +212,16 @@ def torch_gradients(fn, args, positions, cotangent, kwargs):
         out = torch.cat([o.reshape(-1) for o in out])     # as test_ops._combine does
     if not out.requires_grad:
         return [np.zeros(args[p].shape, args[p].dtype) for p in positions]
-    grads = torch.autograd.grad(out, [targs[p] for p in positions],
-                                torch.from_numpy(np.asarray(cotangent, out.detach().numpy().dtype)
-                                                 .reshape(out.shape)),
-                                allow_unused=True)
+    try:
+        grads = torch.autograd.grad(out, [targs[p] for p in positions],
+                                    torch.from_numpy(np.asarray(cotangent,
+                                                                out.detach().numpy().dtype)
+                                                     .reshape(out.shape)),
+                                    allow_unused=True)
+    except RuntimeError as exc:        # older PyTorch releases lack some (aminmax before 2.13)
+        if "is not implemented" not in str(exc):
+            raise
+        pytest.skip(f"PyTorch {torch.__version__} has no gradient to compare with: {exc}")
     return [np.zeros(args[p].shape, args[p].dtype) if g is None else g.detach().numpy()
             for p, g in zip(positions, grads)]
 

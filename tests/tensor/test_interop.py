@@ -158,6 +158,7 @@ def test_torch_interop_gradients_and_errors():
 
 # ---- CuPy (GPU only) -----------------------------------------------------------------------
 @pytest.mark.gpu
+@pytest.mark.cupy
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_cupy_dlpack_shares_gpu_memory_both_ways(dtype):
     import cupy
@@ -174,6 +175,7 @@ def test_cupy_dlpack_shares_gpu_memory_both_ways(dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.cupy
 def test_torch_cuda_dlpack_shares_gpu_memory():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():

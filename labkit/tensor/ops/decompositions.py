@@ -197,6 +197,8 @@ def solve(xp, a, b):
     batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
     a = xp.broadcast_to(a, batch + a.shape[-2:])
     b = xp.broadcast_to(b, batch + b.shape[-2:])
+    if a.size == 0 or b.size == 0:           # nothing to solve (CuPy's solve divides by 0)
+        return xp.zeros(b.shape, dtype=b.dtype)
     with lapack_errors(xp, "linalg.solve", a, "a matrix A is singular, so A X = B has no "
                        "unique solution", "lk.linalg.pinv(A) @ B gives the least-squares one."):
         return xp.linalg.solve(a, b)

@@ -271,6 +271,8 @@ def _where_rule(cond, a, b):
 def where(xp, cond, a, b):
     """Elementwise ``a`` where ``cond`` is true, else ``b`` (broadcasting; the result's dtype
     promoted as PyTorch does)."""
+    if not hasattr(cond, "dtype"):          # a Python bool: CuPy's where takes arrays only
+        cond = xp.asarray(cond, dtype=bool)
     out = xp.where(cond, a, b)
     d = getattr(a, "dtype", None)
     if d is None or getattr(b, "dtype", None) is not d:

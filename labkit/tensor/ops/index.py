@@ -35,6 +35,8 @@ def split_index(x, index):
     spec, tensors = [], []
     for item in index:
         if isinstance(item, Tensor):
+            if item._device is not x._device and item._device.type == "cpu":
+                item = item.to(x._device)        # PyTorch indexes a GPU tensor with CPU indices
             spec.append(("t", len(tensors)))
             tensors.append(item)
         elif isinstance(item, slice):
@@ -607,9 +609,17 @@ def _kernel_axis(dim, ndim):
     return dim % ndim
 
 
+def open_grid(xp, shape):
+    """``xp.indices(shape, sparse=True)`` (one ``arange`` per dimension, shaped to broadcast
+    against the others), written out: CuPy's ``indices`` has no ``sparse``."""
+    n = len(shape)
+    return [xp.arange(size).reshape((1,) * d + (size,) + (1,) * (n - d - 1))
+            for d, size in enumerate(shape)]
+
+
 def _along_axis_index(xp, index, dim):
     """Full index tuple addressing ``index`` along ``dim`` and positions elsewhere."""
-    grids = list(xp.indices(index.shape, sparse=True))
+    grids = open_grid(xp, index.shape)
     grids[dim] = index
     return tuple(grids)
 

@@ -32,7 +32,7 @@ from ...errors import DTypeError, ShapeError, describe
 from ..op import op
 from ..shape_rules import shape_of
 from .elementwise import cast, div, mul, ne, where
-from .index import getitem
+from .index import getitem, open_grid
 from .reduce import sum as _sum
 from .shape import batch_size, broadcast_to, materialized, moved, reshape
 
@@ -118,7 +118,7 @@ def _index(xp, target):
         return (target,)
     if target.ndim == 1:
         return (xp.arange(target.shape[0]), target)
-    grids = list(xp.indices(target.shape, sparse=True))
+    grids = open_grid(xp, target.shape)
     return (grids[0], target) + tuple(grids[1:])
 
 

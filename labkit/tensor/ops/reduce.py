@@ -243,6 +243,8 @@ def _arg_kernel(fn):
         if dim is None:
             i = getattr(xp, fn)(x)
             return xp.asarray(i, dtype=xp.int64).reshape((1,) * x.ndim if keepdim else ())
+        if x.ndim == 0:           # dim 0 (or -1) of a number: index 0 (CuPy refuses the axis)
+            return xp.zeros((), dtype=xp.int64)
         out = _arg_along_short_axis(xp, x, dim, fn == "argmax")
         if out is not None:
             return out if keepdim else out.squeeze(dim)

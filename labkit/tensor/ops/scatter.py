@@ -71,10 +71,13 @@ def _reduce_at(xp, reduce, out, index, values):
     import cupyx
     fn = {"maximum": getattr(cupyx, "scatter_max", None),
           "minimum": getattr(cupyx, "scatter_min", None)}.get(name)
-    if fn is None:
-        raise NotImplementedError(f"scatter_reduce(reduce={reduce!r}) has no CuPy kernel here; "
-                                  f"move the tensors to the CPU for it")
-    fn(out, index, values)
+    if fn is not None:
+        return fn(out, index, values)
+    # CuPy has no multiply.at: the product is combined on the host and copied back
+    host = out.get()
+    index = tuple(i.get() if hasattr(i, "get") else i for i in index)
+    getattr(np, name).at(host, index, values.get() if hasattr(values, "get") else values)
+    out[...] = xp.asarray(host)
 
 
 def _count(xp, x, at, include_self):
