@@ -118,10 +118,10 @@ def _state(d):
     return {k[len("state/"):]: v for k, v in d.items() if k.startswith("state/")}
 
 
-def _trainer(lib, d, to_tensor, capture=None, sync=None, info=None):
-    """A Bench for ``lib``'s model: load the weights, AdamW, one step = zero_grad, forward,
-    backward, step; ``capture`` wraps the step (``lk.function``)."""
-    model = make_gpt(lib)
+def _trainer(lib, d, device, to_tensor, capture=None, sync=None, info=None):
+    """A Bench for ``lib``'s model on ``device``: load the weights, AdamW, one step = zero_grad,
+    forward, backward, step; ``capture`` wraps the step (``lk.function``)."""
+    model = make_gpt(lib).to(device)      # load_state_dict copies into the model where it is
     model.load_state_dict({k: to_tensor(v) for k, v in _state(d).items()})
     optimizer = lib.optim.AdamW(model.parameters(), lr=LR)
     idx, targets = to_tensor(d["idx"]), to_tensor(d["targets"])
@@ -145,7 +145,7 @@ def _trainer(lib, d, to_tensor, capture=None, sync=None, info=None):
 def _labkit(d, device, capture):
     import labkit as lk
     dev = labkit_device(device)
-    return _trainer(lk, d, lambda a: lk.tensor(a, device=dev),
+    return _trainer(lk, d, dev, lambda a: lk.tensor(a, device=dev),
                     capture=require_capture() if capture else None, sync=labkit_sync(device))
 
 
@@ -169,5 +169,5 @@ def numpy_impl(d, device):
 def torch_impl(d, device):
     import torch
     dev = torch_device(device)
-    return _trainer(torch, d, lambda a: torch.tensor(a, device=dev), sync=torch_sync(device),
+    return _trainer(torch, d, dev, lambda a: torch.tensor(a, device=dev), sync=torch_sync(device),
                     info=torch_info())

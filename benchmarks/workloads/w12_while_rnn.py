@@ -37,7 +37,7 @@ def _labkit_rnn(xs, wx, wh, n):
 
     def step(t, h):
         return t + 1, (xs[t] @ wx + h @ wh).tanh()
-    _, h = lk.while_loop(lambda t, h: t < n, step, (0, lk.zeros(BATCH, HIDDEN)))
+    _, h = lk.while_loop(lambda t, h: t < n, step, (0, lk.zeros(BATCH, HIDDEN, device=xs.device)))
     return h
 
 
