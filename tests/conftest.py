@@ -21,10 +21,9 @@ if SIMULATED_GPU:
 
     import sys
 
-    from tests.devices.fake_gpu import FakeGpu, fake_cupyx
+    from tests.devices.fake_gpu import FakeGpu, fake_cupyx, fusion_off
     backends._cupy = FakeGpu(1, kernel_ns=0).xp
     sys.modules.update(fake_cupyx())
-    lk.config.disable_pass("fusion")     # a fused GPU kernel is CuPy's ElementwiseKernel
 
 HAVE_GPU = gpu_count() > 0
 
@@ -43,6 +42,16 @@ def pytest_collection_modifyitems(config, items):
 def device(request):
     """Name of the device to run a device-generic test on."""
     return request.param
+
+
+@pytest.fixture(autouse=True)
+def _no_fusion_on_the_simulated_gpu():
+    """On the simulated GPU every test runs with graph fusion off (``fake_gpu.fusion_off``)."""
+    if not SIMULATED_GPU:
+        yield
+        return
+    with fusion_off():
+        yield
 
 
 @pytest.fixture(autouse=True)

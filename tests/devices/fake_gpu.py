@@ -9,6 +9,7 @@ clock (``time.perf_counter_ns``), and waiting (``synchronize``) sleeps until the
 Every launch is logged with its device and stream, and CUDA's rules are enforced: events of two
 devices cannot be compared, and an event must have run before its time is read.
 """
+import contextlib
 import sys
 import threading
 import time
@@ -286,6 +287,20 @@ class _FakeUfunc:
             self._gpu.launch(f"{self._name}.{attr}")
             return _on_gpu(value(*args, **kwargs), self._gpu.current_device())
         return method
+
+
+@contextlib.contextmanager
+def fusion_off():
+    """Graph fusion switched off inside (a fused GPU kernel is CuPy's ``ElementwiseKernel``,
+    which the simulated GPU does not have), and put back as it was after."""
+    import labkit as lk
+    was_off = "fusion" in lk.config.disabled_passes()
+    lk.config.disable_pass("fusion")
+    try:
+        yield
+    finally:
+        if not was_off:
+            lk.config.enable_pass("fusion")
 
 
 def fake_cupyx():

@@ -14,7 +14,7 @@ import pytest
 import labkit as lk
 from labkit.devices import workers
 
-from .fake_gpu import FakeGpu, FakeArray, installed
+from .fake_gpu import FakeArray, FakeGpu, fusion_off, installed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -76,13 +76,10 @@ def test_captured_code_moves_cpu_numbers_to_the_gpu_as_eager_code_does(gpu):
     def f(x, s):
         return x * s + 1.0
 
-    lk.config.disable_pass("fusion")          # a fused GPU kernel needs CuPy itself
-    try:
+    with fusion_off():
         np.testing.assert_allclose(f(x, s).numpy(), (x * s + 1.0).numpy())
         assert f(x, s).device.name == "gpu:0"
         assert "to_device" in [n.op.name for n in f.graph(x, s).nodes if n.op is not None]
-    finally:
-        lk.config.enable_pass("fusion")
 
 
 def test_a_gpu_tensor_takes_a_cpu_index_tensor_as_in_pytorch(gpu):

@@ -75,8 +75,8 @@ def _reduce_at(xp, reduce, out, index, values):
         return fn(out, index, values)
     # CuPy has no multiply.at: the product is combined on the host and copied back
     host = out.get()
-    index = tuple(i.get() if hasattr(i, "get") else i for i in index)
-    getattr(np, name).at(host, index, values.get() if hasattr(values, "get") else values)
+    getattr(np, name).at(host, tuple(i.get() for i in index),
+                         values.get() if hasattr(values, "get") else values)   # or a number
     out[...] = xp.asarray(host)
 
 
