@@ -19,6 +19,7 @@ vjps; the vjp of ``while`` / ``scan`` is a node whose kernel runs the loop forwa
 each iteration's carried state, then runs the body's vjp (built by ``lk.gradients`` on the body's
 sub-graph, from the same vjp rules) in reverse.
 """
+from ..autodiff.trees import text as spec_text, unflatten
 from ..errors import DTypeError, GradError, LabkitError, ShapeError
 from ..tensor import dispatch
 from ..tensor.creation import tensor
@@ -29,7 +30,6 @@ from .ir import GraphError, Node
 from .subgraph import (Like, OutputsToken, Subgraph, align_lifted, bind_multi, check_scalar,
                        collect_cotangents, flatten_values, next_name, node_text, trace,
                        output, type_text, wants_grad)
-from .structures import text as spec_text, unflatten
 from .symbolic import SymbolicTensor
 
 __all__ = ["cond", "while_loop", "scan"]

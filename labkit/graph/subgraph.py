@@ -21,6 +21,7 @@ import functools
 import numbers
 import threading
 
+from ..autodiff import trees
 from ..errors import DTypeError, ShapeError
 from ..tensor import dispatch
 from ..tensor.dtypes import as_dtype, float32
@@ -30,7 +31,6 @@ from ..tensor.ops.index import zeros_like
 from ..tensor.tensor import Tensor
 from .capture import CaptureMode, _graphs, enter_graph
 from .ir import CAPTURE, CONSTANT, PLACEHOLDER, Graph, GraphError, Node
-from . import structures
 from .symbolic import SymbolicTensor
 
 
@@ -50,7 +50,7 @@ def flatten_values(obj, what):
     """(leaves, spec) of a nested structure whose leaves are tensors or Python numbers (None
     is kept; anything else is an error naming ``what``)."""
     leaves = []
-    return leaves, structures.flatten(obj, leaves, _is_value, functools.partial(_refuse, what))
+    return leaves, trees.flatten_into(obj, leaves, _is_value, functools.partial(_refuse, what))
 
 
 def type_text(t):
@@ -188,7 +188,7 @@ def trace(fn, args, scope, what, like=None):
                 leaf = SymbolicTensor._of(node, leaf._requires_grad)
                 inputs.append(leaf)
             sym.append(leaf)
-        sym_args.append(structures.unflatten(spec, sym))
+        sym_args.append(trees.unflatten(spec, sym))
     with _entered(mode):
         result = fn(*sym_args)
         leaves, spec = flatten_values(result, f"{what} (its result)")

@@ -18,6 +18,7 @@ The facts, computed here once so that every pass reads them the same way:
 import numbers
 import time
 
+from ... import config
 from ...tensor.ops import elementwise as ew
 from ...tensor.ops import index as ix
 from ...tensor.ops import linalg, reduce, shape, state
@@ -140,6 +141,7 @@ def graph_pass(name):
     def declare(fn):
         p = GraphPass(name, fn)
         PASSES[name] = p
+        config.register_pass(name)
         return p
     return declare
 
