@@ -11,7 +11,7 @@ import threading
 
 from ..devices import default_device
 from ..devices.device import requested_device
-from ..errors import user_line
+from ..errors import GraphError, user_line
 from ..tensor import dispatch
 from ..tensor.dispatch import Mode
 from ..tensor.dtypes import as_dtype, float32
@@ -22,7 +22,7 @@ from ..tensor.tape import TapeNode
 from ..tensor import versions
 from ..tensor.tensor import Tensor
 from .grad_state import GradTracker
-from .ir import PLACEHOLDER, GraphError, Node
+from .node import PLACEHOLDER, Node
 from .symbolic import SymbolicTensor
 
 
@@ -274,17 +274,3 @@ def role(name):
         return
     with mode.phase(name):
         yield
-
-
-def as_node(graph, t):
-    """The node of ``graph`` that tensor ``t`` stands for (GraphError if it is another graph's)."""
-    if isinstance(t, SymbolicTensor):
-        if t._gnode.graph is not graph:
-            raise GraphError(f"fetch {t!r} belongs to graph {t._gnode.graph.name!r}, not to "
-                             f"{graph.name!r}: fetch tensors of the graph you run")
-        return t._gnode
-    if isinstance(t, Node):
-        if t.graph is not graph:
-            raise GraphError(f"node {t.name} belongs to another graph")
-        return t
-    raise GraphError(f"cannot fetch {type(t).__name__} {t!r}: fetch symbolic tensors of the graph")

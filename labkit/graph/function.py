@@ -41,15 +41,16 @@ from .. import config
 from ..autodiff import trees
 from ..autodiff.batched import BatchedTensor, VmapMode, vmap
 from ..devices.device import no_device_request
-from ..errors import LabkitError, describe_named
+from ..errors import describe_named
 from ..profiler.profile import _active as _profiles
 from ..tensor import dispatch
 from ..tensor.tensor import Tensor
 from .capture import enter_graph
-from .executor import Plan, feed_array
+from .compile import compile_graph
+from .executor import feed_array
 from .frozen import FrozenWatch
 from .ir import PLACEHOLDER, Graph
-from .passes import needs_placement, placement, run_passes
+from .passes import run_passes
 from .symbolic import SymbolicTensor
 
 def _is_tensor(obj):
@@ -393,20 +394,11 @@ class Function:
         return trace
 
     def _optimize(self, trace):
-        """Run the enabled passes on the trace's raw graph; compile the plan from the result.
-        A graph that asks for placement is placed first, so the passes see final devices."""
-        graph = trace.raw_graph
-        if "placement" not in config.disabled_passes() and needs_placement(graph):
-            graph = placement(graph)
-        opt = run_passes(graph)
-        by_name = {n.name: n for n in opt.nodes}
-        missing = [n.name for n in trace.raw_feeds if n.name not in by_name]
-        if missing:
-            raise LabkitError(f"lk.function {self.name}: a graph pass removed the placeholders "
-                              f"{missing}; passes must keep every placeholder")
-        trace.graph = opt
-        trace.plan = Plan(opt, opt.outputs, [by_name[n.name] for n in trace.raw_feeds],
-                          include_stateful=True)
+        """Compile the trace's raw graph with the enabled passes (``labkit.graph.compile``):
+        ``trace.graph`` is the optimised graph, ``trace.plan`` what runs."""
+        trace.graph, trace.plan = compile_graph(
+            trace.raw_graph, trace.raw_graph.outputs, trace.raw_feeds, passes=None,
+            include_stateful=True, what=f"lk.function {self.name}")
         trace.passes_version = config._state["passes_version"]
 
     # ---- inspection -------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import numbers
 import threading
 
 from ..autodiff import trees
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, GraphError, ShapeError
 from ..tensor import dispatch
 from ..tensor.dtypes import as_dtype, float32
 from ..tensor.op import op
@@ -30,7 +30,9 @@ from ..tensor.ops.elementwise import add
 from ..tensor.ops.index import zeros_like
 from ..tensor.tensor import Tensor
 from .capture import CaptureMode, _graphs, enter_graph
-from .ir import CAPTURE, CONSTANT, PLACEHOLDER, Graph, GraphError, Node
+from .compile import compile_graph
+from .ir import Graph
+from .node import CAPTURE, CONSTANT, PLACEHOLDER, Node
 from .symbolic import SymbolicTensor
 
 
@@ -259,12 +261,11 @@ class Subgraph:
         """The compiled plan: input arrays in, a tuple of output arrays out."""
         p = self._plans.get(include_stateful)
         if p is None:
-            from .executor import Plan
             with self._lock:
                 p = self._plans.get(include_stateful)
                 if p is None:
-                    p = Plan(self.graph, self.out_nodes, self.in_nodes,
-                             include_stateful=include_stateful)
+                    p = compile_graph(self.graph, self.out_nodes, self.in_nodes,
+                                      include_stateful=include_stateful, what=self.label)[1]
                     self._plans[include_stateful] = p
         return p
 

@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 
+from .. import display
 from ..devices import device_of_array, get_device
 from ..errors import DeviceError, DTypeError, GradError, ShapeError
 from . import dispatch
@@ -241,9 +242,8 @@ class Tensor:
     def __repr__(self):
         return format_tensor(self)
 
-    def _repr_html_(self):        # notebook display; viz is imported only when shown
-        from ..viz.html import tensor_html
-        return tensor_html(self)
+    def _repr_html_(self):        # notebook display: lk.viz.tensor_html(self)
+        return display.drawing("tensor", self)
 
     def __iter__(self):
         if self._data.ndim == 0:
