@@ -47,9 +47,9 @@ def compile_graph(graph, fetch_nodes=None, feed_nodes=(), passes=(), include_sta
 
     ``passes``: ``()`` for none (the graph runs as built), ``None`` for the default pipeline
     (``lk.config.disable_pass`` applies), or a list of names or functions. The passes keep the
-    fetches computable; placeholders are found again by name. ``include_stateful``: the plan runs every
-    side effect of the graph, fetched or not (a function's assigns). ``what`` names the caller
-    in errors.
+    fetches computable; placeholders are found again by name. ``include_stateful``: the plan
+    runs every side effect of the graph, fetched or not (a function's assigns). ``what`` names
+    the caller in errors.
     """
     if fetch_nodes is None:
         fetch_nodes = graph.outputs

@@ -18,9 +18,10 @@ given back at its end, so steady-state runs allocate only their outputs. A value
 and a fetched constant, is handed out as a copy, so that no two results share memory.
 
 A graph that spans devices arrives placed and partitioned (a Send/Recv pair on each edge
-between devices); each device's nodes become a straight-line function of their own, run on that device's worker thread, and the parts pass
-values through Send/Recv pairs that meet in the plan's rendezvous, keyed by the run's step. A
-single-device plan keeps the one straight-line function, run by the calling thread.
+between devices); each device's nodes become a straight-line function of their own, run on
+that device's worker thread, and the parts pass values through Send/Recv pairs that meet in the
+plan's rendezvous, keyed by the run's step. A single-device plan keeps the one straight-line
+function, run by the calling thread.
 
 Under ``lk.profile()`` a plan runs an instrumented copy of its code (compiled on first use):
 a timestamp after each op node (and, on a GPU, a CUDA event on the device's stream), turned
@@ -83,8 +84,9 @@ class Plan:
 
     A plan whose nodes are all on one device is one straight-line function run by the calling
     thread. In a plan that spans devices (a partitioned graph: a Send/Recv pair on each edge
-    between devices) each device's nodes become a straight-line function of their own, run on that device's worker thread
-    (``labkit.devices.workers``), and the parts meet in a rendezvous keyed by the run's step.
+    between devices) each device's nodes become a straight-line function of their own, run on
+    that device's worker thread (``labkit.devices.workers``), and the parts meet in a
+    rendezvous keyed by the run's step.
 
     While an ``lk.profile()`` is open, a run uses an instrumented variant of the same code
     (compiled on first use) that records one event per op node; otherwise nothing is added.

@@ -20,7 +20,8 @@ from .. import display
 from ..errors import GraphError
 from ..tensor.dtypes import as_dtype
 from ..tensor.op import REGISTRY
-from .node import CAPTURE, CONSTANT, PLACEHOLDER, SPECIAL, Node, arg_text, type_text  # noqa: F401
+from .node import (CAPTURE, CONSTANT, PLACEHOLDER, SPECIAL, Node,  # noqa: F401 (ir.Node as before)
+                   arg_text, type_text)
 
 
 class Graph:

@@ -3,7 +3,8 @@
 One module per family, named as in ``labkit/tensor/ops`` (``shape``, ``index``, ``reduce``,
 ``scan``, ``sorting``...; ``products`` spells ``ops/linalg``'s matmul and ``ops/einsum``, and
 ``linalg`` the norms and decompositions of ``ops/norm`` and ``ops/decompositions``, as
-``torch.linalg`` does); importing a module registers its functions. ``labkit/tensor/methods.py`` attaches the methods; ``labkit.tensor`` exports the rest.
+``torch.linalg`` does); importing a module registers its functions. ``labkit/tensor/methods.py``
+attaches the methods; ``labkit.tensor`` exports the rest.
 """
 from .registry import METHODS, PUBLIC, public, tensor_method  # noqa: F401
 from . import comparisons  # noqa: F401,E402
