@@ -21,6 +21,7 @@ import numpy as np
 
 from ...devices import get_device
 from ...errors import DTypeError, ShapeError, describe
+from ..dtypes import int64
 from ..op import op
 
 
@@ -56,7 +57,6 @@ permutation = _random_op("permutation", lambda rng, shape: rng.permutation(shape
 
 
 def _multinomial_rule(weights, num_samples, replacement, generator):
-    from ..dtypes import int64
     if weights.ndim not in (1, 2):
         raise ShapeError(f"multinomial: expects 1-D or 2-D weights, got {describe(weights)}")
     if not weights.dtype.is_floating:
