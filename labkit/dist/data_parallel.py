@@ -203,10 +203,13 @@ class DataParallel(Module):
 
     def broadcast_state(self, src=0):
         """Overwrite every rank's parameters and buffers with rank ``src``'s, in place."""
+        self._broadcast(list(self.module.parameters()) + list(self.module.buffers()), src)
+
+    def _broadcast(self, tensors, src):
+        """Overwrite every rank's ``tensors`` with rank ``src``'s, in place, in buckets."""
         group = runtime.group()
-        if group is None or group.size == 1:
+        if group is None or group.size == 1 or not tensors:
             return
-        tensors = list(self.module.parameters()) + list(self.module.buffers())
         for bucket in _buckets(tensors, self.bucket_cap_mb * 2 ** 20):
             if group.rank == src:
                 for t, view in bucket.views():
@@ -232,6 +235,27 @@ class DataParallel(Module):
             key = [(p, p._data.dtype, p.device) for p in params]
             plan = self._grad_plan = _Plan(params, key, self.bucket_cap_mb * 2 ** 20)
         return plan
+
+    @property
+    def require_backward_grad_sync(self):
+        """Whether backward passes average the gradients over the ranks (True; False inside
+        ``no_sync()``). PyTorch's DistributedDataParallel has it too, and gradient accumulation
+        is often written by setting it: ``model.require_backward_grad_sync = (micro_step ==
+        steps - 1)`` keeps all but the last micro-batch's gradients local.
+
+        >>> import labkit as lk
+        >>> dp = lk.dist.DataParallel(lk.nn.Linear(2, 1))
+        >>> dp.require_backward_grad_sync = False
+        >>> with dp.no_sync():
+        ...     pass
+        >>> dp.require_backward_grad_sync
+        False
+        """
+        return self._sync_enabled
+
+    @require_backward_grad_sync.setter
+    def require_backward_grad_sync(self, value):
+        self._sync_enabled = bool(value)
 
     @contextlib.contextmanager
     def no_sync(self):
