@@ -35,6 +35,7 @@ import weakref
 import numpy as np
 
 from ..autodiff.hooks import current_pass, queue_callback
+from ..graph.capture import current_graph
 from ..nn.module import Module
 from ..profiler.events import now_ns
 from ..profiler.profile import active_profile
@@ -188,7 +189,19 @@ class DataParallel(Module):
             for p in module.parameters() if p.requires_grad]
 
     def forward(self, *args, **kwargs):
+        self._refuse_capture()
         return self.module(*args, **kwargs)
+
+    def _refuse_capture(self):
+        """A captured step (``lk.function``, ``lk.compile``) runs no eager backward pass, so no
+        gradient hook would average anything: with several ranks, say so instead."""
+        group = runtime.group()
+        if group is not None and group.size > 1 and current_graph() is not None:
+            raise DistError(
+                f"{type(self).__name__} inside a captured function (lk.function / lk.compile): "
+                f"it averages gradients during eager backward passes, which a captured step "
+                f"does not run, so the ranks would train apart. Capture the model inside it "
+                f"(DDP(lk.compile(model))) and run the step eagerly, or call the step eagerly.")
 
     def _check_replicas(self, group):
         mine = [(name, tuple(p.shape), p.dtype.name) for name, p in

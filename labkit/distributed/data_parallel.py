@@ -81,6 +81,7 @@ class DistributedDataParallel(DataParallel):
         self.require_forward_param_sync = True
 
     def forward(self, *args, **kwargs):
+        self._refuse_capture()
         if self.broadcast_buffers and self.require_forward_param_sync:
             self._broadcast(list(self.module.buffers()), 0)
         return self.module(*args, **kwargs)

@@ -136,6 +136,27 @@ def test_collectives_on_two_ranks_match_numpy(cluster):
     np.testing.assert_array_equal(values, rank_data(1, (2,)))
 
 
+def _ddp_in_a_captured_step():
+    import labkit.distributed as dist
+    dist.init_process_group()
+    try:
+        model = DistributedDataParallel(lk.nn.Linear(2, 1))
+        step = lk.function(lambda x: model(x).sum())
+        try:
+            step(lk.ones(1, 2))
+        except lk.dist.DistError as e:
+            return str(e)
+        return "ran"
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.dist
+def test_ddp_refuses_a_captured_step_rather_than_train_apart(cluster):
+    for said in cluster.run(_ddp_in_a_captured_step):
+        assert said.startswith("DistributedDataParallel inside a captured function")
+
+
 # ---- 2 ranks: torchrun's launcher, nanoGPT's DDP branch -------------------------------------
 WRAPPER = """
 import json, os, runpy, sys
