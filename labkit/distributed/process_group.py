@@ -155,10 +155,6 @@ def is_initialized():
     return group.WORLD is not None or runtime.is_initialized()
 
 
-def _world_size_of(group_):
-    return group_.size if group_ is not None else 1
-
-
 def _default():
     """The default ProcessGroup; a launched worker's group when ``init_process_group`` was not
     called there."""
