@@ -5,6 +5,10 @@ captured (``lk.function``), and what the recomputation costs in time.
     python benchmarks/checkpoint_memory.py                       # W10's GPT with 2, 4, 8 layers
     python benchmarks/checkpoint_memory.py --layers 4 --device gpu:0
 
+Time is this process's CPU time per step (steadier than the wall clock on a shared machine;
+run with OPENBLAS_NUM_THREADS=1 so that it is one core's), and only a rough ratio: tracemalloc
+is tracing while it is taken.
+
 The peak is ``lk.devices.memory_stats``'s: on a CPU, tracemalloc's count of every NumPy array
 (tracing is on while this runs), on a GPU, CuPy's memory pool's. It is reported above what is
 held before the step (weights, gradients of the previous step freed, inputs): the memory the
@@ -79,10 +83,10 @@ def measure(layers, device, checkpointed, captured, repeats=3):
         gc.collect()
         lk.devices.reset_peak_memory_stats(device)
         before = lk.devices.memory_stats(device)["bytes_in_use"]
-        start = time.perf_counter()
+        start = time.process_time()
         loss = step(idx, targets)
         float(loss.item())
-        times.append(time.perf_counter() - start)
+        times.append(time.process_time() - start)
         peaks.append(lk.devices.memory_stats(device)["peak_bytes_in_use"] - before + kept)
     norm = float(np.sqrt(sum(float((p.grad.numpy().astype(np.float64) ** 2).sum())
                              for p in model.parameters() if p.grad is not None)))
@@ -99,7 +103,7 @@ def main():
     print(f"W10 GPT (vocab {w10_gpt.VOCAB}, context {w10_gpt.CONTEXT}, d_model "
           f"{w10_gpt.D_MODEL}, {w10_gpt.HEADS} heads, batch {w10_gpt.BATCH}) on {args.device}: "
           f"peak memory of forward + backward above the start of the step (captured: with "
-          f"the plan's workspace); time x: checkpointed / plain, per step")
+          f"the plan's workspace); time x: checkpointed / plain, CPU time per step")
     print(f"{'layers':>6} {'mode':>8} {'plain MB':>9} {'checkpointed MB':>16} {'saved':>6} "
           f"{'time x':>7}")
     for layers in args.layers:
