@@ -10,12 +10,13 @@ import sys
 
 from .. import data
 from . import checkpoint
-from ..data import dataset, loader, sampler
+from ..data import dataset, distributed, loader, sampler
 
 # the same module objects under PyTorch's names, never second copies of them
 sys.modules[f"{__name__}.data"] = data
 sys.modules[f"{__name__}.data.dataset"] = dataset
 sys.modules[f"{__name__}.data.sampler"] = sampler
 sys.modules[f"{__name__}.data.dataloader"] = loader
+sys.modules[f"{__name__}.data.distributed"] = distributed     # DistributedSampler's module
 
 __all__ = ["data", "checkpoint"]
