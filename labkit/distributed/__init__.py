@@ -1,7 +1,8 @@
 """``torch.distributed``'s spellings over ``labkit.dist``: process groups and collectives.
 
 A PyTorch training script written for ``torchrun`` runs as it is with the import changed, under
-``python -m labkit.dist.run --nproc_per_node=N script.py`` (torchrun's flags and environment):
+``python -m labkit.dist.run --nproc_per_node=N script.py`` (torchrun's flags and environment;
+``python -m labkit.distributed.run`` is the same launcher under torchrun's module path):
 
     import labkit as torch
     from labkit.distributed import init_process_group, destroy_process_group

@@ -340,6 +340,13 @@ def test_data_parallel_without_devices_calls_the_module():
 
 
 # ---- the launcher's torchrun spellings --------------------------------------------------------
+def test_torchruns_module_path_is_the_launcher():
+    done = subprocess.run([sys.executable, "-m", "labkit.distributed.run", "--help"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode == 0 and "torchrun's options" in done.stdout
+
+
 def test_launcher_takes_torchruns_options(tmp_path, capsys):
     script = tmp_path / "s.py"
     script.write_text("")
