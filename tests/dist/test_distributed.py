@@ -2,7 +2,9 @@
 launcher's torchrun spellings.
 
 On 2 workers: every collective against NumPy, in place as PyTorch's, with ``async_op`` and a
-sub-group; the torch-style example (nanoGPT's DDP branch, examples/dist/train_ddp.py) under
+sub-group; DDP with activation checkpointing (gradients reach the buckets through the
+recomputation) against each rank's own step; DDP refusing a captured step; the torch-style
+example (nanoGPT's DDP branch, examples/dist/train_ddp.py) under
 ``python -m labkit.dist.run --standalone --nproc_per_node=2`` against one process, with the
 torchrun environment each rank saw. Without workers: a world of one, the errors, DDP in one
 process, and ``labkit.nn.parallel.DataParallel`` over virtual devices.
@@ -155,6 +157,51 @@ def _ddp_in_a_captured_step():
 def test_ddp_refuses_a_captured_step_rather_than_train_apart(cluster):
     for said in cluster.run(_ddp_in_a_captured_step):
         assert said.startswith("DistributedDataParallel inside a captured function")
+
+
+def _train_checkpointed(rank, ddp, steps):
+    """An MLP whose hidden block (with dropout) is checkpointed, trained on rank ``rank``'s half
+    of fixed batches, wrapped in DDP or not; the losses and final parameters."""
+    from labkit.utils.checkpoint import checkpoint
+    lk.manual_seed(5)
+    hidden = lk.nn.Sequential(lk.nn.Linear(4, 16), lk.nn.Tanh(), lk.nn.Dropout(0.2))
+    model = lk.nn.ModuleDict({"hidden": hidden, "head": lk.nn.Linear(16, 1)})
+    net = DistributedDataParallel(model, bucket_cap_mb=0.0001) if ddp else model  # 3 buckets
+    opt = lk.optim.SGD(net.parameters(), lr=0.1)
+    data = lk.Generator().manual_seed(11)
+    losses = []
+    for _ in range(steps):
+        x, y = lk.randn(8, 4, generator=data), lk.randn(8, 1, generator=data)
+        lk.manual_seed(100 + rank)              # each rank its own dropout masks
+        h = checkpoint(hidden, x[4 * rank:4 * rank + 4], use_reentrant=False)
+        loss = lk.nn.functional.mse_loss(model["head"](h), y[4 * rank:4 * rank + 4])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.numpy().copy() for p in model.parameters()]
+
+
+def _ddp_checkpointed(steps):
+    import labkit.distributed as dist
+    dist.init_process_group()
+    try:
+        return _train_checkpointed(dist.get_rank(), True, steps)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.dist
+def test_ddp_averages_gradients_that_reach_parameters_through_checkpoint(cluster):
+    (_, a), (_, b) = cluster.run(_ddp_checkpointed, 3)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)      # the replicas stay equal
+    # one SGD step from equal weights: the mean of the two ranks' own steps
+    (l0, p0), (l1, p1) = cluster.run(_ddp_checkpointed, 1)
+    (m0, q0), (m1, q1) = (_train_checkpointed(r, False, 1) for r in (0, 1))
+    assert (l0, l1) == (m0, m1)
+    for got, x, y in zip(p0, q0, q1):
+        np.testing.assert_allclose(got, (x + y) / 2, rtol=1e-6, atol=1e-7)
 
 
 # ---- 2 ranks: torchrun's launcher, nanoGPT's DDP branch -------------------------------------
