@@ -37,7 +37,7 @@ import numpy as np
 from ..devices import get_device
 from ..errors import GradError, describe
 from ..tensor import dispatch
-from ..tensor.dispatch import Mode
+from ..tensor.dispatch import WrappingMode
 from ..tensor.op import needs_grad, op
 from ..tensor.ops.index import zeros_like
 from ..tensor.ops.random import DRAWS, copy_generator_state, host_generator
@@ -68,39 +68,18 @@ class _Region:
         return f"<checkpointed call of {getattr(self.fn, '__name__', 'fn')}>"
 
 
-class _Forwarding(Mode):
-    """A mode that hands everything to the mode below it (the two below change what ops see)."""
-
-    def __init__(self, below, region):
-        self.below, self.region = below, region
-
-    def phase(self, name):
-        return self.below.phase(name)
-
-    def set_grad(self, tensor, value):
-        return self.below.set_grad(tensor, value)
-
-    def accumulate_grad(self, leaf, g):
-        return self.below.accumulate_grad(leaf, g)
-
-    def value_before_write(self, target):
-        return self.below.value_before_write(target)
-
-    def write_inplace(self, target, result):
-        return self.below.write_inplace(target, result)
-
-
 def _saved_copy(generator):
     """A NumPy Generator of ``generator``'s kind, to hold a position of it."""
     return np.random.Generator(type(host_generator(generator).bit_generator)())
 
 
-class _Record(_Forwarding):
+class _Record(WrappingMode):
     """The first run: notes the tensors from outside the call, and saves each generator's
     position before the call's first draw from it."""
 
     def __init__(self, below, region):
-        super().__init__(below, region)
+        super().__init__(below)
+        self.region = region
         self.made = set()        # ids of the tensors the call's ops made
         self.seen = set()
 
@@ -121,12 +100,13 @@ class _Record(_Forwarding):
         return out
 
 
-class _Replay(_Forwarding):
+class _Replay(WrappingMode):
     """The run in the backward pass: reads stand-ins for the tensors from outside, and draws
     from the copies of the generators' saved positions."""
 
     def __init__(self, below, region, standins):
-        super().__init__(below, region)
+        super().__init__(below)
+        self.region = region
         self.standins = standins
 
     def apply(self, op_, inputs, attrs):

@@ -23,7 +23,7 @@ from .. import dist as _lk
 from ..autodiff import no_grad
 from ..errors import describe
 from ..tensor.creation import empty
-from ..tensor.public.shaping import stack
+from ..tensor.public.shape import stack
 from ..tensor.tensor import Tensor
 from .process_group import DistError, resolve
 

@@ -23,7 +23,7 @@ import warnings
 
 from ...devices import get_device, gpu_count
 from ...func import functional_call
-from ...tensor.public.shaping import cat
+from ...tensor.public.shape import cat
 from ...tensor.tensor import Tensor
 from ..module import Module
 
