@@ -80,8 +80,7 @@ def _processes_naming(text):
 
 
 def _marked_by(launcher_pid):
-    return [p for p in procs.marked()
-            if p.environ().get(procs.MARKER, "").startswith(f"{launcher_pid}-")]
+    return procs.marked(prefix=f"{launcher_pid}-")
 
 
 # ---- the same training: one process, the launcher, mpiexec, a cell --------------------------
