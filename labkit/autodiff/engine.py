@@ -343,6 +343,11 @@ def _finish(leaf_grads, handed, target_keys, results, create_graph, accumulate, 
 
 
 def _root_cotangent(t, gradient):
+    if gradient is None and t.dtype.is_complex:
+        raise GradError(
+            f"backward() on the complex tensor {describe(t)} needs a gradient argument: the "
+            f"implicit gradient is only defined for a real value, as in PyTorch. Make the "
+            f"result real first (z.abs().sum(), z.real.sum()) or pass gradient=...")
     if gradient is None:
         if t.numel() != 1:
             raise GradError(

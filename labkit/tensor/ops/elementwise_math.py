@@ -18,16 +18,18 @@ from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, elementwise, same_as_first, to_common, ufunc_dtype
 from ..tensor import Tensor
 from .elementwise import abs as absolute
-from .elementwise import (add, cast, div, eq, exp, float_input, ge, gt, le, logical_and,
-                          logical_or, lt, mul, neg, sqrt, sub, ufunc_op, where, zero_vjp)
+from .elementwise import (add, cast, div, eq, exp, float_input, ge, gt, holomorphic, le,
+                          logical_and, logical_or, lt, mul, neg, sqrt, sub, ufunc_op, where,
+                          zero_vjp)
 from .index import zeros_like
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
 
 def _grad(fn):
-    """vjp of a unary op from its derivative: ``fn(g, out, x) -> cotangent``."""
-    return lambda g, out, x: (fn(g, out, x),)
+    """vjp of a unary op from its derivative: ``fn(g, out, x) -> cotangent``; the functions
+    given so are analytic, so on complex inputs the rule is ``holomorphic``."""
+    return holomorphic(lambda g, out, x: (fn(g, out, x),))
 
 
 # ---- trigonometric and hyperbolic ------------------------------------------------------------
@@ -379,7 +381,8 @@ def _lerp_vjp(g, out, start, end, weight):
             mul(g, sub(end, start)) if needs_grad(weight) else None)
 
 
-@op("lerp", shape=_ternary_rule("lerp", np.add), vjp=_lerp_vjp, batch=ELEMENTWISE)
+@op("lerp", shape=_ternary_rule("lerp", np.add), vjp=holomorphic(_lerp_vjp),
+    batch=ELEMENTWISE)
 def lerp(xp, start, end, weight):
     """``start + weight * (end - start)``, computed from ``end`` where ``weight >= 0.5`` (as
     PyTorch does: exact at ``weight = 1``, and infinite where an infinite end point is)."""

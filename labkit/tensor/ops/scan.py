@@ -16,7 +16,7 @@ from ..batching import ALONG_DIM
 from ..dtypes import from_numpy_dtype, int64
 from ..op import op
 from ..shape_rules import normalize_dim, shape_of
-from .elementwise import cast, div, eq, mul, where
+from .elementwise import cast, div, eq, holomorphic, mul, where
 from .reduce import sum
 
 
@@ -74,7 +74,7 @@ def _cumprod_vjp(g, out, x, dim, reverse=False):
     return (where(first_zero, at_zero, grad),)
 
 
-@op("cumprod", shape=_scan_rule("cumprod", accumulated_dtype), vjp=_cumprod_vjp,
+@op("cumprod", shape=_scan_rule("cumprod", accumulated_dtype), vjp=holomorphic(_cumprod_vjp),
     batch=ALONG_DIM)
 def cumprod(xp, x, dim, reverse=False):
     """Running products along ``dim`` (from the last element if ``reverse``)."""

@@ -5,6 +5,7 @@ functions. ``labkit/tensor/methods.py`` attaches the methods; ``labkit.tensor`` 
 """
 from .registry import METHODS, PUBLIC, public, tensor_method  # noqa: F401
 from . import comparisons  # noqa: F401,E402
+from . import complex  # noqa: F401,E402
 from . import conversions  # noqa: F401,E402
 from . import elementwise_math  # noqa: F401,E402
 from . import indexing  # noqa: F401,E402
