@@ -26,7 +26,7 @@ from .graph import cond, scan, while_loop
 from .graph import FIFOQueue, QueueClosedError, Variable, restore_variables, save_variables
 from .graph.capture import colocate_with
 from .graph.passes.placement import PlacementError
-from . import linalg
+from . import fft, linalg
 from . import nn, optim, data
 from . import accelerator, backends, cuda
 from . import utils

@@ -224,8 +224,9 @@ def torch_gradients(fn, args, positions, cotangent, kwargs):
         if "is not implemented" not in str(exc):
             raise
         pytest.skip(f"PyTorch {torch.__version__} has no gradient to compare with: {exc}")
-    return [np.zeros(args[p].shape, args[p].dtype) if g is None else g.detach().numpy()
-            for p, g in zip(positions, grads)]
+    # (a gradient through a conjugate may carry PyTorch's lazy negation bit)
+    return [np.zeros(args[p].shape, args[p].dtype) if g is None else
+            g.detach().resolve_conj().resolve_neg().numpy() for p, g in zip(positions, grads)]
 
 
 # ---- errors ------------------------------------------------------------------------------------
