@@ -4,8 +4,8 @@ Each op is one declaration: kernel (against ``xp``), shape/dtype rule, vjp in la
 
 Complex tensors follow PyTorch's convention: the gradient of a real loss ``L`` with respect to
 ``z = x + iy`` is ``dL/dx + i dL/dy``. For an op that is holomorphic on complex inputs (mul,
-exp, matmul...) that is ``g * conj(f'(z))``: its vjp is the real rule wrapped in
-``holomorphic``, which conjugates the cotangent on the way in and the results on the way out.
+exp, matmul...) that is ``g * conj(f'(z))``: its vjp is the real rule marked ``holomorphic``,
+and the engine conjugates a complex cotangent on the way in and the results on the way out.
 Where a real input meets a complex cotangent, the engine keeps its real part.
 """
 import cmath
@@ -121,15 +121,12 @@ _NO_ORDER = "Complex numbers have no order: compare x.abs() or x.real instead."
 
 
 def holomorphic(rule):
-    """The vjp of an op that is holomorphic on complex inputs, from its real rule ``rule``:
-    PyTorch's gradient there is ``g * conj(f'(z))``, the conjugate of what the real rule gives
-    for the conjugated cotangent. Real cotangents go straight to ``rule``."""
-    def vjp(g, out, *inputs, **attrs):
-        if not g.dtype.is_complex:
-            return rule(g, out, *inputs, **attrs)
-        return tuple(c if c is None else conj(c) for c in rule(conj(g), out, *inputs, **attrs))
-    vjp.__doc__ = rule.__doc__
-    return vjp
+    """Mark ``rule``, the real vjp of an op that is holomorphic on complex inputs: PyTorch's
+    gradient there is ``g * conj(f'(z))``, the conjugate of what the real rule gives for the
+    conjugated cotangent, which the autodiff engine computes so for a complex cotangent (the
+    op's ``holomorphic`` flag). Real cotangents go to ``rule`` as they are, at no cost."""
+    rule.holomorphic = True
+    return rule
 
 
 def conjugate(x):
