@@ -149,6 +149,15 @@ def elementwise(ufunc, name=None):
     return rule
 
 
+def refuse_complex(opname, x):
+    """DTypeError for a complex ``x`` where ``opname`` orders values: complex numbers have no
+    order, and PyTorch refuses them there too (its kernel checks the dtype kind itself)."""
+    if getattr(getattr(x, "dtype", None), "is_complex", False):
+        raise DTypeError(f"{opname} is not defined for complex tensors, as in PyTorch (complex "
+                         f"numbers have no order); got {describe(x)}. Order by x.abs() or "
+                         f"x.real instead.")
+
+
 def same_as_first(x, *rest, **attrs):
     """Output has the shape and dtype of the first input."""
     return shape_of(x), x.dtype

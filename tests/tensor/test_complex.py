@@ -133,10 +133,21 @@ def test_gradcheck_checks_complex_inputs_and_catches_a_missing_conjugate():
     (lambda z: z < z, "no order"), (lambda z: lk.maximum(z, z), "no order"),
     (lambda z: lk.sign(z), "sgn"), (lambda z: lk.relu(z), "relu"),
     (lambda z: lk.complex(lk.ones(1), lk.ones(1, dtype=lk.float64)), "float32 or two float64"),
+    (lambda z: z.max(), "no order"), (lambda z: z.argmax(), "no order"),
+    (lambda z: lk.sort(z), "no order"), (lambda z: lk.softmax(z, 0), "no order"),
+    (lambda z: lk.clamp(z, min=0), "no order"), (lambda z: lk.cummax(z, 0), "no order"),
 ])
 def test_refused_where_pytorch_refuses(call, match):
     with pytest.raises(lk.DTypeError, match=match):
         call(lk.tensor([1 + 1j]))
+
+
+def test_logsumexp_and_vdot_of_complex_match_pytorch():
+    z = np.array([1 + 2j, -0.5 + 1j, 3 - 1j])
+    np.testing.assert_allclose(lk.logsumexp(lk.tensor(z), 0).numpy(),
+                               torch.logsumexp(torch.tensor(z), 0).numpy())
+    np.testing.assert_allclose(lk.vdot(lk.tensor(z), lk.tensor(z[::-1].copy())).numpy(),
+                               torch.vdot(torch.tensor(z), torch.tensor(z[::-1].copy())).numpy())
 
 
 def test_conversion_to_real_warns_and_keeps_the_real_part():

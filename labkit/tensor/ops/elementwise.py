@@ -117,7 +117,7 @@ def _refusing_complex(rule, name, remedy):
     return checked
 
 
-_NO_ORDER = "Complex numbers have no order: compare x.abs() or x.real instead."
+NO_ORDER = "Complex numbers have no order: compare x.abs() or x.real instead."
 
 
 def holomorphic(rule):
@@ -206,9 +206,9 @@ def _extremum_vjp(loses):
 
 
 maximum = ufunc_op("maximum", np.maximum, vjp=_extremum_vjp(lambda a, b: lt(a, b)),
-                   no_complex=_NO_ORDER)
+                   no_complex=NO_ORDER)
 minimum = ufunc_op("minimum", np.minimum, vjp=_extremum_vjp(lambda a, b: gt(a, b)),
-                   no_complex=_NO_ORDER)
+                   no_complex=NO_ORDER)
 
 
 # ---- unary math ------------------------------------------------------------------------------
@@ -343,10 +343,10 @@ def relu(xp, x):
 # ---- comparisons (no gradient) -----------------------------------------------------------
 eq = ufunc_op("eq", np.equal)
 ne = ufunc_op("ne", np.not_equal)
-lt = ufunc_op("lt", np.less, no_complex=_NO_ORDER)
-le = ufunc_op("le", np.less_equal, no_complex=_NO_ORDER)
-gt = ufunc_op("gt", np.greater, no_complex=_NO_ORDER)
-ge = ufunc_op("ge", np.greater_equal, no_complex=_NO_ORDER)
+lt = ufunc_op("lt", np.less, no_complex=NO_ORDER)
+le = ufunc_op("le", np.less_equal, no_complex=NO_ORDER)
+gt = ufunc_op("gt", np.greater, no_complex=NO_ORDER)
+ge = ufunc_op("ge", np.greater_equal, no_complex=NO_ORDER)
 logical_not = ufunc_op("logical_not", np.logical_not)
 logical_and = ufunc_op("logical_and", np.logical_and)
 logical_or = ufunc_op("logical_or", np.logical_or)
