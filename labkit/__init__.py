@@ -6,8 +6,8 @@
 >>> x.grad.tolist()
 [2.0, 4.0, 6.0]
 """
-from .errors import (CheckpointError, DeviceError, DTypeError, GradError, LabkitError,
-                     NumericsError, ShapeError)
+from .errors import (CheckpointError, ConstraintError, DeviceError, DTypeError, GradError,
+                     LabkitError, NumericsError, ShapeError)
 from . import devices
 from .profiler import profile
 from .devices import Device, device
@@ -26,7 +26,7 @@ from .graph import cond, scan, while_loop
 from .graph import FIFOQueue, QueueClosedError, Variable, restore_variables, save_variables
 from .graph.capture import colocate_with
 from .graph.passes.placement import PlacementError
-from . import linalg
+from . import distributions, fft, linalg
 from . import nn, optim, data
 from . import accelerator, backends, cuda
 from . import utils

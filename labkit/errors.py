@@ -44,6 +44,11 @@ class CheckpointError(LabkitError, ValueError):
     """A checkpoint file that is truncated, corrupted, or holds something labkit cannot store."""
 
 
+class ConstraintError(LabkitError, ValueError):
+    """Values outside what they must be: a distribution's parameter or sample outside its
+    constraint (PyTorch raises ValueError there), found by the ``check_all`` op."""
+
+
 class NumericsError(LabkitError, FloatingPointError):
     """NaN or Inf produced by an op, found by the ``LABKIT_DEBUG=1`` checking mode."""
 

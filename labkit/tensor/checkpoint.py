@@ -30,7 +30,8 @@ Python lists, and an object with a ``"type"`` of ``tuple``, ``dict``, ``tensor``
 ``npscalar`` or ``float`` (NaN and infinities) for the rest; arrays are referred to by their key
 (``{"type": "tensor", "array": "fc.weight", "device": "cpu:0", "requires_grad": true}``).
 safetensors has no complex128, so such a NumPy array is stored as float64 with a trailing
-dimension of 2 (real, imaginary) and its node says ``"dtype": "complex128"``.
+dimension of 2 (real, imaginary) and its node (an ndarray, a scalar or a tensor) says
+``"dtype": "complex128"``.
 
 Loading parses the header itself and checks every entry (dtype, shape, offsets inside the file,
 consistent with dtype and shape, no gaps or overlaps), then the checksum, then the whole structure
@@ -167,9 +168,12 @@ class _Encoder:
             if obj.dtype.np.name not in _TENSOR_DTYPES:
                 raise self.fail(where, obj, f"tensors of dtype {obj.dtype} cannot be stored")
             known = self.by_id.get(id(obj))     # a tensor saved twice is copied to the host once
-            key = known[0] if known else self.array(obj, obj.numpy(), where, path)[0]
-            return {"type": "tensor", "array": key, "device": obj.device.name,
+            key, marked = known if known else self.array(obj, obj.numpy(), where, path)
+            node = {"type": "tensor", "array": key, "device": obj.device.name,
                     "requires_grad": bool(obj.requires_grad)}
+            if marked:
+                node["dtype"] = marked
+            return node
         if isinstance(obj, (np.ndarray, np.generic)):
             tag = "ndarray" if isinstance(obj, np.ndarray) else "npscalar"
             key, marked = self.array(obj, np.asarray(obj), where, path)
@@ -283,7 +287,7 @@ class _Decoder:
             raise self.bad(f"{where} has the unknown node type {tag!r} (a checkpoint holds only "
                            f"{', '.join(_NODE_KEYS)} nodes; it never names classes or code)")
         fields = _NODE_KEYS[tag] | {"type"}
-        if self.marks and tag in ("ndarray", "npscalar") and "dtype" in node:
+        if self.marks and tag in ("ndarray", "npscalar", "tensor") and "dtype" in node:
             fields = fields | {"dtype"}
         if set(node) != fields:
             raise self.bad(f"{where}: a {tag} node must have exactly the fields "
@@ -335,9 +339,9 @@ class _Decoder:
                 if dtype.name not in _TENSOR_DTYPES:
                     raise self.bad(f"{where}: a tensor cannot have dtype {dtype.name}")
                 if type(node["requires_grad"]) is not bool or (
-                        node["requires_grad"] and dtype.kind != "f"):
+                        node["requires_grad"] and dtype.kind not in "fc"):
                     raise self.bad(f"{where}: requires_grad must be true or false, and true "
-                                   f"only for a floating-point tensor")
+                                   f"only for a floating-point or complex tensor")
                 if type(node["device"]) is not str:
                     raise self.bad(f"{where}: the device must be a name such as 'cpu:0'")
                 self.devices.add(node["device"])
@@ -499,7 +503,7 @@ def load(path, device=None):
             if dtype.name not in _TENSOR_DTYPES:
                 raise fail(f"holds the tensor {key!r} of dtype {_ST_NAMES[dtype.name]}, which "
                            f"labkit tensors cannot hold (they are "
-                           f"{', '.join(_ST_NAMES[n] for n in _TENSOR_DTYPES)}).")
+                           f"{', '.join(_ST_NAMES.get(n, n) for n in _TENSOR_DTYPES)}).")
         device = target if target is not None else get_device("cpu:0")
         for key in entries:
             out[key] = _to_tensor(host_array(key), device, False)

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..devices import device_of_array, get_device, transfer
 from ..errors import DTypeError, ShapeError
-from .dtypes import as_dtype, float16, float32, get_default_dtype, storage_dtype
+from .dtypes import (as_dtype, default_complex_dtype, float16, float32, get_default_dtype,
+                     storage_dtype)
 from .dispatch import made_from_host
 from .inference import mark as _mark_inference
 from .tensor import Tensor
@@ -44,6 +45,8 @@ def _host_array(data, dtype):
     arr = np.array(data)
     if arr.dtype == np.float64:
         arr = arr.astype(get_default_dtype().np)   # like PyTorch: Python floats -> float32
+    elif arr.dtype == np.complex128:               # and Python complex numbers -> complex64
+        arr = arr.astype(default_complex_dtype().np)
     elif arr.dtype.kind not in "fb" and arr.dtype != np.int64:
         try:
             arr = arr.astype(storage_dtype(arr.dtype), copy=False)

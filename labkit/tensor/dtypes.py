@@ -1,14 +1,18 @@
-"""labkit dtypes: float16/32/64, int8/16/32/64, uint8, bool. Promotion follows PyTorch's rules.
+"""labkit dtypes: float16/32/64, complex64/128, int8/16/32/64, uint8, bool. Promotion follows
+PyTorch's rules.
 
 PyTorch's promotion differs from NumPy's in three ways, and labkit follows PyTorch:
 
 - an integer (or bool) combined with a float gives that float type (``int64`` with ``float32`` is
-  ``float32``; NumPy says ``float64``);
+  ``float32``; NumPy says ``float64``), and with a complex type that complex type;
 - operands rank by kind: tensors with dimensions, then 0-d tensors, then Python numbers; a
   lower-ranked operand changes the result only if it is of a higher category (bool < integer <
-  float), so ``float32`` tensor ``*`` a ``float64`` 0-d tensor stays ``float32``;
+  float < complex), so ``float32`` tensor ``*`` a ``float64`` 0-d tensor stays ``float32``, and
+  ``float32`` tensor ``*`` a ``complex128`` 0-d tensor is ``complex64`` (the float's precision);
 - a Python float, and an integer op whose result is fractional (``int / int``, ``sin(int)``),
-  gives the default float dtype (``lk.get_default_dtype()``, float32 unless set).
+  gives the default float dtype (``lk.get_default_dtype()``, float32 unless set); a Python
+  complex gives the default complex dtype (complex64, or complex128 when the default float
+  dtype is float64).
 
 >>> import labkit as lk
 >>> lk.float32
@@ -19,6 +23,8 @@ lk.float32
 (lk.float32, lk.float32)
 >>> lk.float, lk.long, lk.double, lk.qint8        # PyTorch's other names
 (lk.float32, lk.int64, lk.float64, lk.int8)
+>>> lk.promote_types(lk.float64, lk.complex64), (lk.ones(2) * 1j).dtype, lk.cfloat
+(lk.complex128, lk.complex64, lk.complex64)
 """
 import numpy as np
 
@@ -28,13 +34,38 @@ from ..errors import DTypeError
 class DType:
     """A labkit dtype; ``.np`` is the matching NumPy dtype, ``.name`` its short name."""
 
-    __slots__ = ("name", "np", "is_floating", "itemsize")
+    __slots__ = ("name", "np", "is_floating", "is_complex", "itemsize")
 
     def __init__(self, name, np_dtype):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.is_floating = self.np.kind == "f"
+        # complex dtypes are not floating point (PyTorch's is_floating_point), but have
+        # gradients: ``is_differentiable``
+        self.is_complex = self.np.kind == "c"
         self.itemsize = self.np.itemsize
+
+    @property
+    def is_floating_point(self):
+        return self.is_floating
+
+    @property
+    def is_differentiable(self):
+        """Whether tensors of this dtype can require grad (floating point and complex)."""
+        return self.is_floating or self.is_complex
+
+    def to_real(self):
+        """The real dtype of a complex one's parts (itself for a real dtype), as PyTorch's."""
+        return _BY_NP[self.np.type(0).real.dtype] if self.is_complex else self
+
+    def to_complex(self):
+        """The complex dtype with parts of this float dtype (itself for a complex one)."""
+        if self.is_complex:
+            return self
+        if self.np.kind != "f" or self.np not in _TO_COMPLEX:
+            raise DTypeError(f"{self} has no complex counterpart in labkit (complex64 has "
+                             f"float32 parts, complex128 float64)")
+        return _BY_NP[_TO_COMPLEX[self.np]]
 
     def __repr__(self):
         return f"lk.{self.name}"
@@ -54,20 +85,27 @@ int32 = DType("int32", np.int32)
 int64 = DType("int64", np.int64)
 uint8 = DType("uint8", np.uint8)
 bool_ = DType("bool_", np.bool_)
+complex64 = DType("complex64", np.complex64)
+complex128 = DType("complex128", np.complex128)
 
-ALL = (float16, float32, float64, int8, int16, int32, int64, uint8, bool_)
+ALL = (float16, float32, float64, int8, int16, int32, int64, uint8, bool_, complex64, complex128)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 # PyTorch's other names of its dtypes (``torch.long``, ``torch.float``...), exported as
 # ``lk.long``, ``lk.float``... by labkit/tensor/__init__.py (here they would hide the builtins)
 ALIASES = {"bool": bool_, "float": float32, "double": float64, "half": float16, "long": int64,
-           "int": int32, "short": int16,
+           "int": int32, "short": int16, "cfloat": complex64, "cdouble": complex128,
            # dynamic quantization's weight dtype (lk.quantization): held as plain int8 values
            "qint8": int8}
 _BY_NAME.update(ALIASES)
 
 # NumPy types labkit does not hold map onto the nearest it does (uint16/32/64 -> int64...).
-_WIDEN = {"i": int64, "u": int64, "f": float32, "b": bool_}
+_WIDEN = {"i": int64, "u": int64, "f": float32, "b": bool_, "c": complex128}
+# the complex dtype of a float one (PyTorch's float16 -> complex32 has no NumPy type: labkit
+# computes it in complex64)
+_TO_COMPLEX = {np.dtype(np.float16): np.dtype(np.complex64),
+               np.dtype(np.float32): np.dtype(np.complex64),
+               np.dtype(np.float64): np.dtype(np.complex128)}
 
 
 def from_numpy_dtype(np_dtype):
@@ -87,6 +125,8 @@ def as_dtype(spec):
         return _BY_NAME[spec]
     if spec is float:
         return _default[0]
+    if spec is complex:
+        return default_complex_dtype()
     if spec is int:
         return int64
     if spec is bool:
@@ -135,24 +175,34 @@ def set_default_dtype(dtype):
     _default[0] = d
 
 
+def default_complex_dtype():
+    """The dtype Python complex numbers become: complex64, or complex128 when the default float
+    dtype is float64 (PyTorch's rule)."""
+    return complex128 if _default[0] is float64 else complex64
+
+
 # ---- PyTorch's promotion, on NumPy dtypes (kernels use it too) ----------------------------------
 _PROMOTED = {}
 
 
+# PyTorch's categories of dtypes, by NumPy kind: bool < integers < floats < complex
+_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2, "c": 3}
+
+
 def promote_np(a, b):
-    """PyTorch's ``promote_types`` on NumPy dtypes: bool < integers < floats; an integer with a
-    float gives the float; within a kind, NumPy's lattice (uint8 with int8 is int16)."""
+    """PyTorch's ``promote_types`` on NumPy dtypes: bool < integers < floats < complex; an
+    operand of a lower category takes the other's type (int64 with float32 is float32, with
+    complex64 complex64), except that a float with a complex keeps the wider precision (float64
+    with complex64 is complex128); within a kind, NumPy's lattice (uint8 with int8 is int16)."""
     if a is b:
         return a
     r = _PROMOTED.get((a, b))
     if r is None:
-        ka, kb = a.kind, b.kind
-        if ka == "b" or (kb == "f" and ka != "f"):
-            r = b
-        elif kb == "b" or (ka == "f" and kb != "f"):
-            r = a
-        else:
+        ca, cb = _CATEGORY[a.kind], _CATEGORY[b.kind]
+        if ca == cb or {ca, cb} == {2, 3}:
             r = np.promote_types(a, b)
+        else:
+            r = a if ca > cb else b
         _PROMOTED[(a, b)] = r
     return r
 
@@ -162,10 +212,16 @@ _INT64, _BOOL = np.dtype(np.int64), np.dtype(np.bool_)
 
 def _combine(higher, lower):
     """PyTorch's combination of a higher-ranked operands' dtype with a lower-ranked one's (None
-    where there is no operand of that rank): the lower one counts only from a higher category."""
+    where there is no operand of that rank): the lower one counts only from a higher category,
+    and a complex one over a float keeps the float's precision (float32 with complex128 is
+    complex64)."""
     if higher is None:
         return lower
-    if lower is None or higher.kind == "f":
+    if lower is None or higher.kind == "c":
+        return higher
+    if lower.kind == "c":
+        return _TO_COMPLEX[higher] if higher.kind == "f" else lower
+    if higher.kind == "f":
         return higher
     if higher.kind == "b" or lower.kind == "f":
         return promote_np(higher, lower)
@@ -185,6 +241,8 @@ def common_np_dtype(values):
                 d = _INT64
             elif isinstance(v, float):
                 d = _default[0].np
+            elif isinstance(v, complex):
+                d = default_complex_dtype().np
             else:
                 d = np.asarray(v).dtype
             scalars = d if scalars is None else promote_np(scalars, d)

@@ -3,6 +3,8 @@
 Kept apart from tensor.py so that the Tensor class does not depend on the op modules, which
 depend on it.
 """
+import warnings
+
 from . import dispatch
 from .dtypes import as_dtype
 from .ops import bitwise as B
@@ -79,13 +81,24 @@ Tensor.clone = lambda self: E.clone(self)
 Tensor.log_softmax = lambda self, dim=-1: X.log_softmax(self, dim=dim)
 
 
-Tensor.astype = lambda self, dtype: E.cast(self, dtype=as_dtype(dtype).name)
-Tensor.float = lambda self: E.cast(self, dtype="float32")
-Tensor.double = lambda self: E.cast(self, dtype="float64")
-Tensor.half = lambda self: E.cast(self, dtype="float16")
-Tensor.long = lambda self: E.cast(self, dtype="int64")
-Tensor.int = lambda self: E.cast(self, dtype="int32")
-Tensor.bool = lambda self: E.cast(self, dtype="bool_")
+def converted(x, dtype):
+    """``x`` cast to ``dtype`` for a conversion the user asked for (``x.float()``, ``x.to``):
+    as PyTorch, complex to real keeps the real part and warns that it does."""
+    dtype = as_dtype(dtype)
+    if x.dtype.is_complex and not dtype.is_complex:
+        warnings.warn(f"converting a {x.dtype} tensor to {dtype} discards the imaginary part, "
+                      f"as in PyTorch; take x.real, x.abs() or x.angle() to say which part you "
+                      f"mean", UserWarning, stacklevel=3)
+    return E.cast(x, dtype=dtype.name)
+
+
+Tensor.astype = lambda self, dtype: converted(self, dtype)
+Tensor.float = lambda self: converted(self, "float32")
+Tensor.double = lambda self: converted(self, "float64")
+Tensor.half = lambda self: converted(self, "float16")
+Tensor.long = lambda self: converted(self, "int64")
+Tensor.int = lambda self: converted(self, "int32")
+Tensor.bool = lambda self: converted(self, "bool_")
 Tensor.__getitem__ = lambda self, index: I.getitem(self, index)
 Tensor.gather = lambda self, dim, index: I.gather(self, dim, index)
 Tensor.take = lambda self, indices, dim=None: I.take(self, indices, dim)

@@ -10,7 +10,9 @@ This is the heart of labkit. An op is declared once, in one place:
 - ``vjp(g, out, *inputs, **attrs) -> tuple``: one cotangent per input (None where there is
   none), written in labkit ops, so gradients work eagerly, inside a captured graph, and to any
   order. The engine sums broadcast gradients back to each input's shape and adds fan-in, so a
-  rule returns the plain cotangent;
+  rule returns the plain cotangent. A rule marked ``holomorphic`` (``labkit.tensor.ops.
+  elementwise``) is written for real values and serves complex ones too: the engine gives a
+  complex cotangent PyTorch's gradient ``conj(vjp(conj(g)))``;
 - ``batch(inputs, bdims, **attrs) -> (out, bdim)`` (optional): the batching rule ``lk.vmap`` uses.
   It gets the inputs with their batch dimension still in them and, for each, where that
   dimension is (None for an input that is the same for every example), and computes the whole
@@ -43,7 +45,7 @@ class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
     __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "into",
-                 "writes", "vjp_into", "batch", "__weakref__")
+                 "writes", "vjp_into", "batch", "holomorphic", "__weakref__")
 
     def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False, into=None,
                  writes=None, vjp_into=None, batch=None):
@@ -53,6 +55,8 @@ class Op:
         self.kernel = kernel
         self.shape = shape
         self.vjp = vjp
+        # a real vjp rule that holds for complex inputs through the conjugate (see ``vjp``)
+        self.holomorphic = getattr(vjp, "holomorphic", False)
         self.doc = doc or kernel.__doc__
         # Ops whose output lives on another device than their inputs (transfers) set this to
         # ``attrs -> Device``; every other op's output stays on its inputs' device.

@@ -77,18 +77,18 @@ def torch_loop(ufunc, common):
     if hit is None:
         n = ufunc.nin
         resolved = ufunc.resolve_dtypes((common,) * n + (None,) * ufunc.nout)
-        if resolved[-1].kind == "f" and common.kind != "f":
+        if resolved[-1].kind == "f" and common.kind not in "fc":
             resolved = ufunc.resolve_dtypes((default,) * n + (None,) * ufunc.nout)
         hit = _LOOPS[key] = (tuple(resolved[:n]), resolved[-1])
     return hit
 
 
-def call_ufunc(fn, ufunc, inputs, no_bool=False):
+def call_ufunc(fn, ufunc, inputs, refuse=""):
     """``fn(*inputs)`` (``fn``: the array module's version of the NumPy ufunc ``ufunc``) with the
     result dtype PyTorch gives (see ``labkit.tensor.dtypes``): array operands of another dtype
     than the loop's are cast to it first; Python numbers stay as they are. Same-dtype float
-    operands (the usual case) go straight to ``fn``. ``no_bool``: raise TypeError for bool
-    operands (the op's shape rule then explains why)."""
+    operands (the usual case) go straight to ``fn``. ``refuse``: NumPy kinds ("b" bool, "c"
+    complex) to raise TypeError for (the op's shape rule then explains why)."""
     d = None
     for x in inputs:
         xd = getattr(x, "dtype", None)
@@ -105,9 +105,10 @@ def call_ufunc(fn, ufunc, inputs, no_bool=False):
     else:
         if d is not None:
             return fn(*inputs)
-    if no_bool and any(isinstance(x, bool) or getattr(x, "dtype", None) == np.bool_
-                       for x in inputs):
-        raise TypeError("bool operand")
+    if refuse and any(getattr(x, "dtype", None) is not None and x.dtype.kind in refuse or
+                      "b" in refuse and isinstance(x, bool) or
+                      "c" in refuse and isinstance(x, complex) for x in inputs):
+        raise TypeError(f"{ufunc.__name__}: refused operand kind")
     loop, want = torch_loop(ufunc, common_np_dtype(inputs))
     out = fn(*[x.astype(t) if getattr(x, "dtype", t) != t else x for x, t in zip(inputs, loop)])
     return out if out.dtype == want else out.astype(want)      # Python numbers alone
@@ -146,6 +147,15 @@ def elementwise(ufunc, name=None):
     def rule(*inputs):
         return broadcast_shapes(name, *inputs), ufunc_dtype(name, ufunc, *inputs)
     return rule
+
+
+def refuse_complex(opname, x):
+    """DTypeError for a complex ``x`` where ``opname`` orders values: complex numbers have no
+    order, and PyTorch refuses them there too (its kernel checks the dtype kind itself)."""
+    if getattr(getattr(x, "dtype", None), "is_complex", False):
+        raise DTypeError(f"{opname} is not defined for complex tensors, as in PyTorch (complex "
+                         f"numbers have no order); got {describe(x)}. Order by x.abs() or "
+                         f"x.real instead.")
 
 
 def same_as_first(x, *rest, **attrs):

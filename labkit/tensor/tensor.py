@@ -100,11 +100,12 @@ class Tensor:
     @requires_grad.setter
     def requires_grad(self, flag):
         flag = bool(flag)
-        if flag and not self.dtype.is_floating:
+        if flag and not self.dtype.is_differentiable:
             raise DTypeError(
-                f"requires_grad=True needs a floating-point tensor, but this one is {self.dtype} "
-                f"(shape {self.shape}, on {self._device}). Only float16/32/64 tensors have "
-                f"gradients: convert first, e.g. x.float().requires_grad_()")
+                f"requires_grad=True needs a floating-point or complex tensor, but this one is "
+                f"{self.dtype} (shape {self.shape}, on {self._device}). Only float16/32/64 and "
+                f"complex64/128 tensors have gradients: convert first, e.g. "
+                f"x.float().requires_grad_()")
         if flag and getattr(self, "_inference", False) and not dispatch._state.inference:
             raise GradError(
                 f"requires_grad=True on an inference tensor (made inside lk.inference_mode(); "
@@ -197,7 +198,8 @@ class Tensor:
         """This tensor on ``device`` and/or as ``dtype``; differentiable; no copy if unchanged
         (unless ``copy=True``). PyTorch's forms: ``x.to("cpu")``, ``x.to(lk.float64)``,
         ``x.to("cpu", lk.float64)``, ``x.to(other)`` (other's device and dtype)."""
-        from .ops.elementwise import cast, clone, to_device
+        from .methods import converted
+        from .ops.elementwise import clone, to_device
         for a in args:
             if isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
@@ -207,7 +209,7 @@ class Tensor:
                 device = a
         out = self
         if dtype is not None:
-            out = cast(out, dtype=dtype)
+            out = converted(out, dtype)
         if device is not None:
             out = to_device(out, device=get_device(device).name)
         # (a cast or move that changes nothing returns a tensor sharing self's memory)

@@ -536,7 +536,8 @@ def test_second_order_random(case, device, data):
 
 
 # ---- dtype promotion of elementwise ops: PyTorch's rules, PyTorch as the oracle ----------------
-DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_"]
+DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_",
+          "complex64", "complex128"]
 UNARY = {"neg": "neg", "exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "abs", "sign": "sign",
          "tanh": "tanh", "sigmoid": "sigmoid", "relu": "relu", "logical_not": "logical_not"}
 BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "truediv", "pow": "pow",
@@ -558,9 +559,17 @@ def _torch_result(name, args):
     targs = [torch.from_numpy(a.copy()) if isinstance(a, np.ndarray) else a for a in args]
     fn = getattr(operator, name, None) or getattr(torch, name)
     try:
-        return fn(*targs).numpy()
-    except (RuntimeError, TypeError):
-        return None
+        out = fn(*targs)
+    except (RuntimeError, TypeError) as exc:
+        if "ComplexHalf" not in str(exc):
+            return None
+        # float16 with a complex number is complex32 in PyTorch, which NumPy lacks and many
+        # PyTorch kernels too: labkit computes it in complex64, as PyTorch does from float32
+        return _torch_result(name, [a.astype(np.float32) if getattr(a, "dtype", None) ==
+                                    np.float16 else a for a in args])
+    if out.dtype == torch.complex32:
+        out = out.to(torch.complex64)
+    return out.numpy()
 
 
 def _check_dtype(name, fn, torch_name, np_args, lk_args):
@@ -575,8 +584,9 @@ def _check_dtype(name, fn, torch_name, np_args, lk_args):
         out = fn(*lk_args)
     assert out.dtype.np == expected.dtype, \
         f"{what}: labkit gives {out.dtype}, PyTorch {expected.dtype}"
-    np.testing.assert_allclose(out.numpy().astype(np.float64), expected.astype(np.float64),
-                               rtol=1e-3, err_msg=what)
+    wide = np.complex128 if expected.dtype.kind == "c" else np.float64
+    np.testing.assert_allclose(out.numpy().astype(wide), expected.astype(wide), rtol=1e-3,
+                               err_msg=what)
 
 
 def _kind(a):
@@ -603,7 +613,7 @@ def test_binary_result_dtypes(name, device):
                          [lk.tensor(a, device=device), lk.tensor(b, device=device)])
     if name not in OPERATORS:
         return                           # PyTorch's maximum/minimum take tensors only
-    for d, scalar in itertools.product(DTYPES, (2, 2.0, True)):
+    for d, scalar in itertools.product(DTYPES, (2, 2.0, True, 2 + 1j)):
         a = _values(d)
         if name == "pow" and d == "bool_" and scalar is True:
             continue     # PyTorch takes bool_tensor ** True alone of bool powers; labkit none

@@ -15,19 +15,22 @@ import numpy as np
 from ...errors import DTypeError, NumericsError, describe
 from ..batching import ELEMENTWISE
 from ..op import needs_grad, op
-from ..shape_rules import broadcast_shapes, elementwise, same_as_first, to_common, ufunc_dtype
+from ..shape_rules import (broadcast_shapes, elementwise, refuse_complex, same_as_first,
+                           to_common, ufunc_dtype)
 from ..tensor import Tensor
 from .elementwise import abs as absolute
-from .elementwise import (add, cast, div, eq, exp, float_input, ge, gt, le, logical_and,
-                          logical_or, lt, mul, neg, sqrt, sub, ufunc_op, where, zero_vjp)
+from .elementwise import (NO_ORDER, add, cast, div, eq, exp, float_input, ge, gt, holomorphic,
+                          le, logical_and, logical_or, lt, mul, neg, sqrt, sub, ufunc_op, where,
+                          zero_vjp)
 from .index import zeros_like
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
 
 def _grad(fn):
-    """vjp of a unary op from its derivative: ``fn(g, out, x) -> cotangent``."""
-    return lambda g, out, x: (fn(g, out, x),)
+    """vjp of a unary op from its derivative: ``fn(g, out, x) -> cotangent``; the functions
+    given so are analytic, so on complex inputs the rule is ``holomorphic``."""
+    return holomorphic(lambda g, out, x: (fn(g, out, x),))
 
 
 # ---- trigonometric and hyperbolic ------------------------------------------------------------
@@ -223,9 +226,11 @@ def _clamp_one_vjp(keeps, passes):
 
 
 clamp_min = ufunc_op("clamp_min", np.maximum,
-                     vjp=_clamp_one_vjp(lambda x, b: ge(x, b), lambda x, b: lt(x, b)))
+                     vjp=_clamp_one_vjp(lambda x, b: ge(x, b), lambda x, b: lt(x, b)),
+                     no_complex=NO_ORDER)
 clamp_max = ufunc_op("clamp_max", np.minimum,
-                     vjp=_clamp_one_vjp(lambda x, b: le(x, b), lambda x, b: gt(x, b)))
+                     vjp=_clamp_one_vjp(lambda x, b: le(x, b), lambda x, b: gt(x, b)),
+                     no_complex=NO_ORDER)
 
 
 class _Typed:
@@ -258,11 +263,18 @@ def _clamp_into(xp):
     return clamp_into
 
 
-@op("clamp", shape=_ternary_rule("clamp", np.maximum), vjp=_clamp_vjp, into=_clamp_into,
-    batch=ELEMENTWISE)
+def _clamp_rule(x, lo, hi):
+    for v in (x, lo, hi):
+        refuse_complex("clamp", v)
+    return _ternary_rule("clamp", np.maximum)(x, lo, hi)
+
+
+@op("clamp", shape=_clamp_rule, vjp=_clamp_vjp, into=_clamp_into, batch=ELEMENTWISE)
 def clamp(xp, x, lo, hi):
     """``x`` limited to ``[lo, hi]`` (``hi`` wherever ``lo > hi``); NaN stays NaN."""
     x, lo, hi = to_common((x, lo, hi))
+    if x.dtype.kind == "c":
+        raise TypeError("complex input")         # the rule explains it
     return xp.minimum(xp.maximum(x, lo), hi)
 
 
@@ -379,7 +391,8 @@ def _lerp_vjp(g, out, start, end, weight):
             mul(g, sub(end, start)) if needs_grad(weight) else None)
 
 
-@op("lerp", shape=_ternary_rule("lerp", np.add), vjp=_lerp_vjp, batch=ELEMENTWISE)
+@op("lerp", shape=_ternary_rule("lerp", np.add), vjp=holomorphic(_lerp_vjp),
+    batch=ELEMENTWISE)
 def lerp(xp, start, end, weight):
     """``start + weight * (end - start)``, computed from ``end`` where ``weight >= 0.5`` (as
     PyTorch does: exact at ``weight = 1``, and infinite where an infinite end point is)."""

@@ -107,8 +107,10 @@ def vdot(input, other):
     >>> import labkit as lk
     >>> lk.vdot(lk.tensor([1.0, 2.0]), lk.tensor([3.0, 4.0])).item()
     11.0
+    >>> lk.vdot(lk.tensor([1j]), lk.tensor([1j])).item()
+    (1+0j)
     """
-    return dot(input, other)
+    return dot(E.conjugate(input), other)
 
 
 @public()
