@@ -3,10 +3,8 @@
 Kept apart from tensor.py so that the Tensor class does not depend on the op modules, which
 depend on it.
 """
-import warnings
 
 from . import dispatch
-from .dtypes import as_dtype
 from .ops import bitwise as B
 from .ops import composite as C
 from .ops import elementwise as E
@@ -81,24 +79,13 @@ Tensor.clone = lambda self: E.clone(self)
 Tensor.log_softmax = lambda self, dim=-1: X.log_softmax(self, dim=dim)
 
 
-def converted(x, dtype):
-    """``x`` cast to ``dtype`` for a conversion the user asked for (``x.float()``, ``x.to``):
-    as PyTorch, complex to real keeps the real part and warns that it does."""
-    dtype = as_dtype(dtype)
-    if x.dtype.is_complex and not dtype.is_complex:
-        warnings.warn(f"converting a {x.dtype} tensor to {dtype} discards the imaginary part, "
-                      f"as in PyTorch; take x.real, x.abs() or x.angle() to say which part you "
-                      f"mean", UserWarning, stacklevel=3)
-    return E.cast(x, dtype=dtype.name)
-
-
-Tensor.astype = lambda self, dtype: converted(self, dtype)
-Tensor.float = lambda self: converted(self, "float32")
-Tensor.double = lambda self: converted(self, "float64")
-Tensor.half = lambda self: converted(self, "float16")
-Tensor.long = lambda self: converted(self, "int64")
-Tensor.int = lambda self: converted(self, "int32")
-Tensor.bool = lambda self: converted(self, "bool_")
+Tensor.astype = lambda self, dtype: E.converted(self, dtype)
+Tensor.float = lambda self: E.converted(self, "float32")
+Tensor.double = lambda self: E.converted(self, "float64")
+Tensor.half = lambda self: E.converted(self, "float16")
+Tensor.long = lambda self: E.converted(self, "int64")
+Tensor.int = lambda self: E.converted(self, "int32")
+Tensor.bool = lambda self: E.converted(self, "bool_")
 Tensor.__getitem__ = lambda self, index: I.getitem(self, index)
 Tensor.gather = lambda self, dim, index: I.gather(self, dim, index)
 Tensor.take = lambda self, indices, dim=None: I.take(self, indices, dim)

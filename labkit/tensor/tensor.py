@@ -198,8 +198,7 @@ class Tensor:
         """This tensor on ``device`` and/or as ``dtype``; differentiable; no copy if unchanged
         (unless ``copy=True``). PyTorch's forms: ``x.to("cpu")``, ``x.to(lk.float64)``,
         ``x.to("cpu", lk.float64)``, ``x.to(other)`` (other's device and dtype)."""
-        from .methods import converted
-        from .ops.elementwise import clone, to_device
+        from .ops.elementwise import clone, converted, to_device
         for a in args:
             if isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype

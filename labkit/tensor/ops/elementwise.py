@@ -11,6 +11,7 @@ Where a real input meets a complex cotangent, the engine keeps its real part.
 import cmath
 import functools
 import math
+import warnings
 
 import numpy as np
 
@@ -392,6 +393,17 @@ def cast(xp, x, dtype):
     if x.dtype.kind == "c" and d.kind != "c":
         x = x.real
     return x.astype(d, copy=False)
+
+
+def converted(x, dtype):
+    """``x`` cast to ``dtype`` for a conversion the user asked for (``x.float()``, ``x.to``):
+    as PyTorch, complex to real keeps the real part and warns that it does."""
+    dtype = as_dtype(dtype)
+    if x.dtype.is_complex and not dtype.is_complex:
+        warnings.warn(f"converting a {x.dtype} tensor to {dtype} discards the imaginary part, "
+                      f"as in PyTorch; take x.real, x.abs() or x.angle() to say which part you "
+                      f"mean", UserWarning, stacklevel=3)
+    return cast(x, dtype=dtype.name)
 
 
 def _to_device_vjp(g, out, x, device):
