@@ -54,6 +54,7 @@ from ..profiler import active_profile
 from ..profiler.events import OpEvent, lane_name, now_ns, shapes_text
 from ..profiler.gpu_time import GpuSpan
 from ..profiler.profile import _active as _profiles
+from ..tensor import low_precision
 from ..tensor.tensor import Tensor
 from .ir import CAPTURE, CONSTANT, PLACEHOLDER, GraphError, Node
 from .rendezvous import Rendezvous, recv, recv_value, send, send_value
@@ -72,10 +73,19 @@ def _fused():
 def direct_call(node):
     """The function computing ``node`` into a given array (``f(*inputs, out=array)``), from its
     op's declaration (``Op.into``), or None."""
-    if node.kind != "op" or node.op.into is None:
+    if node.kind != "op" or node.op.into is None or _in_float32(node) is not None:
         return None
     return node.op.into(node.device.xp, **node.attrs) if node.attrs else \
         node.op.into(node.device.xp)
+
+
+def _in_float32(node):
+    """The kernel computing op ``node`` in float32 when it has float16/bfloat16 inputs
+    (``labkit.tensor.low_precision``), or None."""
+    return low_precision.kernel_for(
+        node.op, node.device.xp, node.attrs,
+        [a.dtype.np if isinstance(a, Node) and a.dtype is not None else None
+         for a in node.inputs], node.dtype.np) if node.dtype is not None else None
 
 
 def writes_into(node):
@@ -487,7 +497,8 @@ class _CodeGen:
                 if direct is not None:
                     ns[f"k{n.index}"] = direct
                 else:
-                    ns[f"k{n.index}"] = functools.partial(n.op.kernel, n.device.xp, **n.attrs)
+                    ns[f"k{n.index}"] = _in_float32(n) or \
+                        functools.partial(n.op.kernel, n.device.xp, **n.attrs)
                 if n.index in slot_of:
                     call_args.append(f"out=b{slot_of[n.index]}")
                 lines.append(f"{v} = k{n.index}({', '.join(call_args)})")

@@ -71,6 +71,8 @@ from ..devices import transfer as _transfer
 from ..errors import CheckpointError, DeviceError
 from .atomic_file import write_atomically
 from .dtypes import ALL as _LABKIT_DTYPES
+from .dtypes import bfloat16 as _bfloat16
+from .dtypes import kind_of as _kind_of
 from .tensor import Tensor
 
 FORMAT = "labkit-checkpoint"
@@ -79,14 +81,16 @@ _META_KEYS = ("format", "labkit.version", "labkit.structure", "labkit.sha256")
 _MAX_DEPTH = 200                        # nesting deeper than this is refused (save and load)
 _MAX_HEADER = 100_000_000               # safetensors' own limit on the header's length
 
-# safetensors' dtype names and the NumPy dtypes they are (always little-endian).
+# safetensors' dtype names and the NumPy dtypes they are (always little-endian; BF16 is
+# ml_dtypes' bfloat16, labkit's).
 _ST_DTYPES = {name: np.dtype(np_name).newbyteorder("<") for name, np_name in (
     ("BOOL", "bool"), ("U8", "uint8"), ("I8", "int8"), ("I16", "int16"), ("U16", "uint16"),
     ("I32", "int32"), ("U32", "uint32"), ("I64", "int64"), ("U64", "uint64"),
     ("F16", "float16"), ("F32", "float32"), ("F64", "float64"), ("C64", "complex64"))}
+_ST_DTYPES["BF16"] = _bfloat16.np
 _ST_NAMES = {dtype.name: name for name, dtype in _ST_DTYPES.items()}
-# safetensors dtypes that NumPy and labkit have no type for
-_ST_FOREIGN = ("BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C128")
+# safetensors dtypes that labkit has no type for
+_ST_FOREIGN = ("F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C128")
 _TENSOR_DTYPES = tuple(np.dtype(d.np).name for d in _LABKIT_DTYPES)
 _NODE_KEYS = {"tuple": {"items"}, "dict": {"items"}, "float": {"value"}, "ndarray": {"array"},
               "npscalar": {"array"}, "tensor": {"array", "device", "requires_grad"}}
@@ -123,7 +127,8 @@ class _Encoder:
         if known is not None:
             return known
         name = host.dtype.name
-        if host.dtype.kind not in "biufc" or (name not in _ST_NAMES and name != "complex128"):
+        if _kind_of(host.dtype) not in "biufc" or (name not in _ST_NAMES and
+                                                    name != "complex128"):
             stored = ", ".join(sorted(set(_ST_NAMES) | {"complex128"}))
             raise self.fail(where, obj, f"arrays of dtype {host.dtype} cannot be stored (a "
                                         f"checkpoint holds {stored}); convert it first, e.g. "
@@ -335,7 +340,7 @@ class _Decoder:
                 if dtype.name not in _TENSOR_DTYPES:
                     raise self.bad(f"{where}: a tensor cannot have dtype {dtype.name}")
                 if type(node["requires_grad"]) is not bool or (
-                        node["requires_grad"] and dtype.kind != "f"):
+                        node["requires_grad"] and _kind_of(dtype) != "f"):
                     raise self.bad(f"{where}: requires_grad must be true or false, and true "
                                    f"only for a floating-point tensor")
                 if type(node["device"]) is not str:
@@ -543,8 +548,8 @@ def _check_entries(header, size, data_start, fail, ours):
             raise bad(f"the entry of {key!r} is not described by dtype, shape, data_offsets")
         name, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
         if name in _ST_FOREIGN:
-            raise fail(f"holds the tensor {key!r} of dtype {name}, which labkit cannot hold "
-                       f"(NumPy has no such type); convert it before saving, e.g. to F32.")
+            raise fail(f"holds the tensor {key!r} of dtype {name}, which labkit cannot hold; "
+                       f"convert it before saving, e.g. to F32 or BF16.")
         if type(name) is not str or name not in _ST_DTYPES:
             raise bad(f"the tensor {key!r} has the unknown dtype {name!r}")
         if type(shape) is not list or any(type(s) is not int or s < 0 for s in shape):

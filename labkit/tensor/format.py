@@ -4,6 +4,8 @@ import numpy as np
 
 def format_tensor(t):
     data = t.numpy() if t.device.type == "cpu" else t._data.get()
+    if t.dtype.name == "bfloat16":     # ml_dtypes prints whole values as integers ([1 2])
+        data = data.astype(np.float32)
     body = np.array2string(data, separator=", ", prefix="tensor(", threshold=200, edgeitems=3,
                            precision=4)
     extras = []

@@ -178,8 +178,10 @@ class Tensor:
         return int(self.item())
 
     def __format__(self, spec):
-        """``f"{loss:.4f}"`` formats a one-element tensor's value, as PyTorch does."""
-        if spec and self._data is not None and self._data.size == 1:
+        """As PyTorch: a 0-d tensor formats as its value (``f"{lk.tensor(83.)}"`` is ``83.0``,
+        ``f"{loss:.4f}"``); another tensor as its text (a one-element one takes a number's
+        format spec too)."""
+        if self._data is not None and (self._data.ndim == 0 or spec and self._data.size == 1):
             return format(self.item(), spec)
         return format(repr(self), spec)
 

@@ -291,7 +291,7 @@ def _cast_vjp(g, out, x, dtype):
     return (cast(g, dtype=x.dtype.name),) if x.dtype.is_floating else (None,)
 
 
-@op("cast", shape=_cast_rule, vjp=_cast_vjp, batch=ELEMENTWISE)
+@op("cast", shape=_cast_rule, vjp=_cast_vjp, batch=ELEMENTWISE, moves=True)
 def cast(xp, x, dtype):
     """``x`` converted to ``dtype`` (a copy unless the dtype already matches)."""
     return x.astype(as_dtype(dtype).np, copy=False)
@@ -307,7 +307,7 @@ def _to_device_kernel(xp, x, device):
 
 
 to_device = op("to_device", shape=same_as_first, vjp=_to_device_vjp,
-               batch=ELEMENTWISE)(_to_device_kernel)
+               batch=ELEMENTWISE, moves=True)(_to_device_kernel)
 to_device.out_device = lambda attrs: get_device(attrs["device"])
 
 
@@ -316,13 +316,14 @@ def check_float(opname, x):
         raise DTypeError(f"{opname} needs a floating-point tensor; got {describe(x)}")
 
 
-@op("clone", shape=same_as_first, vjp=lambda g, out, x: (g,), batch=ELEMENTWISE)
+@op("clone", shape=same_as_first, vjp=lambda g, out, x: (g,), batch=ELEMENTWISE,
+    moves=True)
 def clone(xp, x):
     """A copy of ``x`` in new memory; gradients flow through it (PyTorch's ``clone``)."""
     return x.copy()
 
 
-@op("stop_gradient", shape=same_as_first, vjp=None, batch=ELEMENTWISE)
+@op("stop_gradient", shape=same_as_first, vjp=None, batch=ELEMENTWISE, moves=True)
 def stop_gradient(xp, x):
     """``x`` itself, through which no gradient flows (``t.detach()`` under graph capture)."""
     return x

@@ -413,7 +413,7 @@ def _getitem_vjp_into(xp, acc, g, out, x, *idx, spec):
 
 
 @op("getitem", shape=_getitem_rule, vjp=_getitem_vjp, vjp_into=_getitem_vjp_into,
-    batch=_getitem_batch)
+    batch=_getitem_batch, moves=True)
 def _getitem(xp, x, *idx, spec):
     index = build_index(spec, idx)
     out = x[index]

@@ -25,6 +25,7 @@ from ..ops import elementwise as E
 from ..ops import norm as N
 from ..ops import reduce as R
 from ..ops.linalg import matmul
+from ..dtypes import finfo
 from ..ops.shape import permute, reshape
 from ..shape_rules import normalize_dim
 from . import return_types
@@ -353,7 +354,7 @@ def eigvalsh(A, UPLO="L"):
 def _tolerances(A, atol, rtol):
     """PyTorch's defaults: rtol = eps * max(m, n) unless atol > 0 is given."""
     if rtol is None:
-        rtol = np.finfo(A.dtype.np).eps * max(A.shape[-2:]) if not atol else 0.0
+        rtol = finfo(A.dtype).eps * max(A.shape[-2:]) if not atol else 0.0
     return float(atol or 0.0), float(rtol)
 
 
