@@ -28,7 +28,10 @@ from .graph.capture import colocate_with
 from .graph.passes.placement import PlacementError
 from . import linalg
 from . import nn, optim, data
-from . import accelerator, backends, cuda
+from . import amp
+from .amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
+from . import accelerator, backends, cpu, cuda
+from .backends.cuda import get_float32_matmul_precision, set_float32_matmul_precision
 from . import utils
 from . import func
 from . import viz

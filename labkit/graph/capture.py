@@ -12,7 +12,7 @@ import threading
 from ..devices import default_device
 from ..devices.device import requested_device
 from ..errors import user_line
-from ..tensor import dispatch
+from ..tensor import autocast, dispatch
 from ..tensor.dispatch import Mode
 from ..tensor.dtypes import as_dtype, float32
 from ..tensor.eager import device_beside_cpu_scalars
@@ -225,7 +225,8 @@ def enter_graph(graph):
     mode = CaptureMode(graph)
     _graphs.stack.append((graph, mode))
     try:
-        with dispatch.push_mode(mode):
+        # inside an autocast region, ops are cast before they are captured, as eagerly
+        with dispatch.push_mode(mode), autocast.over(mode):
             yield mode
     finally:
         _graphs.stack.pop()

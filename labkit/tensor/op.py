@@ -19,9 +19,10 @@ This is the heart of labkit. An op is declared once, in one place:
   without one still works under vmap, one example at a time (with a warning naming it);
 - ``amp`` (optional): the op's precision class under autocast (``lk.autocast``,
   ``labkit.tensor.autocast``): ``"low"`` (run in the low precision: matmul), ``"float32"``
-  (run in float32: losses, ``prod``), ``"float32_gpu"`` (float32 under a GPU autocast only, as
-  PyTorch's lists differ: exp, softmax, sum), or None (the op runs on what it gets, and mixed
-  inputs promote as usual);
+  (run in float32: losses, ``prod``), ``"float32_gpu"`` / ``"low_gpu"`` (so under a GPU
+  autocast only, as PyTorch's lists differ: exp, softmax, sum), ``"promote"`` (the widest
+  input's float type), or None (the op runs on what it gets, and mixed inputs promote as
+  usual);
 - ``moves=True`` (optional): the kernel only moves or views values (reshape, indexing, casts),
   so it takes float16/bfloat16 arrays as they are; every other op computes them in float32
   and rounds its result back (``labkit.tensor.low_precision``).
@@ -101,7 +102,7 @@ class Op:
 
 
 # autocast's precision classes (labkit.tensor.autocast); None: the op is not cast
-AMP_CLASSES = (None, "low", "float32", "float32_gpu")
+AMP_CLASSES = (None, "low", "float32", "low_gpu", "float32_gpu", "promote")
 
 
 class BatchFamily:

@@ -15,6 +15,7 @@ taken cannot turn a gradient into NaN.
 import warnings
 
 from ...errors import ShapeError, describe
+from ...tensor.autocast import precision
 from ...tensor.dtypes import as_dtype
 from ...tensor.ops.composite import split
 from ...tensor.ops.elementwise import abs, add, cast, div, exp, ge, gt, le, logical_and, lt, mul
@@ -127,6 +128,7 @@ def silu(input, inplace=False):
     return mul(input, _sigmoid(input))
 
 
+@precision("float32_gpu")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``.
 
@@ -265,6 +267,7 @@ def glu(input, dim=-1):
     return mul(a, _sigmoid(b))
 
 
+@precision("low")
 def prelu(input, weight):
     """``x`` for ``x > 0``, else ``weight * x``; ``weight`` holds one slope or one per channel
     (dimension 1 of the input, or 0 for a 1-d input).

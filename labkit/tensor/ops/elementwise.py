@@ -33,11 +33,12 @@ def zero_vjp(g, out, *inputs, **attrs):
     return tuple(zeros_like(g) if needs_grad(x) else None for x in inputs)
 
 
-def ufunc_op(name, ufunc, vjp=None, no_bool=None):
+def ufunc_op(name, ufunc, vjp=None, no_bool=None, amp=None):
     """An op that is one array-module ufunc (``ufunc``: NumPy's): its kernel is
     ``xp.<ufunc>(*inputs)`` with PyTorch's result dtype, its shape rule the ufunc's broadcasting
     and dtype resolution, and graph plans call ``xp.<ufunc>(*inputs, out=buffer)`` directly.
-    ``no_bool``: the remedy to print when PyTorch refuses bool operands (where NumPy has a loop)."""
+    ``no_bool``: the remedy to print when PyTorch refuses bool operands (where NumPy has a loop).
+    ``amp``: the op's precision class under autocast (``labkit.tensor.op``)."""
     fname = ufunc.__name__
 
     refuse = bool(no_bool)
@@ -73,7 +74,7 @@ def ufunc_op(name, ufunc, vjp=None, no_bool=None):
     if no_bool:
         rule = _refusing_bool(rule, name, no_bool)
     return op(name, shape=rule, vjp=vjp, into=lambda xp: getattr(xp, fname),
-              batch=ELEMENTWISE)(kernel)
+              batch=ELEMENTWISE, amp=amp)(kernel)
 
 
 def _keeps_ints(ufunc):
@@ -145,7 +146,8 @@ def _pow_rule(a, b):
 
 
 # into: xp.power itself (a captured graph's shape rule has already refused bool ** bool)
-@op("pow", shape=_pow_rule, vjp=_pow_vjp, into=lambda xp: xp.power, batch=ELEMENTWISE)
+@op("pow", shape=_pow_rule, vjp=_pow_vjp, into=lambda xp: xp.power, batch=ELEMENTWISE,
+    amp="float32_gpu")
 def pow(xp, a, b):
     if common_np_dtype((a, b)).kind == "b":
         raise TypeError("bool ** bool")      # the rule explains it
@@ -168,8 +170,9 @@ minimum = ufunc_op("minimum", np.minimum, vjp=_extremum_vjp(lambda a, b: gt(a, b
 
 # ---- unary math ------------------------------------------------------------------------------
 neg = ufunc_op("neg", np.negative, vjp=lambda g, out, x: (neg(g),))
-exp = ufunc_op("exp", np.exp, vjp=lambda g, out, x: (mul(g, out),))
-log = ufunc_op("log", np.log, vjp=lambda g, out, x: (div(g, x),))
+# float32 under a GPU autocast, as PyTorch's CUDA list has them (labkit.tensor.autocast)
+exp = ufunc_op("exp", np.exp, vjp=lambda g, out, x: (mul(g, out),), amp="float32_gpu")
+log = ufunc_op("log", np.log, vjp=lambda g, out, x: (div(g, x),), amp="float32_gpu")
 sqrt = ufunc_op("sqrt", np.sqrt, vjp=lambda g, out, x: (div(mul(g, 0.5), out),))
 abs = ufunc_op("abs", np.absolute, vjp=lambda g, out, x: (mul(g, sign(x)),),
                no_bool="A bool is its own absolute value: use it as it is, or x.long().")
@@ -294,7 +297,14 @@ def _cast_vjp(g, out, x, dtype):
 @op("cast", shape=_cast_rule, vjp=_cast_vjp, batch=ELEMENTWISE, moves=True)
 def cast(xp, x, dtype):
     """``x`` converted to ``dtype`` (a copy unless the dtype already matches)."""
-    return x.astype(as_dtype(dtype).np, copy=False)
+    d = as_dtype(dtype).np
+    if d == _F16:
+        with np.errstate(over="ignore"):   # beyond float16's range is inf, as in PyTorch
+            return x.astype(d, copy=False)
+    return x.astype(d, copy=False)
+
+
+_F16 = np.dtype(np.float16)
 
 
 def _to_device_vjp(g, out, x, device):

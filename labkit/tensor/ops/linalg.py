@@ -131,7 +131,8 @@ def matmul_batch(inputs, bdims, transpose_a=False, transpose_b=False):
     return (reshape(out, shape=tuple(shape)) if ra == 1 or rb == 1 else out), 0
 
 
-@op("matmul", shape=_matmul_rule, vjp=_matmul_vjp, into=_matmul_into, batch=matmul_batch)
+@op("matmul", shape=_matmul_rule, vjp=_matmul_vjp, into=_matmul_into, batch=matmul_batch,
+    amp="low")
 def matmul(xp, a, b, transpose_a=False, transpose_b=False):
     """Matrix product with NumPy's ``@`` semantics: batched over leading dims, 1-D promoted.
     ``transpose_a`` / ``transpose_b`` swap an operand's last two dimensions first (as BLAS's

@@ -19,6 +19,7 @@ import numbers
 import numpy as np
 
 from ...errors import ShapeError, describe
+from ..autocast import precision
 from ..ops import composite as C
 from ..ops import decompositions as D
 from ..ops import elementwise as E
@@ -105,6 +106,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
 
 
 @accept_numpy_names
+@precision("float32_gpu")
 def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     """``torch.linalg.norm``: a vector norm when ``dim`` is one dimension (or ``A`` is 1-D),
     a matrix norm when it is two (or ``A`` is 2-D and ``ord`` is given); with neither ``ord``

@@ -26,10 +26,10 @@ taken; everything that needs a GPU raises a DeviceError saying what is missing.
 """
 import contextlib
 
-from .devices import cupy_module, get_device, gpu_count, memory_stats
-from .devices import reset_peak_memory_stats as _reset_peak
-from .errors import DeviceError
-from .tensor import random as _random
+from ..devices import cupy_module, get_device, gpu_count, memory_stats
+from ..devices import reset_peak_memory_stats as _reset_peak
+from ..errors import DeviceError
+from ..tensor import random as _random
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "device",
            "get_device_name", "synchronize", "Stream", "stream", "current_stream",
@@ -330,3 +330,6 @@ seed_all = seed
 def initial_seed():
     """The seed the random numbers were last started from (``lk.initial_seed()``)."""
     return _random.initial_seed()
+
+
+from . import amp  # noqa: E402  (torch.cuda.amp: autocast and GradScaler for CUDA devices)
