@@ -246,7 +246,9 @@ def placeholder(shape, dtype=None, name=None, device=None, requires_grad=False):
         raise GraphError("lk.placeholder is for building a graph: use it inside "
                          "'with lk.Graph() as g:'")
     from ..devices import get_device
-    shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+    # None: a size given only by the fed value (TensorFlow's unknown batch dimension)
+    shape = (int(shape),) if isinstance(shape, int) else \
+        tuple(None if s is None else int(s) for s in shape)
     node = graph.add_node(PLACEHOLDER, None, (), {}, shape, as_dtype(dtype) or float32,
                           get_device(device), name=name or "placeholder")
     return SymbolicTensor._of(node, requires_grad)

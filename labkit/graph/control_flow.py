@@ -140,8 +140,8 @@ def _check_branches(name, t, f):
             fix = {"shapes": "reshape or broadcast one of them (e.g. lk.broadcast_to(y, "
                              f"{a.shape}))",
                    "dtypes": f"cast one of them (e.g. y.to(dtype=lk.{a.dtype.name}))",
-                   "devices": f"move one of them (e.g. y.to('{a.device}'))"}[what]
-            on_a, on_b = (f" on {a.device}", f" on {b.device}") if what == "devices" else ("", "")
+                   "devices": f"move one of them (e.g. y.to('{a.device.name}'))"}[what]
+            on_a, on_b = (f" on {a.device.name}", f" on {b.device.name}") if what == "devices" else ("", "")
             raise err(
                 f"lk.cond '{name}': the branches return different {what} for output {i}: "
                 f"true_fn gives {node_text(a)}{on_a}, false_fn gives {node_text(b)}{on_b}. Both "

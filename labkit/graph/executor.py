@@ -376,7 +376,7 @@ class _Part:
         self.timed = timed       # [(op, node name, bytes in, bytes out, shapes text, source)]
 
     def __repr__(self):
-        return f"<plan part on {self.device}: {len(self.timed)} ops>"
+        return f"<plan part on {getattr(self.device, 'name', self.device)}: {len(self.timed)} ops>"
 
 
 def _on_device(device, fn):
@@ -569,8 +569,13 @@ def feed_array(node, value):
                                  f"first (e.g. .astype(np.{node.dtype.np}))")
             host = host.astype(node.dtype.np)
         array = host if node.device.type == "cpu" else node.device.xp.asarray(host)
-    if tuple(array.shape) != node.shape:
-        raise GraphError(f"feed for placeholder '{node.name}': expected shape {node.shape}, got "
+    if len(array.shape) != len(node.shape) or any(
+            s is not None and s != a for s, a in zip(node.shape, array.shape)):
+        shown = str(node.shape)
+        if None in node.shape:
+            shown = "(" + ", ".join("?" if s is None else str(s) for s in node.shape) + \
+                (",)" if len(node.shape) == 1 else ")") + " (? takes any size)"
+        raise GraphError(f"feed for placeholder '{node.name}': expected shape {shown}, got "
                          f"{tuple(array.shape)}")
     return array
 

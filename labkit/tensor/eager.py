@@ -29,7 +29,7 @@ def _device_mismatch(op, inputs):
     first = next(a._device for a in inputs if isinstance(a, Tensor))
     return DeviceError(
         f"{op.name}: inputs are on different devices ({parts}). All tensor inputs of one op must "
-        f"be on one device: move them first, e.g. t.to('{first}').")
+        f"be on one device: move them first, e.g. t.to('{first.name}').")
 
 
 def device_beside_cpu_scalars(op, inputs):

@@ -12,7 +12,7 @@ def format_tensor(t):
     if t.dtype.name not in ("float32", "int64"):   # PyTorch's convention: defaults unsaid
         extras.append(f"dtype={t.dtype}")
     if t.device.name != "cpu:0":
-        extras.append(f"device='{t.device}'")
+        extras.append(f"device='{t.device.name}'")
     if t._node is not None:
         extras.append(f"grad_fn={t._node.op.name}")
     elif t.requires_grad:

@@ -100,12 +100,12 @@ class Tensor:
         if flag and not self.dtype.is_floating:
             raise DTypeError(
                 f"requires_grad=True needs a floating-point tensor, but this one is {self.dtype} "
-                f"(shape {self.shape}, on {self._device}). Only float16/32/64 tensors have "
+                f"(shape {self.shape}, on {self._device.name}). Only float16/32/64 tensors have "
                 f"gradients: convert first, e.g. x.float().requires_grad_()")
         if flag and getattr(self, "_inference", False) and not dispatch._state.inference:
             raise GradError(
                 f"requires_grad=True on an inference tensor (made inside lk.inference_mode(); "
-                f"shape {self.shape}, {self.dtype}, on {self._device}) is not allowed outside "
+                f"shape {self.shape}, {self.dtype}, on {self._device.name}) is not allowed outside "
                 f"inference mode: it could never be saved for backward. Make a normal tensor "
                 f"first, x = x.clone().requires_grad_(), or create it under lk.no_grad() "
                 f"instead of lk.inference_mode().")
@@ -141,7 +141,7 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         if self._device.type != "cpu":
             raise DeviceError(
-                f"np.asarray() of a tensor on {self._device}: NumPy reads host memory only. "
+                f"np.asarray() of a tensor on {self._device.name}: NumPy reads host memory only. "
                 f"Call t.numpy() (copies to the host) or t.to('cpu') first.")
         if dispatch._state.watch is not None:
             dispatch.read_to_host(self, "np.asarray()", sys._getframe(1))

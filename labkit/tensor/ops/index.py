@@ -50,12 +50,13 @@ def split_index(x, index):
             spec.append(("b", bool(item)))       # a new dimension of size 1 (True) or 0 (False)
         elif isinstance(item, (int, np.integer)):
             spec.append(("i", int(item)))
-        elif isinstance(item, (list, tuple, np.ndarray)):
+        elif isinstance(item, (list, tuple, np.ndarray, range)):   # a range as its list
             spec.append(("t", len(tensors)))
             tensors.append(_index_tensor(x, item))
         else:
             raise ShapeError(f"cannot index {describe(x)} with {type(item).__name__} {item!r}: use "
-                             f"ints, slices, None, ..., bools, integer or boolean tensors")
+                             f"ints, slices, None, ..., bools, ranges, lists, integer or boolean "
+                             f"tensors")
     return tuple(spec), tensors
 
 

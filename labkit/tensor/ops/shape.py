@@ -20,9 +20,11 @@ def resolve_shape(opname, x_shape, shape, x=None):
                          f"unique); reshape with -1 for at most one of them, or do this step "
                          f"outside lk.function")
     shape = tuple(int(s) for s in shape)
-    size = math.prod(x_shape)
     if shape.count(-1) > 1:
         raise ShapeError(f"{opname}: at most one dimension can be -1, got {shape} for {what}")
+    if any(s is None for s in x_shape):      # sizes known only when the graph runs: -1 is too
+        return tuple(None if s == -1 else s for s in shape)
+    size = math.prod(x_shape)
     if -1 in shape:
         rest = math.prod(s for s in shape if s != -1)
         if rest == 0 or size % rest:
