@@ -211,6 +211,15 @@ def test_placeholder_with_an_unknown_batch_dimension():
         g.run(loss, {x: np.ones((2, 4), np.float32)})
 
 
+# ---- bfloat16 conversions --------------------------------------------------------------------------
+@BOTH
+def test_bfloat16_conversions(T):
+    model = T.nn.Linear(2, 3).bfloat16()
+    assert model.weight.dtype == T.bfloat16 and T.ones(2).bfloat16().dtype == T.bfloat16
+    y = model(T.ones(4, 2, dtype=T.bfloat16))
+    assert y.dtype == T.bfloat16 and T.finfo(T.bfloat16).eps == 0.0078125
+
+
 # ---- uint16 / uint32 / uint64 -----------------------------------------------------------------------
 @BOTH
 @pytest.mark.parametrize("name", ["uint16", "uint32", "uint64"])
