@@ -2,7 +2,9 @@
 decorator. The mode it enters and the precision classes it applies are in
 ``labkit.tensor.autocast``."""
 import functools
+import warnings
 
+from ..devices import gpu_count
 from ..tensor import autocast as _mode
 
 
@@ -12,7 +14,8 @@ class autocast:
     (losses, ``prod``, linear algebra; on a GPU also exp, log, pow, softmax, sum and the norms)
     in float32, the rest in whatever their inputs promote to. ``dtype``: lk.bfloat16 (the CPU's
     default) or lk.float16 (the GPU's). Works eagerly and inside ``lk.function``, and nests;
-    ``enabled=False`` switches it off inside an outer region.
+    ``enabled=False`` switches it off inside an outer region. A 'cuda' autocast where there is
+    no GPU warns and does nothing, as PyTorch's.
 
     >>> import labkit as lk
     >>> model = lk.nn.Linear(4, 2)
@@ -31,6 +34,11 @@ class autocast:
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         self.device_type = _mode.device_type_of(device_type) and device_type
         self.fast_dtype = dtype
+        if enabled and _mode.device_type_of(device_type) == "gpu" and gpu_count() == 0:
+            warnings.warn(f"lk.autocast: device_type {device_type!r} was given, but no GPU is "
+                          f"available here. Disabling (autocast('cpu') casts CPU ops).",
+                          stacklevel=2)
+            enabled = False
         self._enabled = bool(enabled)
         self._cache_enabled = cache_enabled
 

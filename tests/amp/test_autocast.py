@@ -149,8 +149,14 @@ def test_nested_regions_and_the_decorator_form():
     assert forward(a).dtype is lk.bfloat16 and (a @ w).dtype is lk.float32
     with lk.cpu.amp.autocast():
         assert (a @ w).dtype is lk.bfloat16
-    with lk.cuda.amp.autocast():           # a GPU autocast leaves CPU tensors alone
-        assert (a @ w).dtype is lk.float32 and lk.is_autocast_enabled("cuda")
+    if lk.cuda.is_available():
+        with lk.cuda.amp.autocast():       # a GPU autocast leaves CPU tensors alone
+            assert (a @ w).dtype is lk.float32 and lk.is_autocast_enabled("cuda")
+    else:
+        with pytest.warns(UserWarning, match="no GPU"):    # as PyTorch: warns, disabled
+            region = lk.cuda.amp.autocast()
+        with region:
+            assert (a @ w).dtype is lk.float32 and not lk.is_autocast_enabled("cuda")
     with pytest.raises(lk.DTypeError, match="bfloat16 or lk.float16"):
         with lk.autocast("cpu", dtype=lk.float64):
             pass
@@ -255,6 +261,20 @@ def test_autocast_inside_a_captured_function_and_a_training_step_match_eager():
     captured = [captured_step(x, y).item() for _ in range(3)]
     np.testing.assert_allclose(captured, eager, rtol=1e-6)
     assert len(captured_step.traces) == 1
+
+
+def test_autocast_composes_with_vmap_grad_and_profile():
+    a, w = lk.ones(2, 3), lk.ones(3, 4)
+    with lk.autocast("cpu"):
+        assert lk.vmap(lambda x: x @ w)(lk.ones(5, 3)).dtype is lk.bfloat16
+        assert lk.vmap(lk.grad(lambda x: (x @ w).float().sum()))(lk.ones(5, 3)).dtype \
+            is lk.float32
+        with lk.profile():
+            assert (a @ w).dtype is lk.bfloat16
+        with lk.no_grad():
+            assert (a @ w).dtype is lk.bfloat16
+    g = lk.grad(lambda w: lk.autocast("cpu")(lambda: a @ w)().float().sum())(w)
+    assert g.dtype is lk.float32 and g.tolist() == [[2.0] * 4] * 3
 
 
 @pytest.mark.gpu
