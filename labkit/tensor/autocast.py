@@ -55,7 +55,9 @@ class _State(threading.local):
         self.dtypes = {"cpu": None, "gpu": None}   # the low dtype per device type; None: off
         self.off = 0          # > 0 inside a declared function's own ops, or a backward pass
         self.depth = 0        # regions entered; the cast cache lasts as long as the outermost
-        self.cache = {}       # id(parameter) -> (parameter, its version, its low-dtype cast)
+        # id(parameter) -> (parameter, its version, the mode the cast was made in, the cast):
+        # a cast made while capturing belongs to that graph only
+        self.cache = {}
         self.cache_enabled = True
         self.exits = []       # what each region entered restores when it ends
 
@@ -128,11 +130,12 @@ def _cast_one(a, policy, mode, widest=None):
         hit = st.cache.get(id(a))
         version = getattr(a, "_version", None)
         version = version[1] if version is not None else 0
-        if hit is not None and hit[0] is a and hit[1] == version and hit[2].dtype is target:
-            return hit[2]
+        if hit is not None and hit[0] is a and hit[1] == version and hit[2] is mode and \
+                hit[3].dtype is target:
+            return hit[3]
     out = mode.apply(cast, (a,), {"dtype": target.name})
     if cached:
-        st.cache[id(a)] = (a, version, out)
+        st.cache[id(a)] = (a, version, mode, out)
     return out
 
 

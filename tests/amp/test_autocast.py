@@ -223,6 +223,16 @@ def test_a_parameter_is_cast_once_per_region():
     assert first.dtype is lk.bfloat16 and not autocast_mode._state.cache
 
 
+def test_cached_casts_stay_in_the_graph_or_eager_run_that_made_them():
+    model, x = lk.nn.Linear(3, 3), lk.ones(2, 3)
+    with lk.autocast("cpu"):
+        first = lk.function(lambda x: model(x))(x)
+        eager = model(x)                         # not the first trace's symbolic cast
+        second = lk.function(lambda x: model(x) * 2)(x)
+    np.testing.assert_array_equal(first.float().numpy(), eager.float().numpy())
+    np.testing.assert_array_equal(second.float().numpy(), 2 * eager.float().numpy())
+
+
 def test_traces_are_keyed_by_the_autocast_state():
     w = lk.ones(3, 4)
 
