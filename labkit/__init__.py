@@ -28,7 +28,10 @@ from .graph.capture import colocate_with
 from .graph.passes.placement import PlacementError
 from . import distributions, fft, linalg
 from . import nn, optim, data
-from . import accelerator, backends, cuda
+from . import amp
+from .amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
+from . import accelerator, backends, cpu, cuda
+from .backends.cuda import get_float32_matmul_precision, set_float32_matmul_precision
 from . import utils
 from . import func
 from . import viz
@@ -44,15 +47,8 @@ def __getattr__(name):
     import importlib
     if name in _LAZY:
         return importlib.import_module(f"{__name__}.{name}")
-    # lk.onnx needs the onnx package (the onnx extra) and takes a while to import: loaded when
-    # first named
+    # lk.onnx takes a while to import (the onnx package): loaded when first named; without
+    # onnx it imports and its export says what to install
     if name == "onnx":
-        try:
-            return importlib.import_module(".onnx", __name__)
-        except ModuleNotFoundError as e:
-            if e.name not in ("onnx", "onnxruntime"):
-                raise
-            raise ModuleNotFoundError(
-                "lk.onnx needs the onnx package: scripts/install onnx (or pip install "
-                "'labkit[onnx]')", name=e.name) from None
+        return importlib.import_module(".onnx", __name__)
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

@@ -121,7 +121,7 @@ def describe(value):
         return f"{type(value).__name__} {value!r}"
     dtype = getattr(value, "dtype", "?")
     device = getattr(value, "device", None)
-    where = f" on {device}" if device is not None else ""
+    where = f" on {getattr(device, 'name', device)}" if device is not None else ""
     return f"Tensor(shape={tuple(shape)}, dtype={dtype}{where})"
 
 

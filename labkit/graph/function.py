@@ -43,7 +43,7 @@ from ..autodiff.batched import BatchedTensor, VmapMode, vmap
 from ..devices.device import no_device_request
 from ..errors import describe_named
 from ..profiler.profile import _active as _profiles
-from ..tensor import dispatch
+from ..tensor import autocast, dispatch
 from ..tensor.tensor import Tensor
 from .capture import enter_graph
 from .compile import compile_graph
@@ -186,7 +186,7 @@ class Function:
             return self._call_batched(args, kwargs)
         leaves = []
         structure = _flatten((args, kwargs), leaves)
-        key = (structure, tuple(_tensor_spec(t) for t in leaves))
+        key = _key(structure, leaves)
         trace = self._cache.get(key)
         if trace is None:
             with self._lock:
@@ -285,12 +285,14 @@ class Function:
             return "first call"
         # compare with the closest earlier trace: the one whose signature differs least
         def distance(signature):
-            struct, specs = signature
+            struct, specs = signature[:2]
             if struct != key[0]:
                 return (1, 0)
             return (0, sum(a != b for old, new in zip(specs, key[1]) for a, b in zip(old, new)))
         previous = min((t.signature for t in reversed(self.traces)), key=distance)
-        (old_struct, old_specs), (new_struct, new_specs) = previous, key
+        if previous[:2] == key[:2] and previous[2:] != key[2:]:
+            return f"autocast changed: {_autocast_text(previous)} -> {_autocast_text(key)}"
+        (old_struct, old_specs), (new_struct, new_specs) = previous[:2], key[:2]
         leaves, paths = self._paths(args, kwargs)
         if old_struct != new_struct:
             changes = _python_changes(old_struct, new_struct, self._params)
@@ -416,7 +418,7 @@ class Function:
         """
         leaves = []
         structure = _flatten((args, kwargs), leaves)
-        key = (structure, tuple(_tensor_spec(t) for t in leaves))
+        key = _key(structure, leaves)
         trace = self._cache.get(key) or self._trace(key, args, kwargs)
         if passes is None:
             if trace.passes_version != config._state["passes_version"]:
@@ -427,6 +429,21 @@ class Function:
     def explain_traces(self):
         """One line per trace: its number and why it was made."""
         return "\n".join(f"trace {t.number}: {t.reason}" for t in self.traces)
+
+
+def _key(structure, leaves):
+    """The cache key of a call: its signature, and the autocast state when autocast is on (a
+    trace made inside an autocast region holds its casts)."""
+    key = (structure, tuple(_tensor_spec(t) for t in leaves))
+    amp = autocast.key()
+    return key if amp is None else key + (amp,)
+
+
+def _autocast_text(key):
+    if len(key) < 3:
+        return "off"
+    cpu, gpu = key[2]
+    return ", ".join(f"{d} on {t}" for t, d in (("cpu", cpu), ("gpu", gpu)) if d) or "off"
 
 
 def _substitute(obj, symbolic):

@@ -538,6 +538,10 @@ class Module:
         """Cast floating parameters and buffers to float16; returns self."""
         return self.to(dtype="float16")
 
+    def bfloat16(self):
+        """Cast floating parameters and buffers to bfloat16; returns self."""
+        return self.to(dtype="bfloat16")
+
     def double(self):
         """Cast floating parameters and buffers to float64 (handy for gradient checks)."""
         return self.to(dtype="float64")

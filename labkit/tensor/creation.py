@@ -325,6 +325,9 @@ def triu_indices(row, col, offset=0, *, dtype=None, device=None):
     return _indices("triu_indices", np.triu_indices, row, col, offset, dtype, device)
 
 
+_HELD = "bfloat16, float16/32/64, int8/16/32/64, uint8/16/32/64 and bool"
+
+
 def from_numpy(array):
     """A CPU tensor that shares memory with the NumPy ``array`` (no copy).
 
@@ -336,7 +339,7 @@ def from_numpy(array):
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
     if array.dtype != storage_dtype(array.dtype):
         raise DTypeError(f"from_numpy cannot share memory with a {array.dtype} array (labkit "
-                         f"holds float16/32/64, int8/16/32/64, uint8 and bool); use lk.tensor(array) to copy")
+                         f"holds {_HELD}); use lk.tensor(array) to copy")
     return made_from_host(Tensor._make(array, get_device("cpu:0")))
 
 
@@ -364,8 +367,8 @@ def from_dlpack(obj):
                          f"does not support (CPU and CUDA only); move it to the CPU or a CUDA "
                          f"GPU first")
     if array.dtype.kind not in "fiub" or array.dtype != storage_dtype(array.dtype):
-        raise DTypeError(f"from_dlpack: labkit has no dtype for {array.dtype} (it holds float16/"
-                         f"32/64, int8/16/32/64, uint8 and bool), so it cannot share this memory; convert "
+        raise DTypeError(f"from_dlpack: labkit has no dtype for {array.dtype} (it holds "
+                         f"{_HELD}), so it cannot share this memory; convert "
                          f"the producer first (e.g. x.to(torch.float32)) or copy it with "
                          f"lk.tensor(np.asarray(x))")
     return made_from_host(Tensor._make(array, device_of_array(array)))

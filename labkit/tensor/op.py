@@ -18,7 +18,16 @@ This is the heart of labkit. An op is declared once, in one place:
   dimension is (None for an input that is the same for every example), and computes the whole
   batch at once in labkit ops, returning the output and where its batch dimension is. Rules
   shared by a family of ops (elementwise, reductions) are in ``labkit.tensor.batching``. An op
-  without one still works under vmap, one example at a time (with a warning naming it).
+  without one still works under vmap, one example at a time (with a warning naming it);
+- ``amp`` (optional): the op's precision class under autocast (``lk.autocast``,
+  ``labkit.tensor.autocast``): ``"low"`` (run in the low precision: matmul), ``"float32"``
+  (run in float32: losses, ``prod``), ``"float32_gpu"`` / ``"low_gpu"`` (so under a GPU
+  autocast only, as PyTorch's lists differ: exp, softmax, sum), ``"promote"`` (the widest
+  input's float type), or None (the op runs on what it gets, and mixed inputs promote as
+  usual);
+- ``moves=True`` (optional): the kernel only moves or views values (reshape, indexing, casts),
+  so it takes float16/bfloat16 arrays as they are; every other op computes them in float32
+  and rounds its result back (``labkit.tensor.low_precision``).
 
 Inputs are Tensors or Python scalars; attributes are keyword arguments (hashable values).
 Calling the Op object applies it through the single dispatch function ``bind``.
@@ -45,10 +54,10 @@ class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
     __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "into",
-                 "writes", "vjp_into", "batch", "holomorphic", "__weakref__")
+                 "writes", "vjp_into", "batch", "holomorphic", "amp", "moves", "__weakref__")
 
     def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False, into=None,
-                 writes=None, vjp_into=None, batch=None):
+                 writes=None, vjp_into=None, batch=None, amp=None, moves=False):
         if not callable(kernel) or not callable(shape):
             raise TypeError(f"op {name!r}: kernel and shape rule must be callable")
         self.name = name
@@ -77,6 +86,13 @@ class Op:
         self.vjp_into = vjp_into
         # the batching rule (``lk.vmap``), or None: vmap then runs the op once per example
         self.batch = batch.make(self) if isinstance(batch, BatchFamily) else batch
+        if amp not in AMP_CLASSES:
+            raise ValueError(f"op {name!r}: amp={amp!r} is not a precision class; use one of "
+                             f"{AMP_CLASSES}")
+        # the precision class autocast casts the inputs by (labkit.tensor.autocast)
+        self.amp = amp
+        # True: float16/bfloat16 inputs reach the kernel as they are (it only moves values)
+        self.moves = moves or writes is not None
 
     def __call__(self, *inputs, **attrs):
         return dispatch.bind(self, inputs, attrs)
@@ -87,6 +103,10 @@ class Op:
     @property
     def differentiable(self):
         return self.vjp is not None and not getattr(self.vjp, "missing", False)
+
+
+# autocast's precision classes (labkit.tensor.autocast); None: the op is not cast
+AMP_CLASSES = (None, "low", "float32", "low_gpu", "float32_gpu", "promote")
 
 
 class BatchFamily:
@@ -113,7 +133,7 @@ def _missing_vjp(name):
 
 
 def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, writes=None,
-       vjp_into=None, batch=None):
+       vjp_into=None, batch=None, amp=None, moves=False):
     """Decorator declaring a primitive op from its kernel.
 
     ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule. ``vjp=None`` says the op has
@@ -126,7 +146,9 @@ def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, wri
     0 as ``vjp`` gives, added in place into a gradient array the engine owns, so that many
     slices of one tensor (an RNN's time steps) each cost their slice, not a tensor-sized array.
     ``batch`` (optional): the batching rule ``lk.vmap`` uses (see the module's docstring), or a
-    ``BatchFamily`` from ``labkit.tensor.batching``.
+    ``BatchFamily`` from ``labkit.tensor.batching``. ``amp`` (optional): the op's precision
+    class under autocast; ``moves=True``: the kernel takes float16/bfloat16 arrays as they are
+    (see the module's docstring).
     Registered ops are walked by the test suite, so each one needs a test entry. Redeclaring a
     name replaces the earlier op (handy while iterating in a notebook).
     """
@@ -135,7 +157,7 @@ def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, wri
 
     def declare(kernel):
         o = Op(name, kernel, shape, vjp, stateful=stateful, into=into, writes=writes,
-               vjp_into=vjp_into, batch=batch)
+               vjp_into=vjp_into, batch=batch, amp=amp, moves=moves)
         if register:
             REGISTRY[name] = o
         return o

@@ -7,7 +7,7 @@ symbolic tensors of graph capture; or plain Python scalars) and its attributes, 
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, describe
-from .dtypes import common_np_dtype, from_numpy_dtype, get_default_dtype
+from .dtypes import bfloat16, common_np_dtype, float32, from_numpy_dtype, get_default_dtype
 
 
 def shape_of(x):
@@ -70,17 +70,31 @@ def torch_loop(ufunc, common):
     """``(in_dtypes, out_dtype)``: the NumPy loop of ``ufunc`` that computes as PyTorch does on
     operands whose common dtype (``common_np_dtype``) is ``common``: the loop for ``common``,
     except that an integer or bool computation with a fractional result (``int / int``,
-    ``sin(int)``) runs in the default float dtype. Raises TypeError where NumPy has no loop."""
+    ``sin(int)``) runs in the default float dtype. Raises TypeError where NumPy has no loop.
+    bfloat16 computes in float32's loop, its float32 result read as bfloat16 (ml_dtypes' own
+    loops are partial: its matmul answers in float32)."""
     default = get_default_dtype().np
     key = (ufunc, common, default)
     hit = _LOOPS.get(key)
     if hit is None:
         n = ufunc.nin
-        resolved = ufunc.resolve_dtypes((common,) * n + (None,) * ufunc.nout)
-        if resolved[-1].kind == "f" and common.kind not in "fc":
-            resolved = ufunc.resolve_dtypes((default,) * n + (None,) * ufunc.nout)
+        resolved = _resolve(ufunc, common)
+        if resolved[-1].kind == "f" and common.kind not in "fc" and common != _BF16:
+            resolved = _resolve(ufunc, default)
         hit = _LOOPS[key] = (tuple(resolved[:n]), resolved[-1])
     return hit
+
+
+_BF16, _F32 = bfloat16.np, float32.np
+
+
+def _resolve(ufunc, dtype):
+    """NumPy's loop of ``ufunc`` for operands of ``dtype`` (bfloat16: float32's, giving
+    bfloat16 where it gives float32)."""
+    if dtype != _BF16:
+        return ufunc.resolve_dtypes((dtype,) * ufunc.nin + (None,) * ufunc.nout)
+    loop = ufunc.resolve_dtypes((_F32,) * ufunc.nin + (None,) * ufunc.nout)
+    return loop[:ufunc.nin] + tuple(_BF16 if d == _F32 else d for d in loop[ufunc.nin:])
 
 
 def call_ufunc(fn, ufunc, inputs, refuse=""):

@@ -103,13 +103,13 @@ class Tensor:
         if flag and not self.dtype.is_differentiable:
             raise DTypeError(
                 f"requires_grad=True needs a floating-point or complex tensor, but this one is "
-                f"{self.dtype} (shape {self.shape}, on {self._device}). Only float16/32/64 and "
+                f"{self.dtype} (shape {self.shape}, on {self._device.name}). Only float16/32/64 and "
                 f"complex64/128 tensors have gradients: convert first, e.g. "
                 f"x.float().requires_grad_()")
         if flag and getattr(self, "_inference", False) and not dispatch._state.inference:
             raise GradError(
                 f"requires_grad=True on an inference tensor (made inside lk.inference_mode(); "
-                f"shape {self.shape}, {self.dtype}, on {self._device}) is not allowed outside "
+                f"shape {self.shape}, {self.dtype}, on {self._device.name}) is not allowed outside "
                 f"inference mode: it could never be saved for backward. Make a normal tensor "
                 f"first, x = x.clone().requires_grad_(), or create it under lk.no_grad() "
                 f"instead of lk.inference_mode().")
@@ -145,7 +145,7 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         if self._device.type != "cpu":
             raise DeviceError(
-                f"np.asarray() of a tensor on {self._device}: NumPy reads host memory only. "
+                f"np.asarray() of a tensor on {self._device.name}: NumPy reads host memory only. "
                 f"Call t.numpy() (copies to the host) or t.to('cpu') first.")
         if dispatch._state.watch is not None:
             dispatch.read_to_host(self, "np.asarray()", sys._getframe(1))
@@ -182,8 +182,10 @@ class Tensor:
         return int(self.item())
 
     def __format__(self, spec):
-        """``f"{loss:.4f}"`` formats a one-element tensor's value, as PyTorch does."""
-        if spec and self._data is not None and self._data.size == 1:
+        """As PyTorch: a 0-d tensor formats as its value (``f"{lk.tensor(83.)}"`` is ``83.0``,
+        ``f"{loss:.4f}"``); another tensor as its text (a one-element one takes a number's
+        format spec too)."""
+        if self._data is not None and (self._data.ndim == 0 or spec and self._data.size == 1):
             return format(self.item(), spec)
         return format(repr(self), spec)
 

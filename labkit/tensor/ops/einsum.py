@@ -144,7 +144,8 @@ def _einsum_batch(inputs, bdims, equation):
     return einsum(*operands, equation=",".join(terms) + "->" + b + out), 0
 
 
-@op("einsum", shape=_einsum_rule, vjp=holomorphic(_einsum_vjp), batch=_einsum_batch)
+@op("einsum", shape=_einsum_rule, vjp=holomorphic(_einsum_vjp), batch=_einsum_batch,
+    amp="low")
 def einsum(xp, *operands, equation):
     """Einstein summation over an explicit equation (one letter per dimension, ``->`` and the
     output given). Two operands without a repeated label run as one matrix product."""

@@ -41,12 +41,13 @@ def zero_vjp(g, out, *inputs, **attrs):
     return tuple(zeros_like(g) if needs_grad(x) else None for x in inputs)
 
 
-def ufunc_op(name, ufunc, vjp=None, no_bool=None, no_complex=None):
+def ufunc_op(name, ufunc, vjp=None, no_bool=None, no_complex=None, amp=None):
     """An op that is one array-module ufunc (``ufunc``: NumPy's): its kernel is
     ``xp.<ufunc>(*inputs)`` with PyTorch's result dtype, its shape rule the ufunc's broadcasting
     and dtype resolution, and graph plans call ``xp.<ufunc>(*inputs, out=buffer)`` directly.
     ``no_bool`` / ``no_complex``: the remedy to print when PyTorch refuses bool / complex
-    operands (where NumPy has a loop: it orders complex numbers, PyTorch does not)."""
+    operands (where NumPy has a loop: it orders complex numbers, PyTorch does not).
+    ``amp``: the op's precision class under autocast (``labkit.tensor.op``)."""
     fname = ufunc.__name__
 
     refuse = "b" * bool(no_bool) + "c" * bool(no_complex)
@@ -85,7 +86,7 @@ def ufunc_op(name, ufunc, vjp=None, no_bool=None, no_complex=None):
     if no_complex:
         rule = _refusing_complex(rule, name, no_complex)
     return op(name, shape=rule, vjp=vjp, into=lambda xp: getattr(xp, fname),
-              batch=ELEMENTWISE)(kernel)
+              batch=ELEMENTWISE, amp=amp)(kernel)
 
 
 def _keeps_ints(ufunc):
@@ -189,7 +190,7 @@ def _pow_rule(a, b):
 
 # into: xp.power itself (a captured graph's shape rule has already refused bool ** bool)
 @op("pow", shape=_pow_rule, vjp=holomorphic(_pow_vjp), into=lambda xp: xp.power,
-    batch=ELEMENTWISE)
+    batch=ELEMENTWISE, amp="float32_gpu")
 def pow(xp, a, b):
     if common_np_dtype((a, b)).kind == "b":
         raise TypeError("bool ** bool")      # the rule explains it
@@ -214,8 +215,10 @@ minimum = ufunc_op("minimum", np.minimum, vjp=_extremum_vjp(lambda a, b: gt(a, b
 
 # ---- unary math ------------------------------------------------------------------------------
 neg = ufunc_op("neg", np.negative, vjp=lambda g, out, x: (neg(g),))
-exp = ufunc_op("exp", np.exp, vjp=holomorphic(lambda g, out, x: (mul(g, out),)))
-log = ufunc_op("log", np.log, vjp=holomorphic(lambda g, out, x: (div(g, x),)))
+# exp and log: float32 under a GPU autocast, as PyTorch's CUDA list has them
+exp = ufunc_op("exp", np.exp, vjp=holomorphic(lambda g, out, x: (mul(g, out),)),
+               amp="float32_gpu")
+log = ufunc_op("log", np.log, vjp=holomorphic(lambda g, out, x: (div(g, x),)), amp="float32_gpu")
 sqrt = ufunc_op("sqrt", np.sqrt, vjp=holomorphic(lambda g, out, x: (div(mul(g, 0.5), out),)))
 # (of a complex z: |z|, real; its gradient g * z / |z|, PyTorch's g * sgn(z))
 abs = ufunc_op("abs", np.absolute, vjp=lambda g, out, x: (mul(g, sgn(x)),),
@@ -385,14 +388,20 @@ def _cast_vjp(g, out, x, dtype):
     return (cast(g, dtype=x.dtype.name),) if x.dtype.is_differentiable else (None,)
 
 
-@op("cast", shape=_cast_rule, vjp=_cast_vjp, batch=ELEMENTWISE)
+@op("cast", shape=_cast_rule, vjp=_cast_vjp, batch=ELEMENTWISE, moves=True)
 def cast(xp, x, dtype):
     """``x`` converted to ``dtype`` (a copy unless the dtype already matches); complex to real
     keeps the real part (its gradient: a real cotangent as a complex one)."""
     d = as_dtype(dtype).np
     if x.dtype.kind == "c" and d.kind != "c":
         x = x.real
+    if d == _F16:
+        with np.errstate(over="ignore"):   # beyond float16's range is inf, as in PyTorch
+            return x.astype(d, copy=False)
     return x.astype(d, copy=False)
+
+
+_F16 = np.dtype(np.float16)
 
 
 def converted(x, dtype):
@@ -416,7 +425,7 @@ def _to_device_kernel(xp, x, device):
 
 
 to_device = op("to_device", shape=same_as_first, vjp=_to_device_vjp,
-               batch=ELEMENTWISE)(_to_device_kernel)
+               batch=ELEMENTWISE, moves=True)(_to_device_kernel)
 to_device.out_device = lambda attrs: get_device(attrs["device"])
 
 
@@ -425,13 +434,14 @@ def check_float(opname, x):
         raise DTypeError(f"{opname} needs a floating-point tensor; got {describe(x)}")
 
 
-@op("clone", shape=same_as_first, vjp=lambda g, out, x: (g,), batch=ELEMENTWISE)
+@op("clone", shape=same_as_first, vjp=lambda g, out, x: (g,), batch=ELEMENTWISE,
+    moves=True)
 def clone(xp, x):
     """A copy of ``x`` in new memory; gradients flow through it (PyTorch's ``clone``)."""
     return x.copy()
 
 
-@op("stop_gradient", shape=same_as_first, vjp=None, batch=ELEMENTWISE)
+@op("stop_gradient", shape=same_as_first, vjp=None, batch=ELEMENTWISE, moves=True)
 def stop_gradient(xp, x):
     """``x`` itself, through which no gradient flows (``t.detach()`` under graph capture)."""
     return x

@@ -36,13 +36,16 @@ def _grad(fn):
 # ---- trigonometric and hyperbolic ------------------------------------------------------------
 sin = ufunc_op("sin", np.sin, vjp=_grad(lambda g, out, x: mul(g, cos(x))))
 cos = ufunc_op("cos", np.cos, vjp=_grad(lambda g, out, x: mul(g, neg(sin(x)))))
-tan = ufunc_op("tan", np.tan, vjp=_grad(lambda g, out, x: mul(g, add(mul(out, out), 1))))
-asin = ufunc_op("asin", np.arcsin, vjp=_grad(lambda g, out, x: mul(g, rsqrt(sub(1, mul(x, x))))))
+tan = ufunc_op("tan", np.tan, vjp=_grad(lambda g, out, x: mul(g, add(mul(out, out), 1))),
+               amp="float32_gpu")
+asin = ufunc_op("asin", np.arcsin, vjp=_grad(lambda g, out, x: mul(g, rsqrt(sub(1, mul(x, x))))),
+                amp="float32_gpu")
 acos = ufunc_op("acos", np.arccos,
-                vjp=_grad(lambda g, out, x: mul(g, neg(rsqrt(sub(1, mul(x, x)))))))
+                vjp=_grad(lambda g, out, x: mul(g, neg(rsqrt(sub(1, mul(x, x)))))),
+                amp="float32_gpu")
 atan = ufunc_op("atan", np.arctan, vjp=_grad(lambda g, out, x: div(g, add(mul(x, x), 1))))
-sinh = ufunc_op("sinh", np.sinh, vjp=_grad(lambda g, out, x: mul(g, cosh(x))))
-cosh = ufunc_op("cosh", np.cosh, vjp=_grad(lambda g, out, x: mul(g, sinh(x))))
+sinh = ufunc_op("sinh", np.sinh, vjp=_grad(lambda g, out, x: mul(g, cosh(x))), amp="float32_gpu")
+cosh = ufunc_op("cosh", np.cosh, vjp=_grad(lambda g, out, x: mul(g, sinh(x))), amp="float32_gpu")
 asinh = ufunc_op("asinh", np.arcsinh,
                  vjp=_grad(lambda g, out, x: mul(g, rsqrt(add(mul(x, x), 1)))))
 acosh = ufunc_op("acosh", np.arccosh,
@@ -62,11 +65,15 @@ atan2 = ufunc_op("atan2", np.arctan2, vjp=_atan2_vjp)
 
 
 # ---- exponentials and logarithms -----------------------------------------------------------
-log1p = ufunc_op("log1p", np.log1p, vjp=_grad(lambda g, out, x: div(g, add(x, 1))))
-log2 = ufunc_op("log2", np.log2, vjp=_grad(lambda g, out, x: div(g, mul(x, LN2))))
-log10 = ufunc_op("log10", np.log10, vjp=_grad(lambda g, out, x: div(g, mul(x, LN10))))
+log1p = ufunc_op("log1p", np.log1p, vjp=_grad(lambda g, out, x: div(g, add(x, 1))),
+                 amp="float32_gpu")
+log2 = ufunc_op("log2", np.log2, vjp=_grad(lambda g, out, x: div(g, mul(x, LN2))),
+                amp="float32_gpu")
+log10 = ufunc_op("log10", np.log10, vjp=_grad(lambda g, out, x: div(g, mul(x, LN10))),
+                 amp="float32_gpu")
 exp2 = ufunc_op("exp2", np.exp2, vjp=_grad(lambda g, out, x: mul(g, mul(out, LN2))))
-expm1 = ufunc_op("expm1", np.expm1, vjp=_grad(lambda g, out, x: mul(g, add(out, 1))))
+expm1 = ufunc_op("expm1", np.expm1, vjp=_grad(lambda g, out, x: mul(g, add(out, 1))),
+                 amp="float32_gpu")
 
 
 def _logaddexp_vjp(power):

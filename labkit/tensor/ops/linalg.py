@@ -133,7 +133,7 @@ def matmul_batch(inputs, bdims, transpose_a=False, transpose_b=False):
 
 
 @op("matmul", shape=_matmul_rule, vjp=holomorphic(_matmul_vjp), into=_matmul_into,
-    batch=matmul_batch)
+    batch=matmul_batch, amp="low")
 def matmul(xp, a, b, transpose_a=False, transpose_b=False):
     """Matrix product with NumPy's ``@`` semantics: batched over leading dims, 1-D promoted.
     ``transpose_a`` / ``transpose_b`` swap an operand's last two dimensions first (as BLAS's

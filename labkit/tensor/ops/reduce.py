@@ -128,7 +128,8 @@ def _sum_vjp(g, out, x, dim=None, keepdim=False):
     return (broadcast_to(reshape(g, shape=_keep_shape(x, dim)), shape=x.shape),)
 
 
-@op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp, batch=REDUCTION)
+@op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp, batch=REDUCTION,
+    amp="float32_gpu")
 def sum(xp, x, dim=None, keepdim=False):
     """Sum over ``dim`` (None: every element), keeping reduced axes as size 1 if ``keepdim``."""
     out = _blas_sum(xp, x, dim, keepdim)

@@ -51,7 +51,7 @@ def _scan(xp, fn, x, dim, reverse):
     return fn(x, axis=a)
 
 
-@op("cumsum", shape=_scan_rule("cumsum", accumulated_dtype), batch=ALONG_DIM,
+@op("cumsum", shape=_scan_rule("cumsum", accumulated_dtype), batch=ALONG_DIM, amp="float32_gpu",
     vjp=lambda g, out, x, dim, reverse=False: (cumsum(g, dim=dim, reverse=not reverse),))
 def cumsum(xp, x, dim, reverse=False):
     """Running sums along ``dim`` (from the last element if ``reverse``)."""
@@ -75,7 +75,7 @@ def _cumprod_vjp(g, out, x, dim, reverse=False):
 
 
 @op("cumprod", shape=_scan_rule("cumprod", accumulated_dtype), vjp=holomorphic(_cumprod_vjp),
-    batch=ALONG_DIM)
+    batch=ALONG_DIM, amp="float32_gpu")
 def cumprod(xp, x, dim, reverse=False):
     """Running products along ``dim`` (from the last element if ``reverse``)."""
     return _scan(xp, xp.cumprod, x, dim, reverse)

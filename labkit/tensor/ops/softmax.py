@@ -63,7 +63,8 @@ def _rows(columns, x):
     return np.ascontiguousarray(columns.T).reshape(x.shape)
 
 
-@op("log_softmax", shape=_rule("log_softmax"), vjp=_log_softmax_vjp, batch=ALONG_DIM)
+@op("log_softmax", shape=_rule("log_softmax"), vjp=_log_softmax_vjp, batch=ALONG_DIM,
+    amp="float32_gpu")
 def log_softmax(xp, x, dim=-1):
     """log(softmax(x)) over ``dim``, computed without forming softmax (stable for large inputs).
 
@@ -86,7 +87,7 @@ def _softmax_vjp(g, out, x, dim=-1):
     return (mul(out, sub(g, sum(mul(g, out), dim=dim, keepdim=True))),)
 
 
-@op("softmax", shape=_rule("softmax"), vjp=_softmax_vjp, batch=ALONG_DIM)
+@op("softmax", shape=_rule("softmax"), vjp=_softmax_vjp, batch=ALONG_DIM, amp="float32_gpu")
 def softmax(xp, x, dim=-1):
     """exp(x) / sum(exp(x)) over ``dim``, stable for large inputs (the max is subtracted first).
 
