@@ -21,8 +21,8 @@ class GradcheckError(GradError, AssertionError):
 
 def numerical_vjp(fun, inputs, cotangent, eps=1e-6):
     """<cotangent, d fun / d input_i> for each input by central differences (float64, host)."""
-    base = [np.array(x.numpy(), dtype=np.float64) for x in inputs]
-    cot = np.asarray(cotangent.numpy(), dtype=np.float64)
+    base = [np.array(x.numpy(force=True), dtype=np.float64) for x in inputs]
+    cot = np.asarray(cotangent.numpy(force=True), dtype=np.float64)
     results = []
     for i, arr in enumerate(base):
         grad = np.zeros_like(arr)
@@ -36,7 +36,7 @@ def numerical_vjp(fun, inputs, cotangent, eps=1e-6):
                         for a, x in zip(base, inputs)]
                 with dispatch.grad_enabled(False):
                     y = fun(*args)
-                vals.append(np.sum(np.asarray(y.numpy(), dtype=np.float64) * cot))
+                vals.append(np.sum(np.asarray(y.numpy(force=True), dtype=np.float64) * cot))
             flat[j] = old
             grad.reshape(-1)[j] = (vals[0] - vals[1]) / (2 * eps)
         results.append(grad)
@@ -50,7 +50,7 @@ def gradcheck(fun, inputs, eps=1e-6, atol=1e-5, rtol=1e-4, raise_exception=True)
     with non-scalar outputs are checked fully. Returns True, or raises GradcheckError naming the
     input and the largest difference (False instead if ``raise_exception`` is False).
     """
-    xs = [_tensor(x.numpy() if isinstance(x, Tensor) else x, dtype="float64",
+    xs = [_tensor(x.numpy(force=True) if isinstance(x, Tensor) else x, dtype="float64",
                   device=x.device if isinstance(x, Tensor) else None).requires_grad_(True)
           for x in inputs]
     with dispatch.grad_enabled(True):
@@ -63,7 +63,7 @@ def gradcheck(fun, inputs, eps=1e-6, atol=1e-5, rtol=1e-4, raise_exception=True)
         analytic = [zeros_like(x) for x in xs]
     numeric = numerical_vjp(fun, xs, cot, eps)
     for i, (a, n) in enumerate(zip(analytic, numeric)):
-        a = np.asarray(a.numpy(), dtype=np.float64)
+        a = np.asarray(a.numpy(force=True), dtype=np.float64)
         if a.shape != n.shape or not np.allclose(a, n, atol=atol, rtol=rtol, equal_nan=True):
             worst = float(np.max(np.abs(a - n))) if a.shape == n.shape and a.size else float("nan")
             msg = (f"gradcheck: input {i} (shape {n.shape}): analytic and numerical gradients "

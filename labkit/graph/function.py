@@ -40,7 +40,7 @@ import weakref
 from .. import config
 from ..autodiff.batched import BatchedTensor, VmapMode, vmap
 from ..devices.device import no_device_request
-from ..errors import LabkitError, describe_named
+from ..errors import LabkitError, api_boundary, describe_named
 from ..profiler.profile import _active as _profiles
 from ..tensor import dispatch
 from ..tensor.tensor import Tensor
@@ -178,6 +178,7 @@ class Function:
         return bound
 
     # ---- calling ---------------------------------------------------------------------------
+    @api_boundary
     def __call__(self, *args, **kwargs):
         if config._state["functions_eagerly"]:
             return self.fn(*args, **kwargs)

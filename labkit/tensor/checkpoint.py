@@ -167,7 +167,7 @@ class _Encoder:
             if obj.dtype.np.name not in _TENSOR_DTYPES:
                 raise self.fail(where, obj, f"tensors of dtype {obj.dtype} cannot be stored")
             known = self.by_id.get(id(obj))     # a tensor saved twice is copied to the host once
-            key = known[0] if known else self.array(obj, obj.numpy(), where, path)[0]
+            key = known[0] if known else self.array(obj, obj.numpy(force=True), where, path)[0]
             return {"type": "tensor", "array": key, "device": obj.device.name,
                     "requires_grad": bool(obj.requires_grad)}
         if isinstance(obj, (np.ndarray, np.generic)):

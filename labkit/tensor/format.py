@@ -3,7 +3,7 @@ import numpy as np
 
 
 def format_tensor(t):
-    data = t.numpy() if t.device.type == "cpu" else t._data.get()
+    data = t.numpy(force=True) if t.device.type == "cpu" else t._data.get()
     body = np.array2string(data, separator=", ", prefix="tensor(", threshold=200, edgeitems=3,
                            precision=4)
     extras = []

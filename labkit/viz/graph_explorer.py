@@ -92,7 +92,7 @@ def _value_text(w, name, stage):
             return value_summary(values[name])
     value = getattr(node, "value", None)
     if value is not None and getattr(node, "kind", "op") != "op":
-        return value_summary(value.numpy() if hasattr(value, "numpy") else value)
+        return value_summary(value.numpy(force=True) if hasattr(value, "numpy") else value)
     if w.function is None:
         return ("value: not known here (values are computed for an lk.function given with "
                 "example arguments: lk.viz.graph_explorer(f, x, ...))")
