@@ -32,7 +32,7 @@ value: float32 (3,)
 ...
 """
 from ..errors import LabkitError
-from .explorer import widget_class
+from .timeline_explorer import widget_class
 from .graph import as_graph
 from .graph_data import graph_payload
 from .widgets import _feeds_for, node_values, pass_stages, value_summary
@@ -99,15 +99,46 @@ def _value_text(w, name, stage):
     return "value: not computed (a side effect, or depends on one)"
 
 
+def open_paths(paths, collapse=None, expand=None):
+    """The group paths open at first, or None where the explorer should choose (as many as stay
+    readable). ``collapse``: True (every scope closed), False (every scope open) or the scope
+    paths to keep closed (the others open); ``expand``: scope paths to open (with the scopes
+    around them), the others closed unless ``collapse`` opened them.
+
+    >>> open_paths(["enc", "enc/0", "dec"], collapse=["enc/0"])
+    ['enc', 'dec']
+    >>> open_paths(["enc", "enc/0", "dec"], expand=["enc/0"])
+    ['enc', 'enc/0']
+    """
+    if collapse is None and expand is None:
+        return None
+    if isinstance(collapse, str):
+        collapse = [collapse]
+    if collapse is False:
+        opened = set(paths)
+    elif collapse is None or collapse is True:
+        opened = set()
+    else:
+        shut = [str(c).strip("/") for c in collapse]
+        opened = {p for p in paths if not any(p == c or p.startswith(c + "/") for c in shut)}
+    for e in ([expand] if isinstance(expand, str) else expand or ()):
+        parts = str(e).strip("/").split("/")
+        opened.update("/".join(parts[:k]) for k in range(1, len(parts) + 1))
+    return [p for p in paths if p in opened]
+
+
 def graph_explorer(obj, *example_args, passes=None, stages=None, profile=None,
-                   color_by=None, title=None, expanded=None, **example_kwargs):
+                   color_by=None, title=None, expanded=None, collapse=None, expand=None,
+                   **example_kwargs):
     """The explorer widget of ``obj``'s graph (whatever ``lk.viz.graph`` accepts).
 
     ``passes``: for an ``lk.function`` with example arguments, the pipeline whose passes the
     slider steps through (default: the enabled passes); ``stages=False`` leaves the slider out
     (``True`` makes it for an ``lk.Graph`` too). ``profile``: an ``lk.profile()`` of runs of
     this graph, for colour by time. ``color_by``: ``"role"`` (default), ``"device"`` or
-    ``"time"`` (the default with a profile). ``expanded``: the group paths open at first.
+    ``"time"`` (the default with a profile). What is open at first: by default as many scopes
+    as stay readable (text at least 10 px) on the canvas; ``collapse`` / ``expand`` as for
+    ``open_paths``, or ``expanded``, the exact list of group paths.
 
     Besides the synced traits it has ``.graph`` (the graph drawn), ``.graphs`` (one per stage)
     and ``.value_text(name)``.
@@ -129,6 +160,10 @@ def graph_explorer(obj, *example_args, passes=None, stages=None, profile=None,
                          "graph_explorer(f, x, profile=prof) with prof from lk.profile()")
     payload = graph_payload(g, stages=found or None, profile=profile, title=title,
                             expanded=expanded)
+    if expanded is None:
+        chosen = open_paths([grp["path"] for grp in payload["groups"]], collapse, expand)
+        if chosen is not None:
+            payload["expanded"], payload["auto_open"] = chosen, False
     w = cls(data=payload, expanded=list(payload["expanded"]), color_by=mode,
             stage=len(payload["stages"]) - 1)
     w.graph, w.function = g, function

@@ -2,6 +2,7 @@
 bodies, pass stages, profile times) checked against the graph it came from, the widget's
 traits and value messages, and what a graph picture shows in a notebook (the explorer beside
 its static SVG)."""
+import importlib
 import importlib.util
 
 import numpy as np
@@ -55,9 +56,10 @@ def test_payload_nodes_edges_and_shapes_match_the_graph():
                   if id(a) in index)
     edges = p["edges"]
     assert sorted(zip(edges[::2], edges[1::2])) == sorted(set(want))
-    # the user's line is kept for traced ops
+    # the user's line is kept for traced ops, written as errors and the profiler write it
     src = _col(p, "source")
-    assert any(s and "test_graph_explorer.py" in s and "model(x)" in s for s in src)
+    assert any(s and s.startswith(f"{__file__}:") and s.endswith(": loss = (model(x) ** 2).mean()")
+               for s in src), src
     assert p["title"].endswith(f"{len(g.nodes):,} nodes")
 
 
@@ -84,9 +86,13 @@ def test_payload_scopes_are_a_tree_with_counts_and_roles():
     for i, n in enumerate(g.nodes):
         if not n.scope and roles[i] == "backward":
             assert p["nodes"]["group"][i] == grads
-    # small graphs open every scope; big ones none (as lk.viz.graph collapses them)
-    assert set(p["expanded"]) == set(paths)
-    assert graph_payload(mlp_step(40)[0].graph(x))["expanded"] == []
+    # by default the explorer chooses what opens (as much as stays readable on its canvas)
+    assert p["auto_open"] and p["expanded"] == []
+    q = graph_payload(g, expanded=["0", "nope"])
+    assert not q["auto_open"] and q["expanded"] == ["0"]
+    # each module's scope knows the module's class: "0 (Linear)"
+    types = {grp["path"]: grp["type"] for grp in groups}
+    assert types["0"] == "Linear" and types["1"] == "ReLU" and types["gradients"] is None
 
 
 def _inside(p, g, k):
@@ -235,8 +241,39 @@ def test_graph_picture_shows_the_explorer_beside_its_svg():
         lk.devices.configure(cpus=1)
 
 
+def test_collapse_and_expand_say_what_opens_first():
+    from labkit.viz.graph_explorer import open_paths
+    paths = ["enc", "enc/0", "enc/1", "dec", "[cond]", "[cond]/true"]
+    assert open_paths(paths) is None                           # the explorer chooses
+    assert open_paths(paths, collapse=True) == []
+    assert open_paths(paths, collapse=False) == paths
+    assert open_paths(paths, collapse=["enc/0", "[cond]"]) == ["enc", "enc/1", "dec"]
+    assert open_paths(paths, collapse="dec") == ["enc", "enc/0", "enc/1", "[cond]",
+                                                 "[cond]/true"]
+    assert open_paths(paths, expand=["enc/1"]) == ["enc", "enc/1"]
+    assert open_paths(paths, collapse=True, expand="[cond]/true") == ["[cond]", "[cond]/true"]
+
+
+@needs_anywidget
+def test_graph_options_reach_the_explorer():
+    step, x = mlp_step()
+    w = lk.viz.graph(step, x, collapse=["0"]).explorer()
+    assert not w.data["auto_open"] and "0" not in w.expanded and "2" in w.expanded
+    w = lk.viz.graph(step, x, expand=["2"]).explorer()
+    assert w.expanded == ["2"]
+    assert lk.viz.graph(step, x).explorer().data["auto_open"]
+    # profile= is taken (it was passed on to the traced function before) and colours by time
+    step(x)
+    with lk.profile() as prof:
+        step(x)
+    pic = lk.viz.graph(step, x, profile=prof)
+    w = pic.explorer()
+    assert w.color_by == "time" and any(t > 0 for t in w.data["nodes"]["time"])
+    assert "digraph" in pic.dot
+
+
 def test_graph_picture_without_anywidget_is_the_static_picture(monkeypatch):
-    from labkit.viz import explorer
+    explorer = importlib.import_module("labkit.viz.timeline_explorer")
     monkeypatch.setattr(explorer, "have_anywidget", lambda: False)
     bundle = lk.viz.graph(lambda x: (x * 2.0).sum(), lk.ones(3))._repr_mimebundle_()
     assert WIDGET_VIEW not in bundle
