@@ -117,3 +117,22 @@ test("the legend lists what the drawn boxes use, in each colour mode", () => {
   const time = legendItems({ ...m, time: [0, 5, 5, 5, 5, 5, 5] }, "time", 0, vis.boxes, 5);
   assert.ok(time[0].gradient && time[0].hi === 5);
 });
+
+test("edges across devices are marked, stateful nodes are in the legend", () => {
+  const S = ["a", "b", "add", "placeholder", "op", "forward", "f32", "cpu:0", "cpu:1", "uniform"];
+  const m = decode({
+    n: 3, strings: S,
+    nodes: { name: [0, 1, 9], op: [3, 2, 9], cat: [3, 4, 4], role: [5, 5, 5], device: [7, 8, 8],
+             reason: [-1, -1, -1], type: [6, 6, 6], source: [-1, -1, -1], attrs: [-1, -1, -1],
+             group: [-1, -1, -1], alive: [1, 1, 1], stateful: [0, 0, 1] },
+    edges: [0, 1, 2, 1], groups: [], stages: [],
+    colors: { device: { "cpu:0": ["#dbeafe", "#1d4ed8"], "cpu:1": ["#ffedd5", "#c2410c"] } },
+  });
+  const vis = visibleGraph(m, new Set(), 0);
+  const cross = Object.fromEntries(vis.edges.map((e) => [e.id, e.cross]));
+  assert.deepEqual(cross, { "n0>n1": true, "n2>n1": false });
+  const texts = legendItems(m, "device", 0, vis.boxes, 0, true).map((it) => it.text);
+  assert.ok(texts.some((t) => t.startsWith("crosses devices")));
+  assert.ok(texts.some((t) => t.startsWith("stateful")));
+  assert.ok(!legendItems(m, "role", 0, vis.boxes, 0, true).some((it) => it.line));
+});

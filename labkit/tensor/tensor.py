@@ -140,8 +140,12 @@ class Tensor:
         array([1., 1.], dtype=float32)
         """
         if self._requires_grad and not force:
-            raise GradError("Can't call numpy() on Tensor that requires grad. Use "
-                            "tensor.detach().numpy() instead.")
+            try:                  # raised and caught here, so the traceback shows the caller
+                raise GradError("Can't call numpy() on Tensor that requires grad. Use "
+                                "tensor.detach().numpy() instead.")
+            except GradError as e:
+                hide_internal_frames(e)
+                raise
         if dispatch._state.watch is not None:
             dispatch.read_to_host(self, "numpy()", sys._getframe(1))
         if self._device.type == "cpu":

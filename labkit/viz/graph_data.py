@@ -7,7 +7,8 @@ every node without asking the kernel again.
      "nodes": {"name", "op", "cat", "role", "device", "reason", "type", "source", "attrs":
                one string index per node (-1: none); "group": the scope each node sits in
                (an index into "groups", -1: the top level); "alive": per node a bit mask of
-               the stages it exists in; "time": ns per node when a profile was given},
+               the stages it exists in; "stateful": 1 for a node with a side effect (a
+               random draw, an assign); "time": ns per node when a profile was given},
      "edges": [source, target, ...] (node indices, flat), "edge_alive": a mask per edge,
      "groups": [{"path", "label", "parent", "kind": "scope" | "control" | "body", "owner":
                  the control-flow node a "control" group opens into (else -1), "count",
@@ -39,7 +40,7 @@ pass ``k`` made, and each node and edge says in which stages it exists.
 """
 from ..errors import source_text
 from . import style
-from .graph import (ROLE_SCOPES, _device_name, _literal, _op_name, category,
+from .graph import (ROLE_SCOPES, _device_name, _literal, _op_name, _prefixes, category,
                     display_roles, type_text)
 from .placement import placement_reason
 from .widgets import CHANGE_STYLE, pass_marks
@@ -106,6 +107,7 @@ class _Builder:
 
     def __init__(self, times, module_types):
         self.module_types = module_types    # scope path -> the nn.Module class that made it
+        self.control_scopes = {}            # a control-flow node's name -> its group
         self.s = _Strings()
         self.times = times
         self.key_of = {}        # node key -> index
@@ -150,6 +152,7 @@ class _Builder:
                     path = (self.groups[g]["path"] + "/" if g >= 0 else "") + f"[{n.name}]"
                     cg = self.group(path, n.name.rsplit("/", 1)[-1], g, "control", owner=i)
                     self.rows[i]["group"] = cg
+                    self.control_scopes[n.name] = cg
                     for label, sub in subs:
                         bg = self.group(f"{path}/{label}", label, cg, "body")
                         inner = _body_nodes(sub)
@@ -172,13 +175,18 @@ class _Builder:
             group = body_group
         else:
             scope = getattr(n, "scope", "") or ROLE_SCOPES.get(role, "")
-            group = self.scope_group(scope)
+            # the nodes made under a control-flow node's name (its outputs, 'while/output_1')
+            # belong in its box, not in a second box of the same name
+            owner = next((self.control_scopes[p] for p in _prefixes(scope)
+                          if p in self.control_scopes), None) if scope else None
+            group = owner if owner is not None else self.scope_group(scope)
         s = self.s
         self.rows[i] = {
             "name": s(n.name), "op": s(_op_name(n)), "cat": s(category(n)), "role": s(role),
             "device": s(_device_name(n)), "reason": s(placement_reason(n)),
             "type": s(type_text(n)), "source": s(node_source(n)), "attrs": s(_attrs_text(n)),
-            "group": group, "time": self.times.get(n.name, 0.0) if self.times else None}
+            "group": group, "time": self.times.get(n.name, 0.0) if self.times else None,
+            "stateful": int(bool(getattr(n, "stateful", False)))}
         return i
 
 
@@ -237,6 +245,7 @@ def graph_payload(graph, *, stages=None, profile=None, title=None, expanded=None
             ("name", "op", "cat", "role", "device", "reason", "type", "source", "attrs",
              "group")}
     cols["alive"] = b.alive
+    cols["stateful"] = [r["stateful"] for r in b.rows]
     if b.times is not None:
         cols["time"] = [r["time"] for r in b.rows]
     devices = [b.s.values[d] for d in dict.fromkeys(cols["device"]) if d >= 0]

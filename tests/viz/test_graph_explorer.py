@@ -90,6 +90,9 @@ def test_payload_scopes_are_a_tree_with_counts_and_roles():
     assert p["auto_open"] and p["expanded"] == []
     q = graph_payload(g, expanded=["0", "nope"])
     assert not q["auto_open"] and q["expanded"] == ["0"]
+    # stateful nodes (the update's assigns) are marked for the picture
+    stateful = [n.name for n, flag in zip(g.nodes, p["nodes"]["stateful"]) if flag]
+    assert stateful and all(n.stateful for n in g.nodes if n.name in stateful)
     # each module's scope knows the module's class: "0 (Linear)"
     types = {grp["path"]: grp["type"] for grp in groups}
     assert types["0"] == "Linear" and types["1"] == "ReLU" and types["gradients"] is None
@@ -120,7 +123,11 @@ def test_control_flow_bodies_are_groups_inside_their_node():
     in_true = [ops[i] for i in range(p["n"]) if p["nodes"]["group"][i] == body["true"]]
     in_false = [ops[i] for i in range(p["n"]) if p["nodes"]["group"][i] == body["false"]]
     assert "exp" in in_true and "mul" in in_true and "sub" in in_false
-    assert p["groups"][control[0]]["count"] == 1 + len(in_true) + len(in_false)
+    # the cond's own output node sits in its box too (not in a second box named 'cond')
+    outputs = [ops[i] for i in range(p["n"]) if p["nodes"]["group"][i] == control[0]
+               and i != cond]
+    assert outputs == ["output"] and "cond" not in [grp["path"] for grp in p["groups"]]
+    assert p["groups"][control[0]]["count"] == 2 + len(in_true) + len(in_false)
     # a body's own edges are there (mul -> exp inside the true branch)
     pairs = list(zip(p["edges"][::2], p["edges"][1::2]))
     assert any(ops[a] == "mul" and ops[b] == "exp" for a, b in pairs)

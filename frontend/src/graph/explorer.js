@@ -12,7 +12,7 @@ import { h, s } from "../shared/dom.js";
 import { gestures } from "../shared/pointer.js";
 import { timeText, wheelFactor } from "../shared/scale.js";
 import {
-  boxColor, decode, legendItems, lineage, nodeColor, nodeFacts, pathsToShow, search,
+  CROSS, boxColor, decode, legendItems, lineage, nodeColor, nodeFacts, pathsToShow, search,
   stageMarks, textColor, visibleGraph,
 } from "./model.js";
 import { FONT_PX, layout } from "./layout.js";
@@ -81,7 +81,8 @@ export function render({ model, el }) {
   const world = s("g", { class: "lk-gx-world" });
   const defs = s("defs");
   const marker = s("marker", { id: "lk-gx-arrow", viewBox: "0 0 10 10", refX: "9", refY: "5",
-                               markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" });
+                               markerWidth: "7", markerHeight: "7", markerUnits: "userSpaceOnUse",
+                               orient: "auto-start-reverse" });
   marker.append(s("path", { d: "M0,0 L10,5 L0,10 z", fill: "#6b7280" }));
   defs.append(marker);
   svg.append(defs, world);
@@ -259,12 +260,15 @@ export function render({ model, el }) {
       if (b.kind === "group") {
         g.append(s("rect", { x: p.x + 3, y: p.y + 3, width: p.width - 6, height: p.height - 6, rx: 3,
           fill: "none", stroke: ctrl ? m.colors.control?.[1] || "#a16207" : stroke, "stroke-width": 0.8 }));
+      } else if (m.stateful[b.node]) {      // a side effect: a bar down its left side
+        g.append(s("rect", { class: "lk-gx-stateful", x: p.x + 1.5, y: p.y + 1.5, width: 4,
+          height: p.height - 3, rx: 1, fill: "#374151" }));
       }
       const ink = textColor(fill);
-      g.append(text(p.x + p.width / 2, p.y + (lines[1] ? 14 : p.height / 2 + 4.5), lines[0],
+      g.append(text(p.x + p.width / 2, p.y + (lines[1] ? 13.5 : p.height / 2 + 4.5), lines[0],
         { "text-anchor": "middle", "font-weight": "600", fill: ink }));
       if (lines[1]) {
-        g.append(text(p.x + p.width / 2, p.y + 28, lines[1],
+        g.append(text(p.x + p.width / 2, p.y + 26.5, lines[1],
           { "text-anchor": "middle", fill: ink === "#ffffff" ? "#f3f4f6" : "#4b5563" }));
       }
       const tip = s("title");
@@ -283,6 +287,10 @@ export function render({ model, el }) {
       const path = s("path", { d: `M${a}C${c1} ${c2} ${b}`, class: "lk-gx-edge",
                                "marker-end": "url(#lk-gx-arrow)", "data-edge": e.id });
       if (e.count > 1) path.setAttribute("stroke-width", String(Math.min(1 + 0.3 * e.count, 3)));
+      if (e.cross && model.get("color_by") === "device") {
+        path.classList.add("lk-gx-cross");
+        path.setAttribute("style", `stroke: ${CROSS}; stroke-dasharray: 5 3; stroke-width: 1.8`);
+      }
       const tip = s("title");
       tip.textContent = e.nodes.slice(0, 6).map((i) => `${m.text("name", i)}: ${m.text("type", i)}`).join(", ")
         + (e.nodes.length > 6 ? `, … (${e.nodes.length} tensors)` : "");
@@ -323,12 +331,19 @@ export function render({ model, el }) {
 
   function drawLegend() {
     const mode = model.get("color_by");
-    const items = legendItems(st.m, mode, stage(), st.vis.boxes, st.maxTime);
+    const items = legendItems(st.m, mode, stage(), st.vis.boxes, st.maxTime,
+                              st.vis.edges.some((e) => e.cross));
     legend.replaceChildren(...items.map((it) => {
       if (it.gradient) {
         const ramp = h("span", { className: "ramp" });
         ramp.style.background = `linear-gradient(to right, ${it.gradient.join(", ")})`;
         return h("span", {}, [h("span", { text: "0" }), ramp, h("span", { text: `${timeText(it.hi)} · ${it.text}` })]);
+      }
+      if (it.line) {
+        const sw = s("svg", { width: 22, height: 10 });
+        sw.append(s("line", { x1: 1, y1: 5, x2: 21, y2: 5, stroke: it.stroke, "stroke-width": 1.8,
+                              "stroke-dasharray": it.dash || "" }));
+        return h("span", {}, [sw, it.text]);
       }
       if (it.stub) {
         const sw = s("svg", { width: 12, height: 14 });
@@ -341,6 +356,7 @@ export function render({ model, el }) {
       sw.style.border = `${it.width || 1.2}px ${it.dash ? "dashed" : it.double ? "double" : "solid"} ${it.stroke}`;
       if (it.double) sw.style.borderWidth = "3px";
       if (it.radius === "constant") sw.style.borderRadius = "6px";
+      if (it.bar) sw.style.borderLeft = `4px solid ${it.stroke}`;
       return h("span", {}, [sw, it.text]);
     }));
     legend.dataset.items = String(items.length);

@@ -5,7 +5,7 @@
 import { layoutBoxes } from "./layered.js";
 
 export const FONT_PX = 12;                 // box text, in graph units (pixels at zoom 1)
-const CHAR_W = 6.9, LINE_H = 14, PAD_X = 10;
+const CHAR_W = 6.9, LINE_H = 13, PAD_X = 10;
 
 /** The last part of a node or scope name: 'encoder/layers.0/attn/matmul_2' -> 'matmul_2'. */
 export function shortName(name) {

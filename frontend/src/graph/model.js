@@ -17,6 +17,7 @@ export function decode(data) {
     n, title: data.title || "", strings: s, cols, groups, ownerOf, text,
     edgeSrc: [], edgeDst: [], edgeAlive: data.edge_alive || [],
     alive: cols.alive || new Array(n).fill(1), group: cols.group || new Array(n).fill(-1),
+    stateful: cols.stateful || new Array(n).fill(0),
     time: cols.time || null, stages: data.stages || [], colors: data.colors || {},
     pathIndex: new Map(groups.map((g) => [g.path, g.index])),
     inputs: Array.from({ length: n }, () => []), users: Array.from({ length: n }, () => []),
@@ -93,9 +94,11 @@ export function visibleGraph(m, expanded, stage) {
     if (a === null || b === null || a === b) continue;
     const id = `${a}>${b}`;
     let edge = edges.get(id);
-    if (!edge) { edge = { id, src: a, dst: b, count: 0, nodes: [] }; edges.set(id, edge); }
+    if (!edge) { edge = { id, src: a, dst: b, count: 0, nodes: [], cross: false }; edges.set(id, edge); }
     edge.count += 1;
     edge.nodes.push(m.edgeSrc[e]);
+    const da = m.text("device", m.edgeSrc[e]), db = m.text("device", m.edgeDst[e]);
+    if (da && db && da !== db) edge.cross = true;      // a send / recv pair goes there
   }
   // an edge from a box into a group that holds it (or out of it) is not drawn: the box is inside
   for (const [id, e] of edges) if (inside(boxes, e.src, e.dst) || inside(boxes, e.dst, e.src)) edges.delete(id);
@@ -254,6 +257,9 @@ export function nodeFacts(m, i, stage) {
            history: passHistory(m, i) };
 }
 
+/** The colour of an edge that crosses devices (as lk.viz.placement draws it). */
+export const CROSS = "#dc2626";
+
 const KIND_TEXT = { placeholder: "input", capture: "state (parameters, variables)", constant: "constant" };
 const ROLE_TEXT = { forward: "forward", backward: "backward (gradients)", update: "update (optimiser)" };
 
@@ -262,7 +268,7 @@ const ROLE_TEXT = { forward: "forward", backward: "backward (gradients)", update
  * {fill, stroke, text, dash?, width?} swatches, or {gradient: [colours], lo, hi, text} for
  * colour by time. Only what the drawn boxes use is listed (boxes: visibleGraph's boxes).
  */
-export function legendItems(m, mode, stage, boxes, maxTime = 0) {
+export function legendItems(m, mode, stage, boxes, maxTime = 0, crossing = false) {
   const out = [];
   const c = m.colors;
   const nodes = [];
@@ -284,6 +290,10 @@ export function legendItems(m, mode, stage, boxes, maxTime = 0) {
       if (cats.has(k) && (c.kind || {})[k]) out.push({ fill: c.kind[k][0], stroke: c.kind[k][1], text, radius: k });
     }
     if (cats.has("transfer") && c.transfer) out.push({ fill: c.transfer[0], stroke: c.transfer[1], text: "send / recv" });
+  }
+  if (mode === "device" && crossing) out.push({ line: true, stroke: CROSS, dash: "5 3", text: "crosses devices (a send / recv pair goes there)" });
+  if (nodes.some((i) => m.stateful[i]) && boxes.some((b) => b.kind === "node" && m.stateful[b.node])) {
+    out.push({ fill: "#ffffff", stroke: "#374151", bar: true, text: "stateful (a random draw, an assign)" });
   }
   if (cats.has("control") || cats.has("loop")) out.push({ fill: "#fffbeb", stroke: (c.control || [, "#a16207"])[1], text: "control flow (click to open)", width: 2 });
   if (boxes.some((b) => b.kind === "group" && b.node < 0)) out.push({ fill: "#ffffff", stroke: "#6b7280", text: "scope (click to open)", double: true });

@@ -111,12 +111,13 @@ export function drawMain(ctx, s, width, height) {
       ctx.fillStyle = STEP_SHADE;
       ctx.fillRect(a, GEOM.axisH - 12, b - a, height);
     }
-    if (b - a > 36 || j === 0) {
+    ctx.font = `bold ${FONT}`;
+    const label = `step ${st.step}`;
+    if (Math.min(b, x1) - Math.max(a, x0) > ctx.measureText(label).width + 6) {   // room for it
       ctx.fillStyle = "#4338ca";
-      ctx.font = `bold ${FONT}`;
-      ctx.fillText(`step ${st.step}`, Math.max(a, x0) + 3, GEOM.axisH - 6);
-      ctx.font = FONT;
+      ctx.fillText(label, Math.max(a, x0) + 3, GEOM.axisH - 6);
     }
+    ctx.font = FONT;
   });
   // grid and axis
   const { ticks: tks } = ticks(s.view, Math.max(2, Math.floor((x1 - x0) / 90)));
@@ -130,7 +131,8 @@ export function drawMain(ctx, s, width, height) {
     ctx.moveTo(px, 20);
     ctx.lineTo(px, height);
     ctx.stroke();
-    ctx.fillText(timeText(t), px, 9);
+    const label = timeText(t), half = ctx.measureText(label).width / 2;
+    ctx.fillText(label, Math.min(Math.max(px, x0 + half + 1), x1 - half - 1), 9);   // whole
   }
   ctx.textAlign = "left";
   ctx.strokeStyle = "#4338ca";
