@@ -114,7 +114,7 @@ test("the first view is the first few steps; arrows of a view; module runs per l
   const p = payload();
   const ev = decode(p);
   assert.deepEqual(firstSteps(ev, 3), ev.span);                  // two steps: all of it
-  assert.deepEqual(firstSteps(ev, 1), [0, 500 + 5]);    // step 0 to its mark, 1% more (in the run)
+  assert.deepEqual(firstSteps(ev, 1), [0, 1000 + 10]);  // to where step 1 begins, 1% more
   const arrows = visibleArrows(ev, maskOf(ev.n, filterEvents(ev)));
   assert.deepEqual(arrowsIn(ev, arrows, [0, 100]), []);
   assert.deepEqual(arrowsIn(ev, arrows, [300, 400]), [[2, 5]]);

@@ -614,6 +614,14 @@ def test_graph_and_timeline_show_as_explorers_in_jupyterlab(explorer_lab, browse
         page.wait_for_timeout(300)
         lo2, hi2 = _view(page)
         assert hi2 - lo2 < hi - lo
+        # the keys reach the timeline, not JupyterLab's shortcuts ('a' would add a cell)
+        cells = page.locator(".jp-Notebook .jp-Cell").count()
+        page.mouse.click(canvas["x"] + canvas["width"] / 2, canvas["y"] + 10)
+        for key in ("d", "a", "s"):
+            page.keyboard.press(key)
+        page.wait_for_timeout(300)
+        assert _view(page) != [lo2, hi2]
+        assert page.locator(".jp-Notebook .jp-Cell").count() == cells
         # the graph explorer above it: laid out, the pass slider on the last pass, by name
         page.wait_for_selector(".lk-gx[data-ready='1']", timeout=30_000)
         graph = page.locator(".lk-gx")
@@ -622,6 +630,14 @@ def test_graph_and_timeline_show_as_explorers_in_jupyterlab(explorer_lab, browse
         assert graph.get_attribute("data-stage-name") == last
         assert last in page.locator(".lk-gx-passlabel").inner_text()
         assert int(graph.get_attribute("data-boxes")) >= 4
+        # the pass slider takes the arrow keys in JupyterLab (whose own shortcuts would
+        # otherwise take them), and the legend is there
+        page.locator(".lk-gx-slider").focus()
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_timeout(300)
+        assert graph.get_attribute("data-stage-name") == list(passes.default_passes())[-2]
+        assert page.locator(".jp-Notebook .jp-Cell").count() == cells   # no cell added
+        assert int(page.locator(".lk-gx-legend").get_attribute("data-items")) >= 1
         graph.screenshot(path=str(out / "jupyterlab-graph-explorer.png"))
         shot = out / "jupyterlab-timeline-explorer.png"
         page.locator(".lk-tl").screenshot(path=str(shot))

@@ -555,6 +555,17 @@ export function render({ model, el }) {
   searchBox.addEventListener("keydown", (e) => { if (e.key === "Enter") runSearch(true); });
   colorSel.addEventListener("change", () => save("color_by", colorSel.value));
   slider.addEventListener("input", () => save("stage", Number(slider.value)));
+  // the arrow keys step through the passes here, whatever a page around would do with them
+  // (a notebook's own shortcuts take arrow keys from elements they reach)
+  slider.addEventListener("keydown", (e) => {
+    const by = { ArrowLeft: -1, ArrowDown: -1, ArrowRight: 1, ArrowUp: 1 }[e.key];
+    if (by === undefined && e.key !== "Home" && e.key !== "End") return;
+    e.preventDefault();
+    e.stopPropagation();
+    const last = Number(slider.max);
+    const k = e.key === "Home" ? 0 : e.key === "End" ? last : Math.max(0, Math.min(last, stage() + by));
+    if (k !== stage()) save("stage", k);
+  });
   fitBtn.addEventListener("click", () => { st.touched = false; fitView(); });
   collapseBtn.addEventListener("click", () => {
     st.anchor = null;

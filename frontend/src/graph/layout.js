@@ -36,8 +36,9 @@ export function boxLabel(m, box) {
   }
   const g = m.groups[box.group];
   if (box.kind === "group") {
-    if (g.owner >= 0) return [`${m.text("op", g.owner)} ▸`, `${g.count} nodes inside`];
-    return [`${scopeTitle(g)} ▸`, `${g.count.toLocaleString()} nodes`];
+    const nodes = `${g.count.toLocaleString()} node${g.count === 1 ? "" : "s"}`;
+    if (g.owner >= 0) return [`${m.text("op", g.owner)} ▸`, `${nodes} inside`];
+    return [`${scopeTitle(g)} ▸`, nodes];
   }
   const op = g.owner >= 0 ? m.text("op", g.owner) : "";
   return [op && op !== g.label ? `${op} ${g.label}` : scopeTitle(g), ""];

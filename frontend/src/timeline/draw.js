@@ -104,6 +104,7 @@ export function drawMain(ctx, s, width, height) {
   ctx.clip();
   // steps: every other step shaded, a dashed line where each ends, its number on top
   const shown = ev.steps.filter((st) => s.step === null || st.step === s.step);
+  let labelEnd = -Infinity;           // where the last step label ended: labels never overlap
   shown.forEach((st, j) => {
     const a = x(st.start), b = x(Math.max(st.end, st.mark ?? st.end));
     if (b < x0 || a > x1) return;
@@ -113,9 +114,11 @@ export function drawMain(ctx, s, width, height) {
     }
     ctx.font = `bold ${FONT}`;
     const label = `step ${st.step}`;
-    if (Math.min(b, x1) - Math.max(a, x0) > ctx.measureText(label).width + 6) {   // room for it
+    const at = Math.max(a, x0) + 3, w = ctx.measureText(label).width;
+    if (Math.min(b, x1) - at > w + 3 && at > labelEnd + 6) {           // room for it
       ctx.fillStyle = "#4338ca";
-      ctx.fillText(label, Math.max(a, x0) + 3, GEOM.axisH - 6);
+      ctx.fillText(label, at, GEOM.axisH - 6);
+      labelEnd = at + w;
     }
     ctx.font = FONT;
   });

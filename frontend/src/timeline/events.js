@@ -87,13 +87,16 @@ export function scopeText(ev, i) {
   return ev.scope && ev.scope[i] >= 0 ? ev.strings.scope[ev.scope[i]] : "";
 }
 
-/** The first `count` steps' time (or everything when there are no more steps than that):
- * what a timeline shows first, so that ops are bars and not a barcode. */
+/** The first `count` steps' time, up to where the next steps begin (or everything when
+ * there are no more steps than that): what a timeline shows first, so that ops are bars and
+ * not a barcode. (A step's own end is no guide: a parameter server's step 0 lasts the whole
+ * run.) */
 export function firstSteps(ev, count = 3) {
-  const steps = ev.steps.filter((s) => s.end > s.start || s.mark != null);
+  const steps = ev.steps.slice().sort((a, b) => a.step - b.step);
   if (steps.length <= count) return ev.span.slice();
   const lo = Math.min(...steps.slice(0, count).map((s) => s.start));
-  const hi = Math.max(...steps.slice(0, count).map((s) => Math.max(s.end, s.mark ?? 0)));
+  const hi = Math.min(...steps.slice(count).map((s) => s.start));
+  if (!(hi > lo)) return ev.span.slice();
   const pad = (hi - lo) * 0.01;
   return [Math.max(ev.span[0], lo - pad), Math.min(ev.span[1], hi + pad)];
 }
