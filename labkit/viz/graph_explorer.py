@@ -3,13 +3,16 @@ widget).
 
 The front end (``labkit/viz/static/graph.js``, built from ``frontend/``) lays the graph out in
 the browser (a layered layout, one open group at a time) and draws it as SVG: wheel to zoom,
-drag to pan, a minimap for big graphs; name scopes start collapsed (as ``lk.viz.graph`` collapses them) and
-open in place on a click; a click on a node shows its details beside the picture (op, inputs
+drag to pan, a minimap beside it. A module's scope is a box named ``conv1 (Conv2d)``; at
+first the explorer opens as many as keep box text at least 10 px high on the canvas it
+measures (``collapse=`` / ``expand=`` choose instead), and a click opens one in place and
+moves the view to it. A click on a node shows its details beside the picture (op, inputs
 and outputs with shapes and dtypes, device and placement reason, the user's source line, what
 each pass did to it, and its value's statistics on request); search by name or op; colour by
-role, device or time (with ``profile=``); the selected node's ancestors and descendants are
-highlighted (the path from the inputs to the loss); a slider steps through the passes.
-Nothing is fetched from the network.
+role, device or time (with ``profile=``), explained by a legend (with the marks of the pass
+shown); the selected node's ancestors and descendants are highlighted (the path from the
+inputs to the loss); a slider steps through the passes; an input of many boxes is a stub at
+each of them. Nothing is fetched from the network.
 
 What the person does comes back as traits: ``expanded`` (the open group paths), ``selected``
 (a node name, "" for none), ``query``, ``color_by`` (``"role"``, ``"device"`` or ``"time"``)

@@ -1,6 +1,7 @@
 // What the explorer opens first: as many name scopes as stay readable. A picture fitted to
 // the canvas whose text would be smaller than MIN_TEXT_PX is no use, so scopes open level by
-// level (then one by one, smallest first) only while the whole still fits at that size.
+// level (then one by one, smallest first, a fixed number of tries) only while the whole
+// still fits at that size.
 
 import { visibleGraph } from "./model.js";
 import { FONT_PX, layout } from "./layout.js";
@@ -9,7 +10,8 @@ import { fitScale } from "./view.js";
 export const MIN_TEXT_PX = 10;
 export const READ_K = MIN_TEXT_PX / FONT_PX;   // the least zoom at which box text is readable
 const MAX_BOXES = 160;       // more boxes than this never fit a notebook's canvas readably
-const BUDGET_MS = 150;       // time for trying single scopes after the levels
+const TRIES = 24;            // layouts tried for single scopes after the levels (the same
+                             // on every machine, so a notebook opens the same everywhere)
 
 /** The cache key of a layout: the stage and the open groups. */
 export function layoutKey(stage, open) {
@@ -21,7 +23,7 @@ export function layoutKey(stage, open) {
  * go into `cache` (Map key -> layout) under layoutKey, so showing the choice costs nothing.
  */
 export function chooseOpen(m, stage, vw, vh, cache = new Map()) {
-  const started = performance.now();
+  let tries = 0;
   const G = m.groups;
   const depth = G.map(() => 0);
   for (const g of G) depth[g.index] = g.parent >= 0 ? depth[g.parent] + 1 : 0;
@@ -50,7 +52,7 @@ export function chooseOpen(m, stage, vw, vh, cache = new Map()) {
   for (let round = 0; round < 3; round++) {
     let grew = false;
     for (const g of next()) {
-      if (performance.now() - started > BUDGET_MS) return best;
+      if (++tries > TRIES) return best;
       const open = new Set([...best, g.path]);
       if (fits(open)) {
         best = open;
