@@ -21,7 +21,8 @@ class GradcheckError(GradError, AssertionError):
 
 def _wide(x):
     """The host array of tensor ``x`` in float64, or complex128 if it is complex."""
-    return np.array(x.numpy(), dtype=np.complex128 if x.dtype.is_complex else np.float64)
+    return np.array(x.numpy(force=True),
+                    dtype=np.complex128 if x.dtype.is_complex else np.float64)
 
 
 def numerical_vjp(fun, inputs, cotangent, eps=1e-6):
@@ -69,7 +70,7 @@ def gradcheck(fun, inputs, eps=1e-6, atol=1e-5, rtol=1e-4, raise_exception=True)
     for x in inputs:
         kind = "complex128" if isinstance(x, Tensor) and x.dtype.is_complex or \
             isinstance(x, complex) else "float64"
-        xs.append(_tensor(x.numpy() if isinstance(x, Tensor) else x, dtype=kind,
+        xs.append(_tensor(x.numpy(force=True) if isinstance(x, Tensor) else x, dtype=kind,
                           device=x.device if isinstance(x, Tensor) else None)
                   .requires_grad_(True))
     with dispatch.grad_enabled(True):
@@ -85,7 +86,7 @@ def gradcheck(fun, inputs, eps=1e-6, atol=1e-5, rtol=1e-4, raise_exception=True)
         analytic = [zeros_like(x) for x in xs]
     numeric = numerical_vjp(fun, xs, cot, eps)
     for i, (a, n) in enumerate(zip(analytic, numeric)):
-        a = np.asarray(a.numpy(), dtype=n.dtype)
+        a = np.asarray(a.numpy(force=True), dtype=n.dtype)
         if a.shape != n.shape or not np.allclose(a, n, atol=atol, rtol=rtol, equal_nan=True):
             worst = float(np.max(np.abs(a - n))) if a.shape == n.shape and a.size else float("nan")
             msg = (f"gradcheck: input {i} (shape {n.shape}): analytic and numerical gradients "

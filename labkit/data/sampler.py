@@ -127,7 +127,8 @@ class WeightedRandomSampler(Sampler):
     def __init__(self, weights, num_samples, replacement=True, generator=None):
         self.num_samples = _positive_int("num_samples", num_samples)
         self.replacement = _boolean("replacement", replacement, ValueError)
-        w = np.asarray(weights.numpy() if hasattr(weights, "numpy") else weights, np.float64)
+        w = np.asarray(weights.numpy(force=True) if hasattr(weights, "numpy") else weights,
+                       np.float64)
         if w.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape "
                              f"{tuple(w.shape)}")

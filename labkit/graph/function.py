@@ -41,7 +41,7 @@ from .. import config
 from ..autodiff import trees
 from ..autodiff.batched import BatchedTensor, VmapMode, vmap
 from ..devices.device import no_device_request
-from ..errors import describe_named
+from ..errors import LabkitError, api_boundary, describe_named
 from ..profiler.profile import _active as _profiles
 from ..tensor import autocast, dispatch
 from ..tensor.tensor import Tensor
@@ -179,6 +179,7 @@ class Function:
         return bound
 
     # ---- calling ---------------------------------------------------------------------------
+    @api_boundary
     def __call__(self, *args, **kwargs):
         if config._state["functions_eagerly"]:
             return self.fn(*args, **kwargs)

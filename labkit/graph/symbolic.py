@@ -5,7 +5,9 @@ the graph being built. All operators and methods work on it (they go through the
 anything that needs a value now (``bool(t)``, ``t.item()``, ``np.asarray(t)``) is a tracing
 mistake, and raises a TracingError that names the node and says what to use instead.
 """
-from ..errors import LabkitError
+import sys
+
+from ..errors import LabkitError, source_text, user_line
 from ..tensor.tensor import Tensor
 
 
@@ -62,11 +64,13 @@ class SymbolicTensor(Tensor):
 
     def _concrete(self, what, instead):
         n = self._gnode
+        where = user_line(sys._getframe(1))
+        at = f" The line: {source_text(where)}." if where is not None else ""
         raise TracingError(
             f"{what} needs a concrete value, but this tensor is symbolic: it stands for node "
             f"{n.ref()} '{n.name}' ({n.op_name}, {n.dtype.name}{list(n.shape or ())}) of graph "
-            f"{n.graph.name!r}, whose value exists only when the graph runs. {instead} To debug "
-            f"with real values, run eagerly: lk.config.run_functions_eagerly(True).")
+            f"{n.graph.name!r}, whose value exists only when the graph runs. {instead}{at} To "
+            f"debug with real values, run eagerly: lk.config.run_functions_eagerly(True).")
 
     def __bool__(self):
         self._concrete("Python control flow on a tensor (if/while/and/or, bool(t))",
@@ -76,7 +80,7 @@ class SymbolicTensor(Tensor):
     def item(self):
         self._concrete("t.item()", "Return the tensor from the function instead.")
 
-    def numpy(self):
+    def numpy(self, *, force=False):
         self._concrete("t.numpy()", "Return the tensor from the function instead.")
 
     def tolist(self):

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import display
 from ..devices import Device, get_device, transfer
-from ..errors import DTypeError, LabkitError
+from ..errors import DTypeError, LabkitError, hide_internal_frames
 from ..graph.capture import current_graph
 from ..graph.function import record_module_mode
 from ..tensor.dtypes import DType, as_dtype
@@ -101,10 +101,14 @@ class Module:
         """Run ``forward`` (with the hooks, if any). Under graph capture the call's nodes are
         in a name scope named by the module's attribute path in the module that called it
         (``encoder/layers.0/attn``); the outermost module called adds no scope."""
-        if (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
-                or self._backward_pre_hooks or current_graph() is not None):
-            return self._call_impl(args, kwargs)
-        return self.forward(*args, **kwargs)
+        try:
+            if (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
+                    or self._backward_pre_hooks or current_graph() is not None):
+                return self._call_impl(args, kwargs)
+            return self.forward(*args, **kwargs)
+        except Exception as e:      # show the user's frames (their forward), not labkit's
+            hide_internal_frames(e)
+            raise
 
     def _call_impl(self, args, kwargs):
         graph = current_graph()
@@ -120,6 +124,9 @@ class Module:
             if scope is None:
                 return self._hooked_forward(args, kwargs)
             with graph.name_scope(scope):
+                # which class made this scope, for pictures: "conv1 (Conv2d)"
+                types = graph.__dict__.setdefault("module_types", {})
+                types.setdefault("/".join(graph._scope), type(self).__name__)
                 return self._hooked_forward(args, kwargs)
         finally:
             stack.pop()

@@ -179,7 +179,7 @@ class _Encoder:
             if obj.dtype.np.name not in _TENSOR_DTYPES:
                 raise self.fail(where, obj, f"tensors of dtype {obj.dtype} cannot be stored")
             known = self.by_id.get(id(obj))     # a tensor saved twice is copied to the host once
-            key, marked = known if known else self.array(obj, obj.numpy(), where, path)
+            key, marked = known if known else self.array(obj, obj.numpy(force=True), where, path)
             node = {"type": "tensor", "array": key, "device": obj.device.name,
                     "requires_grad": bool(obj.requires_grad)}
             if marked:
@@ -228,7 +228,7 @@ class _Encoder:
             if known:
                 return known[0]
             name = names.get(id(t._data))
-            return self.array(t, t.numpy(), where, path + (name.split(".") if name else
+            return self.array(t, t.numpy(force=True), where, path + (name.split(".") if name else
                                                              [str(len(self.arrays))]))[0]
         return pickled.encode(obj, store, where)
 

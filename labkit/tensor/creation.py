@@ -36,7 +36,7 @@ def _host_array(data, dtype):
     """``data`` as a host NumPy array with labkit's default dtypes (Python floats -> the default
     float dtype)."""
     if isinstance(data, Tensor):
-        data = data.numpy()
+        data = data.numpy(force=True)
     if dtype is not None:
         return np.array(data, dtype=as_dtype(dtype).np)
     if isinstance(data, np.ndarray) or np.isscalar(data) and isinstance(data, np.generic):

@@ -5,7 +5,7 @@ from .dtypes import default_complex_dtype
 
 
 def format_tensor(t):
-    data = t.numpy() if t.device.type == "cpu" else t._data.get()
+    data = t.numpy(force=True) if t.device.type == "cpu" else t._data.get()
     if t.dtype.name == "bfloat16":     # ml_dtypes prints whole values as integers ([1 2])
         data = data.astype(np.float32)
     body = np.array2string(data, separator=", ", prefix="tensor(", threshold=200, edgeitems=3,

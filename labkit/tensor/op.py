@@ -43,7 +43,7 @@ ones are declared, and it works eagerly, under autodiff and under capture.
 >>> lk.grad(lambda x: cube(x))(lk.tensor(2.0)).item()
 12.0
 """
-from ..errors import GradError
+from ..errors import GradError, hide_internal_frames
 from . import dispatch
 from .tensor import Tensor
 
@@ -95,7 +95,11 @@ class Op:
         self.moves = moves or writes is not None
 
     def __call__(self, *inputs, **attrs):
-        return dispatch.bind(self, inputs, attrs)
+        try:
+            return dispatch.bind(self, inputs, attrs)
+        except Exception as e:       # an error leaves labkit here: hide labkit's frames
+            hide_internal_frames(e)
+            raise
 
     def __repr__(self):
         return f"<op {self.name}>"

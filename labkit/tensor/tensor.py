@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import display
 from ..devices import device_of_array, get_device
-from ..errors import DeviceError, DTypeError, GradError, ShapeError
+from ..errors import DeviceError, DTypeError, GradError, ShapeError, hide_internal_frames
 from . import dispatch
 from .dtypes import DType, from_numpy_dtype
 from .format import format_tensor
@@ -134,8 +134,22 @@ class Tensor:
         return getattr(self, "_inference", False)
 
     # ---- conversion -------------------------------------------------------------------------
-    def numpy(self):
-        """The values as a NumPy array (shares memory on CPU; copies from a GPU)."""
+    def numpy(self, *, force=False):
+        """The values as a NumPy array (shares memory on CPU; copies from a GPU). As in
+        PyTorch, a tensor that requires grad refuses (its array would leave autodiff
+        silently): ``t.detach().numpy()``, or ``t.numpy(force=True)``, which detaches.
+
+        >>> import labkit as lk
+        >>> lk.ones(2, requires_grad=True).detach().numpy()
+        array([1., 1.], dtype=float32)
+        """
+        if self._requires_grad and not force:
+            try:                  # raised and caught here, so the traceback shows the caller
+                raise GradError("Can't call numpy() on Tensor that requires grad. Use "
+                                "tensor.detach().numpy() instead.")
+            except GradError as e:
+                hide_internal_frames(e)
+                raise
         if dispatch._state.watch is not None:
             dispatch.read_to_host(self, "numpy()", sys._getframe(1))
         if self._device.type == "cpu":
@@ -167,7 +181,7 @@ class Tensor:
         return self._data.reshape(()).item()
 
     def tolist(self):
-        return self.numpy().tolist()
+        return self.numpy(force=True).tolist()
 
     def __float__(self):
         return float(self.item())
@@ -230,7 +244,11 @@ class Tensor:
     def backward(self, gradient=None, retain_graph=None, create_graph=False):
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""
         from ..autodiff.engine import backward
-        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+        try:
+            backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+        except Exception as e:      # show the user's frames, not the engine's
+            hide_internal_frames(e)
+            raise
 
     def register_post_accumulate_grad_hook(self, hook):
         """Call ``hook(self)`` after each eager ``backward()`` has accumulated into ``self.grad``

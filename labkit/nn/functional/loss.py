@@ -19,7 +19,7 @@ primitive whose gradient stays finite at probabilities 0 and 1.
 import math
 import warnings
 
-from ...errors import DTypeError, ShapeError, describe
+from ...errors import DTypeError, LabkitError, ShapeError, api_boundary, describe
 from ...graph.symbolic import SymbolicTensor
 from ...tensor.autocast import precision
 from ...tensor.creation import arange
@@ -30,6 +30,7 @@ from ...tensor.ops.elementwise import (abs, add, cast, div, eq, exp, gt, log, lt
 from ...tensor.ops.elementwise_math import clamp_min, log1p, xlogy
 from ...tensor.ops.index import getitem
 from ...tensor.ops.loss import binary_cross_entropy as _bce
+from ...tensor.ops.nll import _check as _check_nll
 from ...tensor.ops.nll import nll_loss as _nll_loss
 from ...tensor.ops.reduce import sum as _sum
 from ...tensor.ops.shape import reshape
@@ -105,7 +106,16 @@ def _check_class_weight(name, weight, input):
                          f"got {describe(weight)} for input {describe(input)}")
 
 
+def _check_targets(name, input, target, reduction, weight):
+    """Raise the error of the nll_loss kernel's checks (class targets), naming ``name``."""
+    try:
+        _check_nll(name, tuple(input.shape), input, target, reduction, weight)
+    except LabkitError as e:
+        raise e from None
+
+
 # ---- classification ---------------------------------------------------------------------------
+@api_boundary
 @precision("float32")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
@@ -126,6 +136,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return _nll_loss(input, target, *w, reduction=reduction, ignore_index=int(ignore_index))
 
 
+@api_boundary
 @precision("float32")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
@@ -160,7 +171,11 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if tuple(target.shape) == tuple(input.shape) and target.dtype.is_floating:
         return _soft_cross_entropy(lp, target, weight, reduction, label_smoothing, ignore_index)
     w = () if weight is None else (weight,)
-    loss = _nll_loss(lp, target, *w, reduction=reduction, ignore_index=int(ignore_index))
+    try:
+        loss = _nll_loss(lp, target, *w, reduction=reduction, ignore_index=int(ignore_index))
+    except LabkitError:     # the fused kernel's checks name nll_loss: name the loss called
+        _check_targets("cross_entropy", input, target, reduction, w)
+        raise
     if not label_smoothing:
         return loss
     classes = input.shape[d]
@@ -198,6 +213,7 @@ def _soft_cross_entropy(lp, target, weight, reduction, label_smoothing, ignore_i
     return div(total, rows) if math.prod(lp.shape) else mul(total, math.nan)
 
 
+@api_boundary
 @precision("float32")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
@@ -225,6 +241,7 @@ def _log_sigmoid(x):
     return sub(minimum(x, 0.0), log1p(exp(neg(abs(x)))))
 
 
+@api_boundary
 @precision("float32")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
@@ -252,6 +269,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return reduce_loss("binary_cross_entropy_with_logits", loss, reduction)
 
 
+@api_boundary
 @precision("float32")
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction="mean"):
@@ -274,6 +292,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     return reduce_loss("multilabel_soft_margin_loss", loss, reduction)
 
 
+@api_boundary
 @precision("float32")
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
                       reduce=None, reduction="mean"):
@@ -313,6 +332,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
 
 
 # ---- regression ---------------------------------------------------------------------------
+@api_boundary
 @precision("float32")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean squared error ``(input - target) ** 2`` (``weight``: per element, 'mean' over the
@@ -332,6 +352,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return reduce_loss("mse_loss", loss, reduction)
 
 
+@api_boundary
 @precision("float32")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error ``|input - target|`` (``weight`` as for mse_loss).
@@ -349,6 +370,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return reduce_loss("l1_loss", loss, reduction)
 
 
+@api_boundary
 @precision("float32")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (d = input - target;
@@ -371,6 +393,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return reduce_loss("smooth_l1_loss", loss, reduction)
 
 
+@api_boundary
 @precision("float32")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d**2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``; ``weight`` per
@@ -391,6 +414,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     return reduce_loss("huber_loss", loss, reduction)
 
 
+@api_boundary
 @precision("float32")
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
                      reduce=None, reduction="mean"):
@@ -416,6 +440,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     return reduce_loss("poisson_nll_loss", loss, reduction)
 
 
+@api_boundary
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     """Gaussian negative log-likelihood ``0.5 (log var + (input - target)**2 / var)`` (plus
     ``0.5 log 2 pi`` with ``full``); ``var`` (clamped at ``eps`` without changing its gradient,
@@ -452,6 +477,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     return reduce_loss("gaussian_nll_loss", loss, reduction)
 
 
+@api_boundary
 @precision("float32")
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """Kullback-Leibler divergence of ``target`` from log-probabilities ``input``, pointwise
@@ -485,6 +511,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 
 
 # ---- margins and embeddings ---------------------------------------------------------------------
+@api_boundary
 @precision("float32")
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                         reduction="mean"):
@@ -506,6 +533,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
     return reduce_loss("margin_ranking_loss", loss, reduction)
 
 
+@api_boundary
 @precision("float32")
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
                          reduction="mean"):
@@ -525,6 +553,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     return reduce_loss("hinge_embedding_loss", loss, reduction)
 
 
+@api_boundary
 @precision("float32")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Two-class logistic loss ``log(1 + exp(-target * input))``, target 1 or -1.
@@ -539,6 +568,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     return reduce_loss("soft_margin_loss", loss, reduction)
 
 
+@api_boundary
 @precision("float32")
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                           reduction="mean"):
@@ -586,6 +616,7 @@ def _triplet(name, anchor, positive, negative, margin, swap, distance, reduction
     return reduce_loss(name, loss, reduction)
 
 
+@api_boundary
 @precision("float32")
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
                         size_average=None, reduce=None, reduction="mean"):
@@ -603,6 +634,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
                     lambda x, y: pairwise_distance(x, y, p, eps), reduction)
 
 
+@api_boundary
 def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
                                       margin=1.0, swap=False, reduction="mean"):
     """``triplet_margin_loss`` with any ``distance_function(x, y)`` (default
