@@ -18,7 +18,7 @@ from ..tensor.dtypes import as_dtype, float32
 from ..tensor.eager import device_beside_cpu_scalars
 from ..tensor.ops.elementwise import to_device
 from ..tensor.ops.random import DRAWS
-from ..tensor.tape import TapeNode
+from ..tensor.tape import TapeNode, rebind
 from ..tensor import versions
 from ..tensor.tensor import Tensor
 from .grad_state import GradTracker
@@ -143,7 +143,7 @@ class CaptureMode(Mode):
                 made_by.out_version is None:
             made_by.out_version = target._version
         target._gnode = result._gnode      # a value inside the graph: it now names the result
-        target._node, target._requires_grad = result._node, result._requires_grad
+        rebind(target, result._node, result._requires_grad)
         return True
 
     def accumulate_grad(self, leaf, g):

@@ -43,10 +43,10 @@ class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
     __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "into",
-                 "writes", "vjp_into", "batch", "__weakref__")
+                 "writes", "vjp_into", "batch", "shape_only", "__weakref__")
 
     def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False, into=None,
-                 writes=None, vjp_into=None, batch=None):
+                 writes=None, vjp_into=None, batch=None, shape_only=()):
         if not callable(kernel) or not callable(shape):
             raise TypeError(f"op {name!r}: kernel and shape rule must be callable")
         self.name = name
@@ -73,6 +73,9 @@ class Op:
         self.vjp_into = vjp_into
         # the batching rule (``lk.vmap``), or None: vmap then runs the op once per example
         self.batch = batch.make(self) if isinstance(batch, BatchFamily) else batch
+        # the indices of inputs whose values the kernel never reads, only their shape, dtype
+        # and device (``zeros_like``): a backward pass may pass them after an in-place write
+        self.shape_only = frozenset(shape_only)
 
     def __call__(self, *inputs, **attrs):
         return dispatch.bind(self, inputs, attrs)
@@ -109,7 +112,7 @@ def _missing_vjp(name):
 
 
 def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, writes=None,
-       vjp_into=None, batch=None):
+       vjp_into=None, batch=None, shape_only=()):
     """Decorator declaring a primitive op from its kernel.
 
     ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule. ``vjp=None`` says the op has
@@ -122,7 +125,8 @@ def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, wri
     0 as ``vjp`` gives, added in place into a gradient array the engine owns, so that many
     slices of one tensor (an RNN's time steps) each cost their slice, not a tensor-sized array.
     ``batch`` (optional): the batching rule ``lk.vmap`` uses (see the module's docstring), or a
-    ``BatchFamily`` from ``labkit.tensor.batching``.
+    ``BatchFamily`` from ``labkit.tensor.batching``. ``shape_only`` (optional): the indices of
+    inputs whose values the kernel never reads, only their shape, dtype and device.
     Registered ops are walked by the test suite, so each one needs a test entry. Redeclaring a
     name replaces the earlier op (handy while iterating in a notebook).
     """
@@ -131,7 +135,7 @@ def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, wri
 
     def declare(kernel):
         o = Op(name, kernel, shape, vjp, stateful=stateful, into=into, writes=writes,
-               vjp_into=vjp_into, batch=batch)
+               vjp_into=vjp_into, batch=batch, shape_only=shape_only)
         if register:
             REGISTRY[name] = o
         return o

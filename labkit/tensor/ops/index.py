@@ -563,7 +563,8 @@ def index_put(xp, base, values, *idx, spec):
     return out
 
 
-@op("zeros_like", shape=lambda x: (shape_of(x), x.dtype), vjp=None, batch=ELEMENTWISE)
+@op("zeros_like", shape=lambda x: (shape_of(x), x.dtype), vjp=None, batch=ELEMENTWISE,
+    shape_only=(0,))
 def zeros_like(xp, x):
     """Zeros with ``x``'s shape, dtype and device (no gradient flows to ``x``)."""
     return xp.zeros_like(x)

@@ -10,10 +10,17 @@ dtypes, gradients and capture follow the same rules), then writes it into the te
 - the result must fit the tensor: same shape, and a dtype that casts to the tensor's within its
   kind (a float result cannot go into an integer tensor);
 - a value that autodiff saved for the backward pass and that is then changed in place makes
-  ``backward()`` raise, naming the op that saved it and the versions (``labkit.tensor.versions``).
+  ``backward()`` raise, naming the op that saved it and the versions (``labkit.tensor.versions``);
+- an operand that is the tensor itself, or a view of its memory (``c += c``, ``c.mul_(c[0])``),
+  is read as it was before the write, in value and in gradient; ops recorded before the write
+  keep the gradient of the value they read, and a write through a view is a write into the
+  tensor viewed, for its gradient too (``labkit.tensor.tape``).
 
 Under graph capture an in-place op on a value of the graph makes the tensor name the result's
-node; on a tensor from outside it is an ``assign`` node, run in program order.
+node; on a tensor from outside it is an ``assign`` node, run in program order. A captured graph
+has values, not memory: a view taken of a graph value does not show a later in-place write into
+the value, nor the value a write into the view (eager mode's views share memory, as PyTorch's);
+``x[i] += y`` and ``x[i] = y`` write the value itself and behave alike in both modes.
 
 >>> import labkit as lk
 >>> x = lk.tensor([1.0, -2.0, 3.0])
@@ -24,10 +31,11 @@ import numpy as np
 
 from ...errors import DTypeError, GradError, ShapeError, describe
 from .. import dispatch, versions
-from ..creation import zeros_like
-from ..ops.elementwise import cast, clone, mul
+from ..creation import ones_like, zeros_like
+from ..ops.elementwise import cast, clone, mul, ne, where
 from ..ops.shape import broadcast_to
 from ..ops.state import assign
+from ..tape import TapeNode, first_node, rebind, view_base
 from ..tensor import Tensor
 from .registry import METHODS
 
@@ -70,10 +78,40 @@ def write(target, result, name):
             f"out-of-place form.")
     mode = dispatch._state.mode
     if not mode.write_inplace(target, result):
+        counter = getattr(result, "_version", None)
+        if counter is not None and counter is getattr(target, "_version", None) and \
+                result._requires_grad:
+            result = clone(result)     # a view of the memory written: keep its values as read
         assign(target, result)
         if dispatch._state.grad_enabled and (result._requires_grad or target._requires_grad):
-            target._node, target._requires_grad = result._node, result._requires_grad
+            bases = _bases_written(target, result)
+            rebind(target, result._node, result._requires_grad)
+            for base, value in bases:
+                rebind(base, value._node, value._requires_grad)
     return target
+
+
+def _bases_written(view, value):
+    """``[(base, its value after the write)]`` for a write of ``value`` into ``view``: the
+    tensor the view was made from (by an op recorded for autodiff, in eager mode), and its own
+    base in turn. Each value is the base with the view's part replaced, made of ops (the view
+    op's vjp places ``value``), so the base's gradient sees the write, as PyTorch's does."""
+    bases = []
+    node = first_node(view)
+    while node is not None and type(node) is TapeNode:
+        base = view_base(node)
+        if base is None:
+            break
+        out = node.output_tensor(False)
+        if value.dtype is not base.dtype:
+            value = cast(value, dtype=base.dtype.name)
+        placed = node.op.vjp(value, out, *node.inputs, **node.attrs)[0]
+        with dispatch.grad_enabled(False):
+            part = node.op.vjp(ones_like(value), out, *node.inputs, **node.attrs)[0]
+        value = where(ne(part, 0), placed, _before(base, copy=False))
+        bases.append((base, value))
+        node = first_node(base)
+    return bases
 
 
 def _before(target, copy):
@@ -101,13 +139,30 @@ def _recording(target, args):
                                         for a in args)
 
 
+def _as_read(operand, target, source, copy):
+    """An operand of an in-place op on ``target`` as the computation reads it: ``target``
+    itself is ``source`` (its value before the write); a view of ``target``'s memory is copied
+    when the computation's gradient may read its values (the write is about to change them)."""
+    if operand is target:
+        return source
+    if copy and isinstance(operand, Tensor) and operand._data is not None:
+        counter = getattr(operand, "_version", None)
+        if counter is not None and counter is getattr(target, "_version", None):
+            return Tensor._make(operand._data.copy(), operand._device, operand._requires_grad,
+                                operand._node)
+    return operand
+
+
 def inplace(name, compute):
     """The in-place method ``<name>_`` of ``compute(self, *args, **kwargs)``."""
     def method(self, *args, **kwargs):
         _check_writable(self, name)
         source = self
         if _recording(self, args + tuple(kwargs.values())):
-            source = _before(self, copy=name not in _NO_SNAPSHOT)
+            copy = name not in _NO_SNAPSHOT
+            source = _before(self, copy)
+            args = tuple(_as_read(a, self, source, copy) for a in args)
+            kwargs = {k: _as_read(a, self, source, copy) for k, a in kwargs.items()}
         return write(self, compute(source, *args, **kwargs), name)
     method.__name__ = f"{name}_"
     method.__doc__ = f"``x.{name}(...)`` written into ``x`` in place; returns ``x``."
