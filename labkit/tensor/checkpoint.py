@@ -43,7 +43,9 @@ Files in labkit's first format (which start with ``b"\\x89labkit\\n"``) still lo
 
 Saving is atomic: the bytes go to a temporary file in the same directory, which is flushed,
 fsync'ed and renamed over ``path``; on any failure the temporary file is removed and what was at
-``path`` before is untouched.
+``path`` before is untouched. A save ended by SIGTERM or SIGHUP removes its temporary file too;
+one ended by SIGKILL leaves it, and the next save into that folder removes it
+(``labkit.tensor.atomic_file``).
 
 >>> import os, tempfile, labkit as lk
 >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
@@ -64,7 +66,6 @@ import struct
 import sys
 
 import numpy as np
-import safetensors.numpy as _st_numpy
 
 from ..devices import get_device
 from ..devices import transfer as _transfer
@@ -242,8 +243,31 @@ def save(obj, path):
     metadata = {"format": FORMAT, "labkit.version": str(VERSION), "labkit.structure": structure,
                 "labkit.sha256": _digest(structure, tensors)}
 
-    write_atomically(path, lambda tmp: _st_numpy.save_file(encoder.arrays, tmp,
-                                                           metadata=metadata))
+    write_atomically(path, lambda tmp: _write_safetensors(tmp, encoder.arrays, metadata))
+
+
+_CHUNK = 1 << 24          # bytes per write call: a termination signal is handled between them
+
+
+def _write_safetensors(path, arrays, metadata):
+    """Write a safetensors file: arrays by descending item size (each aligned to its item size
+    after the 8-byte aligned header), then by key."""
+    order = sorted(arrays, key=lambda k: (-arrays[k].dtype.itemsize, k))
+    header, offset = {"__metadata__": metadata}, 0
+    for key in order:
+        array = arrays[key]
+        header[key] = {"dtype": _ST_NAMES[array.dtype.name], "shape": list(array.shape),
+                       "data_offsets": [offset, offset + array.nbytes]}
+        offset += array.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for key in order:
+            data = memoryview(arrays[key].reshape(-1).view(np.uint8))
+            for start in range(0, len(data), _CHUNK):
+                f.write(data[start:start + _CHUNK])
 
 
 # ---- load ------------------------------------------------------------------------------------

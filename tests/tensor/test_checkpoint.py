@@ -18,6 +18,7 @@ import pytest
 import safetensors.numpy
 
 import labkit as lk
+from labkit.tensor import checkpoint
 
 V1_MAGIC = b"\x89labkit\n"
 V1_PREFIX = struct.Struct("<8sIQQ")   # magic, version, json_len, data_len; then json, data, sha256
@@ -828,13 +829,13 @@ def test_failure_midway_through_writing_leaves_previous_file(small, monkeypatch,
     before = _read(path)
     calls = []
 
-    def flaky(tensors, filename, metadata=None):     # writes half a file, then fails
+    def flaky(filename, tensors, metadata):          # writes half a file, then fails
         calls.append(filename)
         data = safetensors.numpy.save(tensors, metadata=metadata)
         with open(filename, "wb") as f:
             f.write(data[:len(data) // 2])
         raise exc
-    monkeypatch.setattr(safetensors.numpy, "save_file", flaky)
+    monkeypatch.setattr(checkpoint, "_write_safetensors", flaky)
     with pytest.raises(type(exc)):
         lk.save({"a": lk.ones(10), "b": lk.ones(10)}, path)
     monkeypatch.undo()
