@@ -35,9 +35,9 @@ dimension of 2 (real, imaginary) and its node says ``"dtype": "complex128"``.
 Loading parses the header itself and checks every entry (dtype, shape, offsets inside the file,
 consistent with dtype and shape, no gaps or overlaps), then the checksum, then the whole structure
 against the closed list above before it builds anything; nothing in a file can name a class or a
-function. Arrays are not read into memory: they are views of a copy-on-write memory map of the
-file (``np.memmap(mode="c")``), so writing to a loaded tensor never changes the file; GPU tensors
-go from that mapping straight to their device. A safetensors file written by another tool
+function. The file is read into memory once (its tensors do not change when the file does);
+with ``mmap=True`` its arrays are views of a copy-on-write memory map of the file instead
+(``np.memmap(mode="c")``), read as they are touched, so they follow later changes of the file. A safetensors file written by another tool
 (``safetensors.numpy.save_file``, ``safetensors.torch.save_file``) loads as a dict key -> Tensor.
 Files in labkit's first format (which start with ``b"\\x89labkit\\n"``) still load.
 
@@ -435,7 +435,7 @@ def _placement(path, devices, target):
     return placement
 
 
-def load(path, device=None):
+def load(path, device=None, *, mmap=False):
     """Read a checkpoint written by ``lk.save``, or any safetensors file, and return what it holds.
 
     For a file written by ``lk.save`` this is the saved object; tensors come back on the device
@@ -444,10 +444,14 @@ def load(path, device=None):
     (``safetensors.torch.save_file``...) comes back as a dict key -> Tensor on ``device`` (the CPU
     by default). Files in labkit's first checkpoint format load too.
 
-    The file is memory-mapped, not read: arrays are views of a copy-on-write mapping, so loading
-    a large checkpoint costs no copy and writing to a loaded tensor never changes the file. The
-    header (every entry's dtype, shape and offsets), the SHA-256 checksum and the structure are
-    checked before anything is built; a file that fails a check raises CheckpointError naming the
+    The file is read into memory once: the tensors loaded are the process's own, whatever
+    happens to the file afterwards. ``mmap=True`` (as ``torch.load``'s) memory-maps it instead:
+    loading costs no copy and the tensors' pages are read from the file when first touched, so
+    they *follow the file*: overwriting the file in place later changes loaded tensors you have
+    not written to, and truncating it can end the process (SIGBUS). Writing to a loaded tensor
+    never changes the file either way (the mapping is copy-on-write). The header (every entry's
+    dtype, shape and offsets), the SHA-256 checksum and the structure are checked before
+    anything is built, either way; a file that fails a check raises CheckpointError naming the
     file and what is wrong. Loading never imports or calls anything named in the file.
 
     >>> import os, tempfile, labkit as lk
@@ -500,7 +504,8 @@ def load(path, device=None):
     ours = metadata is not None and (metadata.get("format") == FORMAT or any(
         key in metadata for key in _META_KEYS[1:]))
     entries = _check_entries(header, size, 8 + header_len, fail, ours)
-    mapped = np.memmap(path, mode="c", dtype=np.uint8) if size else None
+    mapped = np.memmap(path, mode="c", dtype=np.uint8) if mmap else \
+        _read_whole(path, size, head + text, fail)
     start = 8 + header_len
 
     def raw(key):
@@ -553,6 +558,23 @@ def load(path, device=None):
         raise decoder.bad(f"its structure is not valid JSON ({exc})") from None
     decoder.check(root, "obj", 0)
     return decoder.build(root, _placement(path, decoder.devices, target))
+
+
+def _read_whole(path, size, head, fail):
+    """The file's ``size`` bytes in a writable array of their own, whose start must be
+    ``head`` (the header already checked: the file must not have changed in between)."""
+    data = np.empty(size, dtype=np.uint8)
+    with open(path, "rb") as f:
+        view, done = memoryview(data), 0
+        while done < size:
+            n = f.readinto(view[done:])
+            if not n:
+                break
+            done += n
+    if done < size or data[:len(head)].tobytes() != head:
+        raise fail("changed while it was being loaded (it was replaced or cut short): load it "
+                   "again once it is complete.")
+    return data
 
 
 def _check_entries(header, size, data_start, fail, ours):
