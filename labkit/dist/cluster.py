@@ -27,7 +27,7 @@ import time
 import weakref
 
 from ..tensor.random import initial_seed
-from . import batch, procs, reaper, remote, runtime, worker
+from . import batch, loopback, procs, reaper, remote, runtime, worker
 from .errors import DistError, WorkerError
 from .output import MODES as OUTPUT_MODES, make_output
 
@@ -87,10 +87,14 @@ def _cores():
         return os.cpu_count() or 1
 
 
-def _worker_env(n, cluster_id, ipython_dir):
+def _worker_env(n, cluster_id, ipython_dir, local_folder=None):
+    """The environment of a cluster's MPI processes; ``local_folder``: where a cluster of this
+    machine alone builds what keeps it on loopback (``labkit.dist.loopback``)."""
     env = {procs.MARKER: cluster_id, "IPYTHONDIR": ipython_dir,
            "PYTHONPATH": os.pathsep.join(p for p in (_LABKIT_ROOT, os.environ.get("PYTHONPATH"))
                                          if p)}
+    if local_folder is not None:
+        env.update(loopback.local_env(local_folder))
     if hasattr(os, "geteuid") and os.geteuid() == 0:      # Open MPI refuses root without these
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cores = _cores()
@@ -164,7 +168,8 @@ class _Workers:
         self.reaper = reaper.start(self.cluster_id, self.tmp,
                                    cancel=batch.cancel_command(self.launcher, self.cluster_id))
         mpiexec = find_mpiexec()
-        env = _worker_env(self.n, self.cluster_id, ipython_dir)
+        env = _worker_env(self.n, self.cluster_id, ipython_dir,
+                          local_folder=None if self.remote else self.tmp)
         config = Config()
         config.LocalControllerLauncher.environment = env
         launcher = config[batch.LAUNCHERS.get(self.launcher, "MPIEngineSetLauncher")]

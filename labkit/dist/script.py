@@ -6,7 +6,7 @@ notebook cell.
 import collections
 
 from ..tensor.random import initial_seed, manual_seed
-from . import runtime
+from . import messages, runtime
 from .errors import DistError
 from .launch_env import from_environ
 
@@ -72,7 +72,7 @@ def init(backend="auto"):
             f"`mpiexec -n {env.world_size} python script.py` (under Slurm: "
             f"`srun --mpi=pmix ...`).")
     group = runtime.join(backend)
-    seed = group.comm.bcast(initial_seed(), root=0)
+    seed = messages.bcast(group.comm, initial_seed(), root=0)
     manual_seed(runtime.worker_seed(seed, group.rank))
     group.device.__enter__()       # new tensors go to the rank's device, as in a launched worker
     return _info()
