@@ -37,7 +37,8 @@ consistent with dtype and shape, no gaps or overlaps), then the checksum, then t
 against the closed list above before it builds anything; nothing in a file can name a class or a
 function. The file is read into memory once (its tensors do not change when the file does);
 with ``mmap=True`` its arrays are views of a copy-on-write memory map of the file instead
-(``np.memmap(mode="c")``), read as they are touched, so they follow later changes of the file. A safetensors file written by another tool
+(``np.memmap(mode="c")``), read as they are touched, so they follow later changes of the file.
+A safetensors file written by another tool
 (``safetensors.numpy.save_file``, ``safetensors.torch.save_file``) loads as a dict key -> Tensor.
 Files in labkit's first format (which start with ``b"\\x89labkit\\n"``) still load.
 

@@ -30,7 +30,7 @@ the value, nor the value a write into the view (eager mode's views share memory,
 import numpy as np
 
 from ...errors import DTypeError, GradError, ShapeError, describe
-from .. import dispatch, versions
+from .. import arguments, dispatch, versions
 from ..creation import ones_like, zeros_like
 from ..ops.elementwise import cast, clone, mul, ne, where
 from ..ops.shape import broadcast_to
@@ -260,6 +260,7 @@ def _setitem(x, index, value):
     from ..ops.index import index_put, split_index
     spec, tensors = split_index(x, index)
     if not isinstance(value, Tensor):
+        arguments.check_finite_for("setitem", value, x.dtype)     # NaN into an int tensor
         value = _tensor(value, device=x.device)
     if value.dtype is not x.dtype:
         value = cast(value, dtype=x.dtype.name)
