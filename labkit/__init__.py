@@ -6,8 +6,8 @@
 >>> x.grad.tolist()
 [2.0, 4.0, 6.0]
 """
-from .errors import (CheckpointError, ConstraintError, DeviceError, DTypeError, GradError,
-                     LabkitError, NumericsError, ShapeError)
+from .errors import (ArgumentError, CheckpointError, ConstraintError, DeviceError, DTypeError,
+                     GradError, IndexingError, LabkitError, NumericsError, ShapeError)
 from . import devices
 from .profiler import profile
 from .devices import Device, device

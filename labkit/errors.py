@@ -29,12 +29,26 @@ class GraphError(LabkitError, ValueError):
     """A malformed graph, or a graph used wrongly (unfed placeholder, foreign fetch...)."""
 
 
-class ShapeError(LabkitError, ValueError):
-    """Shapes that do not fit an op (matmul inner dims, broadcasting, reshape sizes...)."""
+class ShapeError(LabkitError, ValueError, RuntimeError):
+    """Shapes that do not fit an op (matmul inner dims, broadcasting, reshape sizes...). Also a
+    RuntimeError, which PyTorch raises for most of these."""
 
 
-class DTypeError(LabkitError, TypeError):
-    """A dtype an op cannot take (gradients of integer tensors, unknown dtypes...)."""
+class IndexingError(ShapeError, IndexError):
+    """A dim out of range, or an index that cannot index a tensor (a value out of range, an
+    index tensor of the wrong dtype or rank): an IndexError, as PyTorch's "Dimension out of
+    range" and "index out of range"."""
+
+
+class DTypeError(LabkitError, TypeError, NotImplementedError):
+    """A dtype an op cannot take (gradients of integer tensors, unknown dtypes...). Also a
+    RuntimeError (NotImplementedError is one), as PyTorch raises for these."""
+
+
+class ArgumentError(LabkitError, TypeError, RuntimeError):
+    """An argument of the wrong kind: None or a string for a tensor or a size, a float or a bool
+    for a dim (a TypeError, as PyTorch's "argument 'dim' must be int"; and a RuntimeError, as
+    PyTorch's for a tensor of the wrong kind, such as a float start for narrow)."""
 
 
 class DeviceError(LabkitError, RuntimeError):

@@ -101,8 +101,8 @@ def test_item_of_many_elements():
 
 def test_a_list_where_an_op_wants_tensors():
     x = lk.ones(2)
-    msg = _message(lk.DTypeError, lk.add, x, [x, x])
-    _names(msg, "add", "input 1 is a list", "tensors or Python numbers")
+    msg = _message(lk.ArgumentError, lk.add, x, [x, x])
+    _names(msg, "add", "input 1 is [", "(a list)", "tensors or numbers")
 
 
 # ---- devices -----------------------------------------------------------------------------

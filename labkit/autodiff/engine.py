@@ -14,17 +14,64 @@ from ..errors import GradError, describe
 from ..tensor import dispatch, versions
 from ..tensor.ops.elementwise import add, cast, conj, to_device
 from ..tensor.ops.reduce import sum_to_shape
-from ..tensor.tape import TapeNode
+from ..tensor.tape import TapeNode, history_at, view_base
 from ..tensor.tensor import Tensor
 from ..tensor.versions import epoch as _epoch
 from . import hooks
 
 
-def _topological(roots):
+class _Edges:
+    """Where the inputs of tape entries recorded before some in-place write lead: to the
+    history each input had when the entry was recorded (``tape.history_at``), not the one a
+    later write gave it; and for a view read after another alias of its memory was written, to
+    a copy of the view's entry that reads its base as written (PyTorch rebases such views).
+    Entries recorded after the last write read ``inp._node`` directly (the common case)."""
+
+    def __init__(self):
+        self.now = _epoch[0]
+        self.parents = {}     # entry -> [(parent entry or None, requires_grad) per input]
+        self.rebased = {}     # (view entry, version of its memory) -> its copy
+
+    def root(self, tensor):
+        """The entry a backward pass from ``tensor`` starts at (a copy, for a view whose memory
+        was written after it was made)."""
+        return self._resolve(tensor, self.now)[0]
+
+    def of(self, node):
+        found = self.parents.get(node)
+        if found is None:
+            when = node.epoch
+            found = self.parents[node] = [self._resolve(inp, when) if isinstance(inp, Tensor)
+                                          else (None, False) for inp in node.inputs]
+        return found
+
+    def _resolve(self, inp, when):
+        parent, requires_grad = history_at(inp, when)
+        if parent is None or parent.epoch >= when or type(parent) is not TapeNode:
+            return parent, requires_grad
+        counter = parent.out_version
+        if counter is None or counter[0] <= parent.epoch or view_base(parent) is None:
+            return parent, requires_grad
+        version = versions.version_at(counter, when)
+        recent = counter[2]
+        exact = len(recent) < versions._RECENT or recent[0] <= parent.epoch
+        if exact and version == versions.version_at(counter, parent.epoch):
+            return parent, requires_grad      # its memory was not written in between
+        key = (parent, version)
+        copy = self.rebased.get(key)
+        if copy is None:
+            copy = self.rebased[key] = TapeNode(parent.op, parent.inputs, parent.attrs,
+                                                parent.out, parent.device, counter)
+            copy.epoch = when
+        return copy, requires_grad
+
+
+def _topological(roots, edges):
     """Tape nodes reachable from ``roots``, each after every node that consumes its output."""
     order, seen = [], set()
     stack = [(n, False) for n in roots]
     pop, push, mark = stack.pop, stack.append, seen.add
+    now = edges.now
     while stack:
         node, expanded = pop()
         if expanded:
@@ -37,11 +84,21 @@ def _topological(roots):
         inputs = node.inputs
         if inputs is None:
             continue
-        for inp in inputs:
-            if isinstance(inp, Tensor):
-                parent = inp._node
-                if parent is not None and parent not in seen:
-                    push((parent, False))
+        when = node.epoch
+        if when == now:
+            for inp in inputs:
+                if isinstance(inp, Tensor):
+                    parent = inp._node
+                    if parent is not None:
+                        if parent.epoch < when and parent.out_version is not None:
+                            break      # a view made before a write: edges.of decides
+                        if parent not in seen:
+                            push((parent, False))
+            else:
+                continue
+        for parent, _ in edges.of(node):   # recorded before some in-place write
+            if parent is not None and parent not in seen:
+                push((parent, False))
     order.reverse()
     return order
 
@@ -97,13 +154,14 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
     results = [None] * (len(targets) if targets is not None else 0)
 
     root_nodes = []
+    edges = _Edges()
     for r, g in zip(roots, cotangents):
         if r._node is None:
             leaf_grads[id(r)] = (r, g if id(r) not in leaf_grads else add(leaf_grads[id(r)][1], g))
             continue
-        key = r._node
+        key = edges.root(r)
         grads[key] = g if key not in grads else add(grads[key], g)
-        root_nodes.append(r._node)
+        root_nodes.append(key)
 
     st = dispatch._state
     grad_all, st.grad_all = st.grad_all, follow_all
@@ -115,7 +173,7 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
     with hooks.callbacks_of_pass() if with_hooks else nullcontext():
         try:
             _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph,
-                  create_graph, follow_all, early)
+                  create_graph, follow_all, edges, early)
         finally:
             st.grad_all = grad_all
         _finish(leaf_grads, handed, target_keys, results, create_graph, accumulate,
@@ -160,11 +218,12 @@ class _EarlyLeaves:
 
 
 def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, create_graph,
-          follow_all, early=None):
+          follow_all, edges, early=None):
     """Apply the vjp rule of every node reachable from ``root_nodes``, in reverse order."""
     pop = grads.pop
     owned = set()     # ids of gradient arrays made here and held nowhere else: safe to add into
-    order = _topological(root_nodes)
+    now = edges.now
+    order = _topological(root_nodes, edges)
     if early is not None:
         early.count(order)
     last = None       # (early) the inputs of the node handled before this one
@@ -186,14 +245,14 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
                 raise _freed_error(node)
             # (not for a vmap's per-example entry, whose output is a whole batch)
             if node.op.vjp_into is not None and not create_graph and g._data is not None and \
-                    node.epoch == _epoch[0] and type(node) is TapeNode:
+                    node.epoch == now and type(node) is TapeNode:
                 x = inputs[0]
                 if isinstance(x, Tensor) and (x._requires_grad or follow_all):
                     _add_into(node, g, x, grads, leaf_grads, owned)
                 if not retain_graph:
                     node.free()
                 continue
-            if node.epoch != _epoch[0]:        # something was written in place since
+            if node.epoch != now:        # something was written in place since
                 input_grads = _vjp_checking_writes(node, g, create_graph)
             elif node.op.holomorphic and (g.dtype.is_complex if g._data is None else
                                           g._data.dtype.kind == "c"):
@@ -202,11 +261,16 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
             else:
                 input_grads = node.op.vjp(g, node.output_tensor(create_graph), *inputs,
                                           **node.attrs)
-            for inp, gi in zip(inputs, input_grads):
-                if gi is None or not isinstance(inp, Tensor) or not (
-                        inp._requires_grad or follow_all):
+            parents = edges.parents.get(node)      # (set for entries read before a write)
+            for i, (inp, gi) in enumerate(zip(inputs, input_grads)):
+                if gi is None or not isinstance(inp, Tensor):
                     continue
-                parent = inp._node
+                if parents is None:
+                    parent, requires_grad = inp._node, inp._requires_grad
+                else:
+                    parent, requires_grad = parents[i]
+                if not (requires_grad or follow_all):
+                    continue
                 if parent is not None:
                     gi = _fit(gi, inp)
                     prev = grads.get(parent)
@@ -308,8 +372,9 @@ class _WriteCheck(dispatch.WrappingMode):
         self.written, self.node = written, node
 
     def apply(self, op, inputs, attrs):
-        for a in inputs:
-            hit = self.written.get(versions.value_key(a)) if isinstance(a, Tensor) else None
+        for i, a in enumerate(inputs):
+            hit = self.written.get(versions.value_key(a)) if isinstance(a, Tensor) and \
+                i not in op.shape_only else None
             if hit is not None:
                 what, counter = hit
                 name = self.node.op.name

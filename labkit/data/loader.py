@@ -371,7 +371,7 @@ class _MultiProcessIter:
             raise StopIteration
         try:
             return self._next_batch()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, WorkerDied):
             self.close()
             raise
         except Exception as error:
@@ -400,11 +400,7 @@ class _MultiProcessIter:
                 self._received += 1
                 return self._deliver(task[1])
             active = [w for w in range(self._num_workers) if self._active[w]]
-            try:
-                worker_id, (idx, data) = self._pool.receive(active, self._timeout)
-            except WorkerDied:
-                self.close()
-                raise
+            worker_id, (idx, data) = self._pool.receive(active, self._timeout)
             if isinstance(data, IterableEnd):
                 self._retire(data.worker_id)
                 self._hand_out()

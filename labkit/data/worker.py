@@ -239,7 +239,11 @@ class WorkerPool:
             raise
 
     def send(self, worker_id, task):
-        self.tasks[worker_id].send(task)
+        """Send a task; a worker that has died raises ``WorkerDied`` (not the pipe's error)."""
+        try:
+            self.tasks[worker_id].send(task)
+        except OSError:          # BrokenPipeError, ConnectionResetError: its end is closed
+            raise self._died(worker_id) from None
 
     def receive(self, worker_ids, timeout):
         """The next message from any of ``worker_ids``: ``(worker_id, message)``. Raises if
@@ -255,11 +259,14 @@ class WorkerPool:
         if isinstance(ready[0], connection.Connection):
             try:
                 return worker_id, ready[0].recv()
-            except EOFError:
+            except (EOFError, OSError):     # the worker ended while (or before) it wrote
                 pass
+        raise self._died(worker_id)
+
+    def _died(self, worker_id):
         process = self.processes[worker_id]
         process.join(_JOIN_SECONDS)
-        raise WorkerDied(
+        return WorkerDied(
             f"DataLoader worker {worker_id} (pid {process.pid}) exited unexpectedly with exit "
             f"code {process.exitcode}{_signal_name(process.exitcode)}; a crash in native code "
             f"or running out of memory are the usual causes. Run with num_workers=0 to see "

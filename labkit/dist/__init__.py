@@ -37,7 +37,7 @@ so the same code runs in a single process:
 from .cluster import Cluster
 from .collectives import allgather, allreduce, barrier, broadcast, reduce_scatter
 from .data_parallel import DataParallel
-from .errors import DistError, WorkerError
+from .errors import DistError, WorkerError, WorkerTimeout
 from .fault import TrainingRun, train_with_checkpoints
 from .launcher import launch
 from .parameter_server import ParameterServer
@@ -47,5 +47,5 @@ from .script import init
 
 __all__ = ["launch", "Cluster", "DataParallel", "allreduce", "broadcast", "allgather",
            "reduce_scatter", "barrier", "rank", "world_size", "local_rank", "device",
-           "is_initialized", "DistError", "WorkerError", "train_with_checkpoints", "TrainingRun",
-           "ParameterServer", "init", "merge_profiles"]
+           "is_initialized", "DistError", "WorkerError", "WorkerTimeout",
+           "train_with_checkpoints", "TrainingRun", "ParameterServer", "init", "merge_profiles"]

@@ -16,6 +16,7 @@ collection, and (by a small reaper process) when the owning kernel dies.
 ['rank 0 of 2', 'rank 1 of 2']
 """
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -27,8 +28,8 @@ import time
 import weakref
 
 from ..tensor.random import initial_seed
-from . import batch, procs, reaper, remote, runtime, worker
-from .errors import DistError, WorkerError
+from . import batch, loopback, procs, reaper, remote, runtime, worker
+from .errors import DistError, WorkerError, WorkerTimeout
 from .output import MODES as OUTPUT_MODES, make_output
 
 BACKENDS = ("auto", "mpi", "nccl")
@@ -87,10 +88,14 @@ def _cores():
         return os.cpu_count() or 1
 
 
-def _worker_env(n, cluster_id, ipython_dir):
+def _worker_env(n, cluster_id, ipython_dir, local_folder=None):
+    """The environment of a cluster's MPI processes; ``local_folder``: where a cluster of this
+    machine alone builds what keeps it on loopback (``labkit.dist.loopback``)."""
     env = {procs.MARKER: cluster_id, "IPYTHONDIR": ipython_dir,
            "PYTHONPATH": os.pathsep.join(p for p in (_LABKIT_ROOT, os.environ.get("PYTHONPATH"))
                                          if p)}
+    if local_folder is not None:
+        env.update(loopback.local_env(local_folder))
     if hasattr(os, "geteuid") and os.geteuid() == 0:      # Open MPI refuses root without these
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cores = _cores()
@@ -164,7 +169,8 @@ class _Workers:
         self.reaper = reaper.start(self.cluster_id, self.tmp,
                                    cancel=batch.cancel_command(self.launcher, self.cluster_id))
         mpiexec = find_mpiexec()
-        env = _worker_env(self.n, self.cluster_id, ipython_dir)
+        env = _worker_env(self.n, self.cluster_id, ipython_dir,
+                          local_folder=None if self.remote else self.tmp)
         config = Config()
         config.LocalControllerLauncher.environment = env
         launcher = config[batch.LAUNCHERS.get(self.launcher, "MPIEngineSetLauncher")]
@@ -274,11 +280,25 @@ class _Workers:
             time.sleep(0.05)
 
     @staticmethod
-    def _output(engine_sets):
+    def _output(engine_sets, limit=3000):
         output = "".join(es.get_output(remove=False) for es in engine_sets)
-        return output[-3000:] or "(none)"
+        return output[-limit:] or "(none)"
 
     # -- running --
+    def death_report(self, wait=2.0):
+        """``(rank, how)`` of the first worker whose process ended on its own, as the MPI
+        launcher reports it ("exit code 3", "signal 9 (Killed)"), or None; waits up to ``wait``
+        seconds for the report (the launcher notices a death a moment after labkit does)."""
+        if self.ipp_cluster is None:
+            return None
+        deadline = time.monotonic() + wait
+        while True:
+            found = death_report(self._output(list(self.ipp_cluster.engines.values()),
+                                              limit=20000))
+            if found is not None or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
+
     def dead_ranks(self):
         if self.remote:                      # remote pids mean nothing here: ask the controller
             if any(not es.running for es in self.ipp_cluster.engines.values()):
@@ -369,7 +389,6 @@ def _remote_text(exc):
 
 
 def _strip_ansi(text):
-    import re
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
@@ -519,16 +538,19 @@ class Cluster:
         return [i["device"] for i in self._workers.info]
 
     # -- running --
-    def run(self, fn, *args):
+    def run(self, fn, *args, timeout=None):
         """Run ``fn(*args)`` on every worker; return the results in rank order.
 
         Tensors in the results come back detached and on the CPU. Raises ``WorkerError`` if a
-        worker raises (the other workers are stopped), ``KeyboardInterrupt`` if interrupted
-        (every worker is stopped).
+        worker raises or dies (the other workers are stopped; a worker that died is named with
+        its exit code or signal), ``KeyboardInterrupt`` if interrupted (every worker is
+        stopped), and ``WorkerTimeout`` if ``timeout`` seconds pass before every worker has
+        returned (those still running are interrupted, and the workers replaced if they do
+        not stop).
         """
-        return self._run(fn, args, kill=False)
+        return self._run(fn, args, kill=False, timeout=timeout)
 
-    def _run(self, fn, args, kill):
+    def _run(self, fn, args, kill, timeout=None):
         if not callable(fn):
             raise TypeError(f"lk.dist: the first argument must be a function to run on each "
                             f"worker, got {type(fn).__name__}")
@@ -536,25 +558,30 @@ class Cluster:
         if workers.dead_ranks():
             self.restart()
             workers = self._workers
+        if timeout is not None and (isinstance(timeout, bool) or
+                                    not isinstance(timeout, (int, float)) or not timeout > 0):
+            raise DistError(f"lk.dist: timeout must be a positive number of seconds (or None "
+                            f"for no limit), got {timeout!r}")
         payload = worker.dumps_call(fn, args)
         sink = make_output(self.n, self.output)
         try:
-            return self._supervise(workers, payload, sink, kill)
+            return self._supervise(workers, payload, sink, kill, timeout)
         finally:
             sink.close()
 
-    def _supervise(self, workers, payload, sink, kill):
+    def _supervise(self, workers, payload, sink, kill, timeout=None):
         """Submit the call to every rank and wait, streaming output, until all are done or one
-        failed; stop the others on failure or Ctrl-C."""
+        failed; stop the others on failure, Ctrl-C or timeout."""
         client = workers.client
+        deadline = None if timeout is None else time.monotonic() + timeout
         results = [client[eid].apply_async(worker.run_task, payload)
                    for eid in workers.engine_ids]
         try:
-            return self._wait(workers, results, sink, kill)
+            return self._wait(workers, results, sink, kill, deadline, timeout)
         finally:
             workers.forget(results)
 
-    def _wait(self, workers, results, sink, kill):
+    def _wait(self, workers, results, sink, kill, deadline=None, timeout=None):
         n = self.n
         stream = _Stream(results, sink)
         outcomes, pending = {}, set(range(n))
@@ -563,6 +590,10 @@ class Cluster:
             while pending:
                 stream.pump()
                 now = time.monotonic()
+                if deadline is not None and now > deadline and first_failure is None:
+                    late = sorted(pending)
+                    note = self._stop(workers, results, pending, stream, kill, "They")
+                    raise WorkerTimeout(late, n, timeout, note) from None
                 for r in sorted(pending):
                     if results[r].ready():
                         pending.discard(r)
@@ -586,17 +617,21 @@ class Cluster:
         if first_failure is None:
             stream.finish()
             return [outcomes[r][1] for r in range(n)]
+        report = None
+        if any(o[0] == "error" and o[1].get("type") in DEATHS for o in outcomes.values()):
+            report = workers.death_report()        # which rank died first, and how
         note = self._stop(workers, results, pending, stream, kill)
-        raise _worker_error(outcomes, n, note) from None
+        raise _worker_error(outcomes, n, note, report) from None
 
-    def _stop(self, workers, results, pending, stream, kill):
+    def _stop(self, workers, results, pending, stream, kill, who="The other workers"):
         """Stop the ranks still running: end the processes (launch), or interrupt them and
-        replace the set if some do not return in time (a kept Cluster)."""
+        replace the set if some do not return in time (a kept Cluster). Returns a sentence
+        saying what became of them (``who``)."""
         if not pending:
-            return "The other workers had finished."
+            return f"{who} had finished."
         if kill:
             workers.close()
-            return "The other workers were stopped."
+            return f"{who} were stopped, and every worker process ended."
         workers.signal(sorted(pending), signal.SIGINT)
         deadline = time.monotonic() + INTERRUPT_GRACE
         while time.monotonic() < deadline and not all(results[r].ready() for r in pending):
@@ -609,8 +644,8 @@ class Cluster:
                   f"{INTERRUPT_GRACE:.0f} s of an interrupt (blocked in a collective?); "
                   f"restarting the workers.", file=sys.stderr)
             self.restart()
-            return "The other workers were stopped, and the cluster restarted."
-        return "The other workers were interrupted."
+            return f"{who} were stopped, and the cluster restarted."
+        return f"{who} were interrupted."
 
 
 class _Stream:
@@ -668,13 +703,51 @@ def _died(rank):
             "traceback": "", "exception": None, "interrupted": False}
 
 
-def _worker_error(outcomes, n, note):
+# Open MPI's launcher names the first process that ended on its own: by an exit status
+# ("Process name: [prterun-host-123@1,1]  Exit code: 3", the job id and rank after the "@"),
+# or by a signal ("process rank 1 with PID 77 on node vm exited on signal 9 (Killed)")
+_EXIT_REPORT = re.compile(r"Process name:\s*\[[^\]]*@\d+,(\d+)\]\s*Exit code:\s*(-?\d+)")
+_SIGNAL_REPORT = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on\s+signal "
+                            r"(\d+)(?: \(([^)]*)\))?")
+
+
+def death_report(output):
+    """``(rank, how)`` from the MPI launcher's ``output`` when it reports a process that ended
+    on its own, else None.
+
+    >>> death_report("Process name: [prterun-vm-20114@1,1]\\n   Exit code:    3")
+    (1, 'exit code 3')
+    >>> death_report("process rank 0 with PID 7 on node vm exited on\\nsignal 9 (Killed).")
+    (0, 'signal 9 (Killed)')
+    """
+    found = []
+    for match in _EXIT_REPORT.finditer(output):
+        found.append((match.start(), int(match.group(1)), f"exit code {match.group(2)}"))
+    for match in _SIGNAL_REPORT.finditer(output):
+        name = f" ({match.group(3)})" if match.group(3) else ""
+        found.append((match.start(), int(match.group(1)), f"signal {match.group(2)}{name}"))
+    if not found:
+        return None
+    _, rank, how = min(found)
+    return rank, how
+
+
+def _worker_error(outcomes, n, note, report=None):
     import cloudpickle
     failed = sorted(r for r, o in outcomes.items() if o[0] == "error"
                     and not o[1].get("interrupted"))
     if not failed:           # only interrupts (e.g. a worker raised KeyboardInterrupt itself)
         failed = sorted(r for r, o in outcomes.items() if o[0] == "error")
     rank = failed[0]
+    if report is not None and report[0] in outcomes and report[0] < n:
+        rank, how = report         # the rank that died first, not the others MPI ended then
+        others = [r for r in failed if r != rank and outcomes[r][1].get("type") in DEATHS]
+        outcomes[rank] = ("error", {
+            "type": "WorkerDied", "traceback": "", "exception": None, "interrupted": False,
+            "message": f"the process of rank {rank} ended with {how} while running the "
+                       f"function" + (f" (Open MPI then ended rank(s) "
+                                      f"{', '.join(map(str, others))})" if others else "")})
+        failed = [rank] + [r for r in failed if r != rank]
     info = outcomes[rank][1]
     exception = None
     if info.get("exception") is not None:
@@ -684,6 +757,8 @@ def _worker_error(outcomes, n, note):
             exception = None
     error = WorkerError(rank, n, info["type"], info["message"], info["traceback"],
                         exception=exception, failed_ranks=failed, note=note)
+    # how the first rank that died ended: ("exit code 3", "signal 9 (Killed)"), else None
+    error.death = report[1] if report is not None and report[0] == rank else None
     # the ranks whose process ended (not an exception): train_with_checkpoints resumes on those
     error.died_ranks = sorted(r for r, o in outcomes.items()
                               if o[0] == "error" and o[1].get("type") in DEATHS)

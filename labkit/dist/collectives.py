@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import DTypeError, describe
 from ..tensor.tensor import Tensor
-from . import runtime
+from . import messages, runtime
 from .buffers import empty as _empty
 from .errors import DistError
 
@@ -53,7 +53,7 @@ def _check_op(name, op, tensor):
 def _agree(name, group, facts):
     """Exchange ``facts`` (shape, dtype, ...) so every rank checks all ranks called ``name`` alike;
     raise the same DistError on every rank if not."""
-    everyone = group.comm.allgather(facts)
+    everyone = messages.allgather(group.comm, facts, tuples=True)
     if any(f != everyone[0] for f in everyone):
         rows = "; ".join(f"rank {r}: {f}" for r, f in enumerate(everyone))
         raise DistError(f"lk.dist.{name}: the ranks called it with different arguments ({rows}). "

@@ -40,7 +40,7 @@ from ..nn.module import Module
 from ..profiler.events import now_ns
 from ..profiler.profile import active_profile
 from ..tensor.tensor import Tensor
-from . import runtime
+from . import messages, runtime
 from .collectives import nccl_allreduce_, nccl_broadcast_
 from .errors import DistError
 
@@ -206,7 +206,7 @@ class DataParallel(Module):
     def _check_replicas(self, group):
         mine = [(name, tuple(p.shape), p.dtype.name) for name, p in
                 self.module.named_parameters()]
-        everyone = group.comm.allgather(mine)
+        everyone = messages.allgather(group.comm, mine, tuples=True)
         bad = [r for r, theirs in enumerate(everyone) if theirs != everyone[0]]
         if bad:
             raise DistError(

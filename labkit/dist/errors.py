@@ -51,3 +51,25 @@ class WorkerError(LabkitError, RuntimeError):
     def __reduce__(self):
         return (WorkerError, (self.rank, self.world_size, self.remote_type, self.remote_message,
                               self.remote_traceback, None, self.failed_ranks, self.note))
+
+
+class WorkerTimeout(LabkitError, TimeoutError):
+    """Workers had not returned within the ``timeout=`` of ``launch`` or ``Cluster.run``; they
+    were stopped. Attributes: ``ranks`` (those still running), ``world_size``, ``timeout``.
+
+    >>> import labkit as lk
+    >>> print(lk.dist.WorkerTimeout([1], 2, 5.0, "They were stopped.").args[0])
+    rank 1 (of 2) had not returned after 5 s (timeout=5.0). They were stopped.
+    """
+
+    def __init__(self, ranks, world_size, timeout, note=""):
+        self.ranks = list(ranks)
+        self.world_size = world_size
+        self.timeout = timeout
+        self.note = note
+        which = "rank" if len(self.ranks) == 1 else "ranks"
+        super().__init__(f"{which} {', '.join(map(str, self.ranks))} (of {world_size}) had not "
+                         f"returned after {timeout:g} s (timeout={timeout!r}). {note}".rstrip())
+
+    def __reduce__(self):
+        return (WorkerTimeout, (self.ranks, self.world_size, self.timeout, self.note))

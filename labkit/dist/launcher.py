@@ -1,8 +1,13 @@
 """``launch``: run a function on fresh workers from a notebook cell, and end them afterwards."""
+import time
+
 from .cluster import Cluster
+from .errors import DistError, WorkerTimeout
+
+START_TIMEOUT = 120      # seconds the workers get to start when the call has no time limit
 
 
-def launch(fn, *args, n=None, hosts=None, backend="auto", output="auto", timeout=120,
+def launch(fn, *args, n=None, hosts=None, backend="auto", output="auto", timeout=None,
            ssh_options=None, network=None, python=None, workdir=None, launcher="mpi",
            batch_options=()):
     """Start ``n`` workers, run ``fn(*args)`` on every one, return the results in rank order,
@@ -19,7 +24,9 @@ def launch(fn, *args, n=None, hosts=None, backend="auto", output="auto", timeout
     - ``backend``: "auto", "mpi" or "nccl" (see ``lk.dist.Cluster``).
     - ``output``: the workers' prints, live: a tab per rank in a notebook ("auto"/"widget"),
       ``[rank r]``-prefixed lines elsewhere ("text"), or "none".
-    - ``timeout``: seconds to wait for the workers to start.
+    - ``timeout``: seconds the whole call may take, start included: workers that have not
+      returned by then are ended and ``lk.dist.WorkerTimeout`` is raised (None: no limit, and
+      the workers get 120 s to start).
 
     Inside ``fn``: ``lk.dist.rank()``, ``lk.dist.world_size()``, the collectives and
     ``lk.dist.DataParallel``. A worker's exception is raised here as ``lk.dist.WorkerError``
@@ -34,7 +41,17 @@ def launch(fn, *args, n=None, hosts=None, backend="auto", output="auto", timeout
     >>> lk.dist.launch(total, n=2)                       # doctest: +SKIP
     [1.0, 1.0]
     """
-    with Cluster(n=n, hosts=hosts, backend=backend, output=output, timeout=timeout,
+    if timeout is not None and (isinstance(timeout, bool) or
+                                not isinstance(timeout, (int, float)) or not timeout > 0):
+        raise DistError(f"lk.dist.launch: timeout must be a positive number of seconds (or "
+                        f"None for no limit), got {timeout!r}")
+    start = time.monotonic()
+    with Cluster(n=n, hosts=hosts, backend=backend, output=output,
+                 timeout=START_TIMEOUT if timeout is None else timeout,
                  ssh_options=ssh_options, network=network, python=python,
                  workdir=workdir, launcher=launcher, batch_options=batch_options) as cluster:
-        return cluster._run(fn, args, kill=True)
+        left = None if timeout is None else max(timeout - (time.monotonic() - start), 1e-3)
+        try:
+            return cluster._run(fn, args, kill=True, timeout=left)
+        except WorkerTimeout as exc:    # name the whole call's limit, not what was left of it
+            raise WorkerTimeout(exc.ranks, exc.world_size, timeout, exc.note) from None

@@ -200,7 +200,7 @@ class _Run:
         self.reaper = reaper.start(self.run_id, self.folder)
         mpiexec = find_mpiexec()
         env = dict(os.environ)
-        env.update((k, v) for k, v in _worker_env(n, self.run_id, "").items()
+        env.update((k, v) for k, v in _worker_env(n, self.run_id, "", self.folder).items()
                    if k != "IPYTHONDIR")
         env.update(extra_env or {})
         env.setdefault("PYTHONUNBUFFERED", "1")      # the ranks' prints appear as they happen

@@ -20,6 +20,7 @@ import numpy as np
 from ..data import distributed as _data_distributed
 from ..devices import get_device, gpu_count
 from ..tensor.random import manual_seed
+from . import messages
 
 
 class Group:
@@ -41,7 +42,7 @@ class Group:
         if self._nccl is None:
             from cupy.cuda import nccl
             uid = nccl.get_unique_id() if self.rank == 0 else None
-            uid = self.comm.bcast(uid, root=0)
+            uid = tuple(messages.bcast(self.comm, None if uid is None else list(uid)))
             with self.device.activate():
                 self._nccl = nccl.NcclCommunicator(self.size, uid, self.rank)
         return self._nccl

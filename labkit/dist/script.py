@@ -6,7 +6,7 @@ notebook cell.
 import collections
 
 from ..tensor.random import initial_seed, manual_seed
-from . import runtime
+from . import messages, runtime
 from .errors import DistError
 from .launch_env import from_environ
 
@@ -56,7 +56,7 @@ def init(backend="auto"):
     group = join_started_ranks(backend, "lk.dist.init")
     if group is None:
         return _info()
-    seed = group.comm.bcast(initial_seed(), root=0)
+    seed = messages.bcast(group.comm, initial_seed(), root=0)
     manual_seed(runtime.worker_seed(seed, group.rank))
     group.device.__enter__()       # new tensors go to the rank's device, as in a launched worker
     return _info()

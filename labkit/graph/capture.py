@@ -33,7 +33,7 @@ from ..tensor.eager import device_beside_cpu_scalars
 from ..tensor.op import op
 from ..tensor.ops.elementwise import add, to_device
 from ..tensor.ops.random import DRAWS
-from ..tensor.tape import TapeNode
+from ..tensor.tape import TapeNode, rebind
 from ..tensor import versions
 from ..tensor.tensor import Tensor
 from .node import PLACEHOLDER, Node
@@ -252,7 +252,7 @@ class CaptureMode(Mode):
                 made_by.out_version is None:
             made_by.out_version = target._version
         target._gnode = result._gnode      # a value inside the graph: it now names the result
-        target._node, target._requires_grad = result._node, result._requires_grad
+        rebind(target, result._node, result._requires_grad)
         return True
 
     def accumulate_grad(self, leaf, g):

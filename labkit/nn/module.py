@@ -613,20 +613,21 @@ class Module:
         own = dict(self._state_items())
         missing = [k for k in own if k not in state_dict]
         unexpected = self._unexpected_keys(state_dict)
-        mismatched = []
-        for key, target in own.items():
-            if key in state_dict:
-                shape = tuple(getattr(state_dict[key], "shape", np.shape(state_dict[key])))
-                if shape != tuple(target.shape):
-                    mismatched.append((key, tuple(target.shape), shape))
+        # every value checked and converted before any is written: an error changes nothing
+        given = {key: _array_of(key, target, state_dict[key])
+                 for key, target in own.items() if key in state_dict}
+        mismatched = [(key, tuple(own[key].shape), tuple(array.shape))
+                      for key, (_, array) in given.items()
+                      if tuple(array.shape) != tuple(own[key].shape)]
         if mismatched or (strict and (missing or unexpected)):
             raise StateDictError(self._mismatch_text(missing, unexpected, mismatched, strict))
-        for key, target in own.items():
-            if key in state_dict:
-                if assign:
-                    self._assign_member(key, target, state_dict[key])
-                else:
-                    _copy_into(target, state_dict[key])
+        ready = [(key, own[key], _converted(own[key], state_dict[key], device, array, assign))
+                 for key, (device, array) in given.items()]
+        for key, target, value in ready:
+            if assign:
+                self._assign_member(key, target, value)
+            else:
+                target.device.xp.copyto(target._data, value)
         return IncompatibleKeys(missing, unexpected)
 
     def _unexpected_keys(self, state_dict):
@@ -647,9 +648,6 @@ class Module:
     def _assign_member(self, key, target, value):
         path, _, name = key.rpartition(".")
         module = self.get_submodule(path)
-        if not isinstance(value, Tensor):
-            from ..tensor.creation import tensor
-            value = tensor(np.asarray(value))
         if name in module._parameters:
             module._parameters[name] = Parameter(value, requires_grad=target.requires_grad)
             _name_parameters(key, module._parameters[name])
@@ -711,15 +709,34 @@ def _move(t, device, dtype):
         t._device = device
 
 
-def _copy_into(target, value):
-    """Copy ``value`` (Tensor or array) into ``target``'s storage, on its device and dtype."""
+def _array_of(key, target, value):
+    """``(device, array)`` of the state dict's value for ``key``; a StateDictError naming the
+    key if it is not a tensor or numeric array."""
     if isinstance(value, Tensor):
-        src_device, array = value.device, value._data
+        return value.device, value._data
+    try:
+        array = np.asarray(value)
+    except Exception as exc:     # a ragged list and the like
+        array, got = None, f"a {type(value).__name__} that is not an array ({exc})"
     else:
-        src_device, array = get_device("cpu:0"), np.asarray(value)
-    array = transfer(array, src_device, target.device)
-    xp = target.device.xp
-    xp.copyto(target._data, array.astype(target._data.dtype, copy=False))
+        got = "None" if value is None else f"a {type(value).__name__} of dtype {array.dtype}"
+    if array is None or array.dtype.kind not in "biuf":
+        raise StateDictError(
+            f"load_state_dict: the value of {key!r} is {got}, which cannot go into {key!r} "
+            f"(shape {tuple(target.shape)}, {target.dtype}): the values of a state dict must "
+            f"be tensors or numeric arrays. Nothing was loaded.")
+    return get_device("cpu:0"), array
+
+
+def _converted(target, value, device, array, assign):
+    """A value ready to go into ``target``: an array on its device in its dtype (to copy), or
+    a Tensor (``assign=True``)."""
+    if assign:
+        if isinstance(value, Tensor):
+            return value
+        from ..tensor.creation import tensor
+        return tensor(array)
+    return transfer(array, device, target.device).astype(target._data.dtype, copy=False)
 
 
 def _name_parameters(name, value):

@@ -19,7 +19,6 @@ from .ops.index import gather, getitem, scatter_add, take
 from .ops.linalg import matmul
 from .ops.reduce import argmax, argmin, max, min, sum
 from .ops.shape import broadcast_to, concat, permute, reshape
-from .ops.softmax import log_softmax, softmax
 from .ops.state import assign, assign_add, assign_sub
 from .random import (Generator, bernoulli, default_generator, get_rng_state, initial_seed,
                      manual_seed, multinomial, normal, rand, rand_like, randint, randint_like,
@@ -31,3 +30,19 @@ from .public.comparisons import PUBLIC_COMPARISONS as _COMPARISONS
 globals().update(_DTYPE_ALIASES)   # lk.float, lk.long ... as torch.float, torch.long ...
 globals().update(_COMPARISONS)
 globals().update(_PUBLIC)   # lk.<name> in PyTorch's signature (labkit/tensor/public)
+
+
+def _checked():
+    """The functions exported as they are defined (creation, random draws, take) fail with a
+    LabkitError naming them and the argument at fault (``arguments.explained``), as the
+    public functions do."""
+    from .arguments import explained
+    here = globals()
+    for name in ("arange", "empty", "eye", "full", "linspace", "logspace", "ones", "zeros",
+                 "tril_indices", "triu_indices", "tensor", "rand", "randn", "randint",
+                 "normal", "bernoulli", "multinomial", "take"):
+        if name in here:
+            here[name] = explained(name, here[name])
+
+
+_checked()

@@ -39,15 +39,18 @@ dimension of 2 (real, imaginary) and its node (an ndarray, a scalar or a tensor)
 Loading parses the header itself and checks every entry (dtype, shape, offsets inside the file,
 consistent with dtype and shape, no gaps or overlaps), then the checksum, then the whole structure
 against the closed list above before it builds anything; nothing in a file can name a class or a
-function, unless the caller allows pickle nodes (``weights_only=False``). Arrays are not read into memory: they are views of a copy-on-write memory map of the
-file (``np.memmap(mode="c")``), so writing to a loaded tensor never changes the file; GPU tensors
-go from that mapping straight to their device. A safetensors file written by another tool
+function, unless the caller allows pickle nodes (``weights_only=False``). The file is read into
+memory once (its tensors do not change when the file does); with ``mmap=True`` its arrays are
+views of a copy-on-write memory map of the file instead (``np.memmap(mode="c")``), read as they
+are touched, so they follow later changes of the file. A safetensors file written by another tool
 (``safetensors.numpy.save_file``, ``safetensors.torch.save_file``) loads as a dict key -> Tensor.
 Files in labkit's first format (which start with ``b"\\x89labkit\\n"``) still load.
 
 Saving is atomic: the bytes go to a temporary file in the same directory, which is flushed,
 fsync'ed and renamed over ``path``; on any failure the temporary file is removed and what was at
-``path`` before is untouched.
+``path`` before is untouched. A save ended by SIGTERM or SIGHUP removes its temporary file too;
+one ended by SIGKILL leaves it, and the next save into that folder removes it
+(``labkit.tensor.atomic_file``).
 
 >>> import os, tempfile, labkit as lk
 >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
@@ -68,7 +71,6 @@ import struct
 import sys
 
 import numpy as np
-import safetensors.numpy as _st_numpy
 
 from ..devices import get_device
 from ..devices import transfer as _transfer
@@ -278,8 +280,31 @@ def save(obj, path):
     metadata = {"format": FORMAT, "labkit.version": str(VERSION), "labkit.structure": structure,
                 "labkit.sha256": _digest(structure, tensors)}
 
-    write_atomically(path, lambda tmp: _st_numpy.save_file(encoder.arrays, tmp,
-                                                           metadata=metadata))
+    write_atomically(path, lambda tmp: _write_safetensors(tmp, encoder.arrays, metadata))
+
+
+_CHUNK = 1 << 24          # bytes per write call: a termination signal is handled between them
+
+
+def _write_safetensors(path, arrays, metadata):
+    """Write a safetensors file: arrays by descending item size (each aligned to its item size
+    after the 8-byte aligned header), then by key."""
+    order = sorted(arrays, key=lambda k: (-arrays[k].dtype.itemsize, k))
+    header, offset = {"__metadata__": metadata}, 0
+    for key in order:
+        array = arrays[key]
+        header[key] = {"dtype": _ST_NAMES[array.dtype.name], "shape": list(array.shape),
+                       "data_offsets": [offset, offset + array.nbytes]}
+        offset += array.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for key in order:
+            data = memoryview(arrays[key].reshape(-1).view(np.uint8))
+            for start in range(0, len(data), _CHUNK):
+                f.write(data[start:start + _CHUNK])
 
 
 # ---- load ------------------------------------------------------------------------------------
@@ -457,7 +482,7 @@ def _placement(path, devices, target):
     return placement
 
 
-def load(path, device=None, *, map_location=None, weights_only=True, mmap=None):
+def load(path, device=None, *, map_location=None, weights_only=True, mmap=False):
     """Read a checkpoint written by ``lk.save``, or any safetensors file, and return what it holds.
 
     For a file written by ``lk.save`` this is the saved object; tensors come back on the device
@@ -470,13 +495,16 @@ def load(path, device=None, *, map_location=None, weights_only=True, mmap=None):
 
     A file holding a pickled object (a whole module saved with ``lk.save(model, path)``) loads
     only with ``weights_only=False``: unpickling runs code the file names, so, as PyTorch 2.6+'s
-    ``torch.load``, the default refuses it and says so. ``mmap`` is accepted: arrays are always
-    memory-mapped.
+    ``torch.load``, the default refuses it and says so.
 
-    The file is memory-mapped, not read: arrays are views of a copy-on-write mapping, so loading
-    a large checkpoint costs no copy and writing to a loaded tensor never changes the file. The
-    header (every entry's dtype, shape and offsets), the SHA-256 checksum and the structure are
-    checked before anything is built; a file that fails a check raises CheckpointError naming the
+    The file is read into memory once: the tensors loaded are the process's own, whatever
+    happens to the file afterwards. ``mmap=True`` (as ``torch.load``'s) memory-maps it instead:
+    loading costs no copy and the tensors' pages are read from the file when first touched, so
+    they *follow the file*: overwriting the file in place later changes loaded tensors you have
+    not written to, and truncating it can end the process (SIGBUS). Writing to a loaded tensor
+    never changes the file either way (the mapping is copy-on-write). The header (every entry's
+    dtype, shape and offsets), the SHA-256 checksum and the structure are checked before
+    anything is built, either way; a file that fails a check raises CheckpointError naming the
     file and what is wrong. Unless ``weights_only=False``, loading never imports or calls
     anything named in the file.
 
@@ -532,7 +560,8 @@ def load(path, device=None, *, map_location=None, weights_only=True, mmap=None):
     ours = metadata is not None and (metadata.get("format") == FORMAT or any(
         key in metadata for key in _META_KEYS[1:]))
     entries = _check_entries(header, size, 8 + header_len, fail, ours)
-    mapped = np.memmap(path, mode="c", dtype=np.uint8) if size else None
+    mapped = np.memmap(path, mode="c", dtype=np.uint8) if mmap else \
+        _read_whole(path, size, head + text, fail)
     start = 8 + header_len
 
     def raw(key):
@@ -599,6 +628,23 @@ def _target(where):
                         "form) is not supported: pass a device ('cpu', 'cuda') or a dict "
                         "{'cuda:0': 'cpu'}")
     return get_device(canonical_name(where))
+
+
+def _read_whole(path, size, head, fail):
+    """The file's ``size`` bytes in a writable array of their own, whose start must be
+    ``head`` (the header already checked: the file must not have changed in between)."""
+    data = np.empty(size, dtype=np.uint8)
+    with open(path, "rb") as f:
+        view, done = memoryview(data), 0
+        while done < size:
+            n = f.readinto(view[done:])
+            if not n:
+                break
+            done += n
+    if done < size or data[:len(head)].tobytes() != head:
+        raise fail("changed while it was being loaded (it was replaced or cut short): load it "
+                   "again once it is complete.")
+    return data
 
 
 def _check_entries(header, size, data_start, fail, ours):

@@ -13,9 +13,10 @@ import math
 import numpy as np
 
 from ..devices import device_of_array, get_device, transfer
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError, describe
 from .dtypes import (as_dtype, default_complex_dtype, float16, float32, get_default_dtype,
                      storage_dtype)
+from . import arguments
 from .dispatch import made_from_host
 from .inference import mark as _mark_inference
 from .tensor import Tensor
@@ -81,37 +82,36 @@ def _place_on(array, device, requires_grad):
     return t
 
 
-def _shape(shape):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = shape[0]
-    return tuple(int(s) for s in shape)
-
-
-def _filled(fill, shape, dtype, device, requires_grad):
+def _filled(name, fill, shape, dtype, device, requires_grad):
+    shape = arguments.size(name, shape)
     dtype = as_dtype(dtype) or get_default_dtype()
+    arguments.check_finite_for(name, fill, dtype, "fill_value")
     dev = get_device(device)
     with dev.activate():
-        arr = dev.xp.full(_shape(shape), fill, dtype=dtype.np)
+        arr = dev.xp.full(shape, fill, dtype=dtype.np)
     return _place_on(arr, dev, requires_grad)
 
 
 def zeros(*shape, dtype=None, device=None, requires_grad=False):
     """A tensor of zeros: ``lk.zeros(2, 3)`` or ``lk.zeros((2, 3))``; float32 by default."""
-    return _filled(0, shape, dtype, device, requires_grad)
+    return _filled("zeros", 0, shape, dtype, device, requires_grad)
 
 
 def ones(*shape, dtype=None, device=None, requires_grad=False):
     """A tensor of ones: ``lk.ones(2, 3)`` or ``lk.ones((2, 3))``; float32 by default."""
-    return _filled(1, shape, dtype, device, requires_grad)
+    return _filled("ones", 1, shape, dtype, device, requires_grad)
 
 
 def full(shape, fill_value, dtype=None, device=None, requires_grad=False):
     """A tensor of ``shape`` filled with ``fill_value`` (float32 unless ``dtype`` says)."""
-    if dtype is None and isinstance(fill_value, bool):
+    if isinstance(fill_value, Tensor) and fill_value.numel() == 1:
+        fill_value = fill_value.item()           # a one-element tensor, as PyTorch takes
+    arguments.number("full", "fill_value", fill_value)
+    if dtype is None and isinstance(fill_value, (bool, np.bool_)):
         dtype = "bool_"
-    elif dtype is None and isinstance(fill_value, int):
+    elif dtype is None and arguments.is_int(fill_value):
         dtype = "int64"
-    return _filled(fill_value, (shape,) if isinstance(shape, int) else (tuple(shape),),
+    return _filled("full", fill_value, (shape,) if arguments.is_int(shape) else (shape,),
                    dtype, device, requires_grad)
 
 
@@ -148,7 +148,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
     dtype = as_dtype(dtype) or get_default_dtype()
     dev = get_device(device)
     with dev.activate():
-        arr = dev.xp.empty(_shape(size), dtype=dtype.np)
+        arr = dev.xp.empty(arguments.size("empty", size), dtype=dtype.np)
     return _place_on(arr, dev, requires_grad)
 
 
@@ -159,9 +159,18 @@ def empty_like(input, *, dtype=None, device=None, requires_grad=False):
 
 
 # ---- ranges: PyTorch's lengths, dtypes and values ---------------------------------------------
-def _number(v):
-    """A Python number from a number or a 0-d tensor (PyTorch takes both for range bounds)."""
-    return v.item() if isinstance(v, Tensor) else v
+def _number(name, what, v, finite=True):
+    """A Python number from a number or a 0-d tensor (PyTorch takes both for range bounds);
+    NaN and infinities are refused where ``finite`` (arange's, as PyTorch's)."""
+    if isinstance(v, Tensor):
+        if v.ndim:
+            raise ArgumentError(f"{name}: {what} must be a number or a 0-d tensor, got "
+                                f"{describe(v)}")
+        v = v.item()
+    v = arguments.number(name, what, v)
+    if finite and not math.isfinite(v):
+        raise ShapeError(f"{name}: {what} must be finite, got {v}")
+    return v
 
 
 def _is_float(v):
@@ -185,7 +194,8 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
         start, end = 0, start
     floats = any(_is_float(v) for v in (start, end, step))
     dtype = as_dtype(dtype) or (get_default_dtype() if floats else as_dtype("int64"))
-    start, end, step = (_number(v) for v in (start, end, step))
+    start, end, step = (_number("arange", w, v) for w, v in
+                        (("start", start), ("end", end), ("step", step)))
     if not dtype.is_floating:
         start, end, step = int(start), int(end), int(step)
     if step == 0:
@@ -243,7 +253,7 @@ def _steps(start, end, steps, dtype, fused):
 
 
 def _check_steps(name, steps):
-    if not isinstance(steps, (int, np.integer)) or steps < 0:
+    if arguments.integer(name, "steps", steps) < 0:
         raise ShapeError(f"{name}: steps must be a non-negative int, got {steps!r}")
 
 
@@ -258,7 +268,8 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     """
     _check_steps("linspace", steps)
     dtype = as_dtype(dtype) or get_default_dtype()
-    start, end = _number(start), _number(end)
+    start, end = (_number("linspace", "start", start, finite=False),
+                  _number("linspace", "end", end, finite=False))
     if not dtype.is_floating:
         start, end = int(start), int(end)
     values = _steps(start, end, steps, dtype, fused=True)
@@ -277,7 +288,9 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_
     """
     _check_steps("logspace", steps)
     dtype = as_dtype(dtype) or get_default_dtype()
-    start, end, base = _number(start), _number(end), float(_number(base))
+    start, end, base = (_number("logspace", "start", start, False),
+                        _number("logspace", "end", end, False),
+                        float(_number("logspace", "base", base, False)))
     if not dtype.is_floating and steps != 1:
         start, end = int(start), int(end)
     values = np.power(base, _steps(start, end, steps, dtype, fused=False).astype(np.float64))
@@ -292,7 +305,9 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     >>> lk.eye(2, 3).tolist()
     [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
     """
-    return _place(np.eye(n, m, dtype=(as_dtype(dtype) or get_default_dtype()).np), device, requires_grad)
+    n, m = arguments.size("eye", (n, n if m is None else m), name="n and m")
+    return _place(np.eye(n, m, dtype=(as_dtype(dtype) or get_default_dtype()).np), device,
+                  requires_grad)
 
 
 def _indices(name, fn, row, col, offset, dtype, device):

@@ -10,13 +10,16 @@ shape rule is compared with the kernel's real output, and NaN/Inf in an output r
 naming the op that made it.
 """
 import math
+import numbers
+
+import numpy as np
 
 from .. import config
-from ..errors import (DeviceError, DTypeError, GradError, LabkitError, NumericsError,
-                      ShapeError, describe)
+from ..errors import (ArgumentError, DeviceError, GradError, IndexingError, LabkitError,
+                      NumericsError, ShapeError, describe)
 from ..devices import default_device
 from ..devices.transfer import transfer
-from . import dispatch, low_precision
+from . import arguments, dispatch, low_precision
 from .dispatch import Mode
 from .low_precision import LOW as _LOW
 from . import versions
@@ -80,17 +83,22 @@ def explain_failure(op, inputs, attrs, exc):
     extra = f" with {attrs}" if attrs else ""
     if isinstance(exc, IndexError) and "out of bounds" in str(exc):
         # a data-dependent index value, which no shape rule can see
-        return ShapeError(f"{op.name}: an index is out of range for ({parts}){extra}: {exc}. "
-                          f"Index values along a dimension of size n must lie in -n..n-1: check "
-                          f"the index tensor's values (e.g. idx.max()) against the shape.")
+        return IndexingError(f"{op.name}: an index is out of range for ({parts}){extra}: "
+                             f"{exc}. Index values along a dimension of size n must lie in "
+                             f"-n..n-1: check the index tensor's values (e.g. idx.max()) "
+                             f"against the shape.")
     return ShapeError(f"{op.name} failed on ({parts}){extra}: {type(exc).__name__}: {exc}. "
                       f"Check these shapes and dtypes against what {op.name} expects.")
 
 
+_NUMBERS = {int, float, bool}
+_NUMBER_TYPES = (numbers.Number, np.generic)
+
+
 def _not_an_input(op, i, value):
-    return DTypeError(
-        f"{op.name}: input {i} is a {type(value).__name__}; the inputs of an op are tensors or "
-        f"Python numbers. Pass the tensors one by one, or make one tensor with lk.tensor(...) / "
+    return ArgumentError(
+        f"{op.name}: input {i} is {arguments.what(value)}; the inputs of an op are tensors or "
+        f"numbers. Pass the tensors one by one, or make one tensor with lk.tensor(...) / "
         f"lk.stack(...) first.")
 
 
@@ -151,7 +159,7 @@ class EagerMode(Mode):
                     low = True
                 arrays.append(data)
             else:
-                if type(a) in (list, tuple, dict):
+                if type(a) not in _NUMBERS and not isinstance(a, _NUMBER_TYPES):
                     raise _not_an_input(op, len(arrays), a)
                 arrays.append(a)
         if device is None:

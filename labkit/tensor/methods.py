@@ -12,7 +12,6 @@ from .ops import elementwise_math as M
 from .ops import index as I
 from .ops import linalg as L
 from .ops import shape as S
-from .ops import softmax as X
 from .tensor import Tensor
 
 _NOATTRS = {}
@@ -88,9 +87,7 @@ def _reduction(op):
     return method
 
 
-Tensor.softmax = lambda self, dim=-1: X.softmax(self, dim=dim)
 Tensor.clone = lambda self: E.clone(self)
-Tensor.log_softmax = lambda self, dim=-1: X.log_softmax(self, dim=dim)
 
 
 Tensor.astype = lambda self, dtype: E.converted(self, dtype)

@@ -54,10 +54,11 @@ class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
     __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "into",
-                 "writes", "vjp_into", "batch", "holomorphic", "amp", "moves", "__weakref__")
+                 "writes", "vjp_into", "batch", "holomorphic", "amp", "moves", "shape_only",
+                 "__weakref__")
 
     def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False, into=None,
-                 writes=None, vjp_into=None, batch=None, amp=None, moves=False):
+                 writes=None, vjp_into=None, batch=None, amp=None, moves=False, shape_only=()):
         if not callable(kernel) or not callable(shape):
             raise TypeError(f"op {name!r}: kernel and shape rule must be callable")
         self.name = name
@@ -93,6 +94,9 @@ class Op:
         self.amp = amp
         # True: float16/bfloat16 inputs reach the kernel as they are (it only moves values)
         self.moves = moves or writes is not None
+        # the indices of inputs whose values the kernel never reads, only their shape, dtype
+        # and device (``zeros_like``): a backward pass may pass them after an in-place write
+        self.shape_only = frozenset(shape_only)
 
     def __call__(self, *inputs, **attrs):
         try:
@@ -137,7 +141,7 @@ def _missing_vjp(name):
 
 
 def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, writes=None,
-       vjp_into=None, batch=None, amp=None, moves=False):
+       vjp_into=None, batch=None, amp=None, moves=False, shape_only=()):
     """Decorator declaring a primitive op from its kernel.
 
     ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule. ``vjp=None`` says the op has
@@ -152,7 +156,8 @@ def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, wri
     ``batch`` (optional): the batching rule ``lk.vmap`` uses (see the module's docstring), or a
     ``BatchFamily`` from ``labkit.tensor.batching``. ``amp`` (optional): the op's precision
     class under autocast; ``moves=True``: the kernel takes float16/bfloat16 arrays as they are
-    (see the module's docstring).
+    (see the module's docstring). ``shape_only`` (optional): the indices of inputs whose values
+    the kernel never reads, only their shape, dtype and device.
     Registered ops are walked by the test suite, so each one needs a test entry. Redeclaring a
     name replaces the earlier op (handy while iterating in a notebook).
     """
@@ -161,7 +166,7 @@ def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, wri
 
     def declare(kernel):
         o = Op(name, kernel, shape, vjp, stateful=stateful, into=into, writes=writes,
-               vjp_into=vjp_into, batch=batch, amp=amp, moves=moves)
+               vjp_into=vjp_into, batch=batch, amp=amp, moves=moves, shape_only=shape_only)
         if register:
             REGISTRY[name] = o
         return o

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..devices import get_device
 from ..errors import DTypeError, ShapeError, describe
-from .creation import _shape
+from . import arguments
 from .dtypes import as_dtype, float64, get_default_dtype, int64, result_type
 from .ops import elementwise as _ew
 from .ops import random as _draws
@@ -150,13 +150,13 @@ def _float_dtype(name, dtype):
 def rand(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1) (float32 by default)."""
     d = _float_dtype("rand", as_dtype(dtype) or get_default_dtype())
-    return _draw(_draws.uniform, _shape(shape), d, device, generator, requires_grad)
+    return _draw(_draws.uniform, arguments.size("rand", shape), d, device, generator, requires_grad)
 
 
 def randn(*shape, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples (float32 by default)."""
     d = _float_dtype("randn", as_dtype(dtype) or get_default_dtype())
-    return _draw(_draws.normal, _shape(shape), d, device, generator, requires_grad)
+    return _draw(_draws.normal, arguments.size("randn", shape), d, device, generator, requires_grad)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False):
@@ -182,7 +182,7 @@ def _integers(name, low, high, size, dtype, device, requires_grad, generator=Non
         raise ShapeError(f"{name}: low={low} must be less than high={high} (values are drawn "
                          f"from [low, high))")
     d = as_dtype(dtype) or int64
-    shape = _shape((size,) if isinstance(size, int) else (tuple(size),))
+    shape = arguments.size(name, (size,))
     return _draw(_draws.integers, shape, d, device, generator, requires_grad, low=low, high=high)
 
 
@@ -303,7 +303,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
         if size is None:
             raise TypeError("normal(mean, std, size): with numbers for mean and std, give "
                             "the size")
-        shape = _shape((size,) if isinstance(size, numbers.Integral) else (tuple(size),))
+        shape = arguments.size("normal", (size,))
         d = as_dtype(dtype) or get_default_dtype()
     if _concrete(std) and np.any(np.asarray(_host(std)) < 0):
         raise ShapeError("normal: std must be >= 0")

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError, describe
 from .dtypes import bfloat16, common_np_dtype, float32, from_numpy_dtype, get_default_dtype
+from . import arguments
 
 
 def shape_of(x):
@@ -186,31 +187,18 @@ def float_dtype(opname, x):
 
 
 def normalize_dim(opname, dim, ndim, x=None):
-    """Wrap a possibly negative ``dim`` into range, or raise ShapeError naming the op.
+    """Wrap a possibly negative ``dim`` into range, or raise naming the op (``arguments.dim``:
+    ArgumentError for a dim that is not an int, IndexingError for one out of range).
 
     A 0-d tensor accepts dim 0 and -1, as in PyTorch. ``x`` (the tensor, if at hand) is
     described in the error.
     """
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        what = describe(x) if x is not None else f"a tensor with {ndim} dimension(s)"
-        raise ShapeError(f"{opname}: dim={dim} is out of range for {what}: valid dims are "
-                         f"{-n}..{n - 1} (negative dims count from the end)")
-    return dim % ndim if ndim else 0
+    return arguments.dim(opname, dim, ndim, x)
 
 
 def normalize_dims(opname, dim, ndim, x=None):
     """``dim`` (None, int or tuple) as a sorted tuple of non-negative axes."""
-    if dim is None:
-        return tuple(range(ndim))
-    if isinstance(dim, int):
-        dim = (dim,)
-    axes = tuple(sorted(normalize_dim(opname, d, ndim, x) for d in dim))
-    if len(set(axes)) != len(axes):
-        what = f" of {describe(x)}" if x is not None else ""
-        raise ShapeError(f"{opname}: dim={dim} names the same axis{what} twice; list each "
-                         f"dimension once")
-    return axes
+    return arguments.dims(opname, dim, ndim, x)
 
 
 def reduced_shape(shape, axes, keepdim):

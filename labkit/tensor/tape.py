@@ -5,7 +5,16 @@ stay alive exactly as long as something downstream may differentiate through the
 array, but not the output Tensor: there are no reference cycles, so when the last tensor of a
 computation is dropped its whole tape is freed at once by reference counting, as in PyTorch.
 The backward engine (labkit.autodiff) walks these nodes.
+
+An in-place write gives the tensor written a new history (``rebind``) while the entries recorded
+before it took the tensor as an input must still reach the value they read: each tensor keeps the
+histories its writes replaced, stamped with the write's epoch, and the engine asks for the one an
+entry saw (``history_at``). A view is the exception, as in PyTorch: it shows its base's later
+writes, so an entry reading the view after its base was written reaches the written base
+(``view_base`` tells which entries made views).
 """
+from bisect import bisect_right
+from operator import itemgetter
 
 from .tensor import Tensor
 from .versions import epoch as _epoch
@@ -41,3 +50,46 @@ class TapeNode:
 
     def __repr__(self):
         return f"<TapeNode {self.op.name}{' (freed)' if self.inputs is None else ''}>"
+
+
+def rebind(tensor, node, requires_grad):
+    """Give ``tensor``, just written in place, the history ``node``; entries recorded before the
+    write keep its earlier one (``history_at``)."""
+    _epoch[0] += 1            # entries recorded from here on are after the write
+    past = getattr(tensor, "_past", None)
+    if past is None:
+        past = tensor._past = []
+    past.append((_epoch[0], tensor._node, tensor._requires_grad))
+    tensor._node, tensor._requires_grad = node, requires_grad
+
+
+_when = itemgetter(0)
+
+
+def history_at(tensor, when):
+    """``(node, requires_grad)`` of ``tensor`` as a tape entry recorded at write-epoch ``when``
+    saw it: before any later in-place write rebound it."""
+    past = getattr(tensor, "_past", None)
+    if past:
+        i = bisect_right(past, when, key=_when)
+        if i < len(past):
+            return past[i][1], past[i][2]
+    return tensor._node, tensor._requires_grad
+
+
+def first_node(tensor):
+    """The entry that made ``tensor`` (before any in-place write rebound it)."""
+    past = getattr(tensor, "_past", None)
+    return past[0][1] if past else tensor._node
+
+
+def view_base(node):
+    """The input ``node``'s output is a view of (shares its memory and version counter with),
+    or None: eager mode links a view's counter to its base's (versions.share_if_view)."""
+    counter = node.out_version
+    if counter is None or node.inputs is None:
+        return None
+    for a in node.inputs:
+        if isinstance(a, Tensor) and getattr(a, "_version", None) is counter:
+            return a
+    return None

@@ -332,3 +332,47 @@ def test_progress_bar_with_workers(capsys):
     loader = data.DataLoader(Numbers(), batch_size=5, num_workers=2, progress="load")
     assert len(list(loader)) == 2
     assert "2/2" in capsys.readouterr().err
+
+
+def test_a_task_sent_to_a_worker_that_died_reports_the_death_not_a_broken_pipe():
+    loader = data.DataLoader(Numbers(n=40), batch_size=1, num_workers=2)
+    it = iter(loader)
+    next(it)
+    pool = it._pool
+    pool.processes[1].kill()
+    pool.processes[1].join()
+    with pytest.raises(data.worker.WorkerDied, match=r"worker 1 \(pid \d+\) exited "
+                                                     r"unexpectedly with exit code -9"):
+        pool.send(1, (99, [0]))
+    it.close()
+
+
+class _DiesWhenTold(data.Dataset):
+    """Worker 1 ends itself after its first few samples, at a moment that varies per run."""
+
+    def __init__(self, when):
+        self.when = when
+
+    def __len__(self):
+        return 60
+
+    def __getitem__(self, i):
+        info = data.get_worker_info()
+        if info.id == 1 and i >= self.when:
+            time.sleep(0.001 * (i % 7))
+            os._exit(3)
+        time.sleep(0.002)
+        return np.float32(i)
+
+
+def test_a_worker_death_surfaces_as_the_loaders_error_whenever_it_happens():
+    seen = set()
+    for when in range(1, 21):
+        loader = data.DataLoader(_DiesWhenTold(when), batch_size=1, num_workers=2,
+                                 prefetch_factor=3)
+        with pytest.raises(RuntimeError) as info:
+            list(loader)
+        assert type(info.value).__name__ == "WorkerDied", info.value
+        assert "worker 1" in str(info.value) and "exit code 3" in str(info.value)
+        seen.add(type(info.value))
+    assert seen == {data.worker.WorkerDied}

@@ -70,9 +70,59 @@ def test_worker_exception_is_raised_with_rank_and_traceback():
     assert isinstance(e.exception, ValueError) and str(e.exception) == "rank one cannot go on"
     assert "test_launch.py" in e.remote_traceback and "_fail_on_rank_one" in e.remote_traceback
     assert 'raise ValueError("rank one cannot go on")' in str(e)
-    assert "The other workers were stopped." in str(e)
+    assert "The other workers were stopped" in str(e)
     assert time.monotonic() - start < 30
     assert not own_worker_processes()          # launch ends its workers before raising
+
+
+def _hang_on_rank_one():
+    if lk.dist.rank() == 1:
+        time.sleep(1000)
+    return "done"
+
+
+def test_launch_with_a_hanging_worker_times_out_and_leaves_no_process():
+    start = time.monotonic()
+    with pytest.raises(lk.dist.WorkerTimeout) as info:
+        lk.dist.launch(_hang_on_rank_one, n=2, output="none", timeout=5)
+    assert time.monotonic() - start < 10
+    e = info.value
+    assert isinstance(e, TimeoutError) and isinstance(e, lk.LabkitError)
+    assert 1 in e.ranks and e.timeout == 5     # (rank 0 too, if starting took most of 5 s)
+    assert f"{e.ranks[-1]} (of 2) had not returned after 5 s (timeout=5)." in str(e)
+    assert not wait_until_gone(own_worker_processes, timeout=2.0)
+
+
+def test_a_kept_cluster_times_out_a_hanging_call_and_stays_usable(cluster):
+    start = time.monotonic()
+    with pytest.raises(lk.dist.WorkerTimeout, match=r"rank 1 \(of 2\) had not returned after "
+                                                    r"2 s.* were interrupted"):
+        cluster.run(_hang_on_rank_one, timeout=2)
+    assert time.monotonic() - start < 8
+    assert cluster.run(lk.dist.rank, timeout=60) == [0, 1]
+    with pytest.raises(lk.dist.DistError, match="timeout must be a positive number"):
+        cluster.run(lk.dist.rank, timeout=0)
+
+
+def _exit_on_rank_one(how):
+    if lk.dist.rank() == 1:
+        time.sleep(0.2)
+        if how == "exit":
+            os._exit(3)
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(30)
+
+
+@pytest.mark.parametrize("how,death", [("exit", "exit code 3"), ("kill", "signal 9")])
+def test_the_rank_that_died_is_named_with_its_exit_code_or_signal(how, death):
+    with pytest.raises(lk.dist.WorkerError) as info:
+        lk.dist.launch(_exit_on_rank_one, how, n=2, output="none")
+    e = info.value
+    assert e.rank == 1 and e.remote_type == "WorkerDied" and e.failed_ranks[0] == 1
+    assert e.death.startswith(death)
+    assert str(e).startswith(f"worker rank 1 (of 2) raised WorkerDied: the process of rank 1 "
+                             f"ended with {death}")
+    assert not wait_until_gone(own_worker_processes, timeout=5.0)
 
 
 def _spin_forever(folder):

@@ -105,6 +105,23 @@ def test_load_state_dict_accepts_numpy_and_casts():
     assert lin.bias.tolist() == [0.0, 1.0, 2.0]
 
 
+@pytest.mark.parametrize("bad", [None, np.array([["a", "b"]] * 3), np.full((3, 2), None),
+                                 [[1.0, 2.0], [3.0]], "weights"],
+                         ids=["None", "strings", "objects", "ragged", "str"])
+@pytest.mark.parametrize("assign", [False, True])
+def test_load_state_dict_refuses_a_value_that_is_not_numeric_before_loading_any(bad, assign):
+    net = nn.Sequential(nn.Linear(2, 3), nn.Linear(2, 3))
+    before = {k: v.numpy().copy() for k, v in net.state_dict().items()}
+    sd = {k: lk.zeros(v.shape) + 7 for k, v in net.state_dict().items()}
+    sd["1.weight"] = bad                   # after 0.weight and 0.bias in the model's order
+    with pytest.raises(lk.nn.StateDictError, match=r"the value of '1\.weight' is .* cannot go "
+                                                   r"into '1\.weight' \(shape \(3, 2\), "
+                                                   r"lk\.float32\).* Nothing was loaded"):
+        net.load_state_dict(sd, assign=assign)
+    for k, v in net.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), before[k])
+
+
 def test_load_state_dict_errors_name_keys_and_shapes():
     net = Net()
     before = net.head.weight.detach().numpy().copy()

@@ -19,6 +19,7 @@ import pytest
 import safetensors.numpy
 
 import labkit as lk
+from labkit.tensor import checkpoint
 
 V1_MAGIC = b"\x89labkit\n"
 V1_PREFIX = struct.Struct("<8sIQQ")   # magic, version, json_len, data_len; then json, data, sha256
@@ -433,7 +434,7 @@ def _memmapped(array):
     return False
 
 
-def test_load_maps_the_file_and_never_writes_it(ckpt, monkeypatch):
+def test_load_with_mmap_maps_the_file_and_never_writes_it(ckpt, monkeypatch):
     lk.save({"w": lk.ones(1000), "n": np.arange(5)}, ckpt)
     before = _read(ckpt)
     reads = []
@@ -441,11 +442,12 @@ def test_load_maps_the_file_and_never_writes_it(ckpt, monkeypatch):
 
     def spy(*args, **kwargs):          # lk.load reads the header, never the data
         f = real_open(*args, **kwargs)
-        real_read = f.read
+        real_read, real_readinto = f.read, f.readinto
         f.read = lambda n=-1: reads.append(n) or real_read(n)
+        f.readinto = lambda b: reads.append(len(b)) or real_readinto(b)
         return f
     monkeypatch.setattr(builtins, "open", spy)
-    back = lk.load(ckpt)
+    back = lk.load(ckpt, mmap=True)
     monkeypatch.undo()
     assert all(0 <= n < 1000 for n in reads), reads
     w = back["w"]
@@ -457,6 +459,43 @@ def test_load_maps_the_file_and_never_writes_it(ckpt, monkeypatch):
     assert _read(ckpt) == before
     again = lk.load(ckpt)
     assert again["w"][0].item() == 1 and again["n"].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_loaded_tensors_keep_their_values_when_the_file_is_overwritten_or_cut(ckpt, tmp_path):
+    other = str(tmp_path / "other.safetensors")
+    lk.save({"w": lk.ones(1000)}, ckpt)
+    lk.save({"w": lk.full((1000,), 5.0)}, other)
+    back = lk.load(ckpt)
+    model = lk.nn.Linear(1000, 1)
+    model.load_state_dict({"weight": lk.load(ckpt)["w"].reshape(1, 1000),
+                           "bias": lk.zeros(1)}, assign=True)
+    assert not _memmapped(np.asarray(back["w"]))
+    _write(ckpt, _read(other))                  # `cp other ck` overwrites the file in place
+    assert back["w"].sum().item() == 1000 and model.weight.sum().item() == 1000
+    with open(ckpt, "r+b") as f:                # truncating it does not touch them either
+        f.truncate(100)
+    assert back["w"].sum().item() == 1000 and model.weight.sum().item() == 1000
+
+
+def test_tensors_loaded_with_mmap_follow_the_file(ckpt, tmp_path):
+    other = str(tmp_path / "other.safetensors")
+    lk.save({"w": lk.ones(1000)}, ckpt)
+    lk.save({"w": lk.full((1000,), 5.0)}, other)
+    back = lk.load(ckpt, mmap=True)
+    _write(ckpt, _read(other))
+    assert back["w"].sum().item() == 5000       # as documented: mmap=True follows the file
+
+
+def test_a_file_changed_while_it_loads_is_refused(ckpt, monkeypatch):
+    lk.save({"w": lk.ones(10)}, ckpt)
+    real = checkpoint._read_whole
+
+    def replaced_meanwhile(path, size, head, fail):
+        lk.save({"v": lk.zeros(10)}, path)
+        return real(path, size, head, fail)
+    monkeypatch.setattr(checkpoint, "_read_whole", replaced_meanwhile)
+    with pytest.raises(lk.CheckpointError, match="changed while it was being loaded"):
+        lk.load(ckpt)
 
 
 def test_first_format_still_loads(ckpt):
@@ -868,13 +907,13 @@ def test_failure_midway_through_writing_leaves_previous_file(small, monkeypatch,
     before = _read(path)
     calls = []
 
-    def flaky(tensors, filename, metadata=None):     # writes half a file, then fails
+    def flaky(filename, tensors, metadata):          # writes half a file, then fails
         calls.append(filename)
         data = safetensors.numpy.save(tensors, metadata=metadata)
         with open(filename, "wb") as f:
             f.write(data[:len(data) // 2])
         raise exc
-    monkeypatch.setattr(safetensors.numpy, "save_file", flaky)
+    monkeypatch.setattr(checkpoint, "_write_safetensors", flaky)
     with pytest.raises(type(exc)):
         lk.save({"a": lk.ones(10), "b": lk.ones(10)}, path)
     monkeypatch.undo()

@@ -193,7 +193,7 @@ def _errors():
         ("meshgrid", lk.DTypeError, lambda: lk.meshgrid(t(2), t(2, dtype="int64")), "(2,)"),
         ("block_diag", lk.ShapeError, lambda: lk.block_diag(t(1, 1, 1)), "(1, 1, 1)"),
         ("index_select", lk.ShapeError, lambda: t(2, 3).index_select(1, i(0, 1)[None]), "(1, 2)"),
-        ("index_select", lk.DTypeError, lambda: t(2, 3).index_select(1, t(2)), "(2,)"),
+        ("index_select", lk.IndexingError, lambda: t(2, 3).index_select(1, t(2)), "(2,)"),
         ("index_add", lk.ShapeError, lambda: t(2, 3).index_add(0, i(1), t(3)), "(3,)"),
         ("index_add", lk.DTypeError,
          lambda: t(2, 3).index_add(0, i(1), t(1, 3, dtype="int64")), "(1, 3)"),

@@ -171,7 +171,7 @@ def test_methods_replace_the_old_all_and_any():
 
 # ---- errors --------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind, call, words", [
-    (lk.ShapeError, lambda x: lk.prod(x, (0, 1)), ["prod", "(2, 3)", "one int"]),
+    (lk.ArgumentError, lambda x: lk.prod(x, (0, 1)), ["prod", "(2, 3)", "one int"]),
     (lk.ShapeError, lambda x: x.prod(2), ["prod", "(2, 3)", "dim=2"]),
     (lk.ShapeError, lambda x: lk.cumsum(x, 2), ["cumsum", "(2, 3)"]),
     (lk.ShapeError, lambda x: x.cumprod(-3), ["cumprod", "(2, 3)"]),

@@ -58,3 +58,17 @@ __all__ = [
     "gaussian_nll_loss", "cosine_embedding_loss", "margin_ranking_loss", "hinge_embedding_loss",
     "soft_margin_loss", "multilabel_soft_margin_loss", "multi_margin_loss", "triplet_margin_loss",
     "triplet_margin_with_distance_loss"]
+
+
+def _checked():
+    """Every function above fails with a LabkitError naming it and the argument at fault, never
+    with a bare Python or NumPy error (``labkit.tensor.arguments``)."""
+    from ...tensor.public.registry import explained
+    here = globals()
+    for name in __all__:
+        fn = here[name]
+        if not getattr(fn, "__wrapped__", None):     # (pad, one_hot: wrapped where defined)
+            here[name] = explained(name, fn, tensor_first=True)
+
+
+_checked()

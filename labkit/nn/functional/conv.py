@@ -13,7 +13,7 @@ the 2-d ones on a height-1 image. An unbatched input (no N dimension) is accepte
 >>> F.conv_transpose2d(lk.ones(1, 2, 4, 4), lk.ones(2, 3, 3, 3), stride=2).shape
 (1, 3, 9, 9)
 """
-from ...errors import ShapeError, describe
+from ...errors import IndexingError, ShapeError, describe
 from ...tensor.autocast import precision
 from ...tensor.ops.composite import squeeze, unsqueeze
 from ...tensor.ops.conv import conv2d as _conv2d
@@ -31,9 +31,10 @@ def batched(fn, x, spatial, name):
     if x.ndim == spatial + 1:
         out = fn(unsqueeze(x, 0))
         return tuple(squeeze(o, 0) for o in out) if isinstance(out, tuple) else squeeze(out, 0)
-    if x.ndim != spatial + 2:
-        raise ShapeError(f"{name} expects a {spatial + 2}-d (N, C, {_dims(spatial)}) or "
-                         f"{spatial + 1}-d (C, {_dims(spatial)}) input; got {describe(x)}")
+    if x.ndim != spatial + 2:     # (an IndexError for PyTorch when dims are missing)
+        error = IndexingError if x.ndim < spatial + 1 else ShapeError
+        raise error(f"{name} expects a {spatial + 2}-d (N, C, {_dims(spatial)}) or "
+                    f"{spatial + 1}-d (C, {_dims(spatial)}) input; got {describe(x)}")
     return fn(x)
 
 

@@ -19,7 +19,7 @@ primitive whose gradient stays finite at probabilities 0 and 1.
 import math
 import warnings
 
-from ...errors import DTypeError, LabkitError, ShapeError, api_boundary, describe
+from ...errors import DTypeError, IndexingError, LabkitError, ShapeError, api_boundary, describe
 from ...graph.symbolic import SymbolicTensor
 from ...tensor.autocast import precision
 from ...tensor.creation import arange
@@ -161,7 +161,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise DTypeError(f"cross_entropy: input must be floating-point logits, got "
                          f"{describe(input)}")
     if input.ndim == 0:
-        raise ShapeError(f"cross_entropy: input must have a class dimension; got {describe(input)}")
+        raise IndexingError(f"cross_entropy: input must have a class dimension; got "
+                            f"{describe(input)}")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
                          f"{label_smoothing}")

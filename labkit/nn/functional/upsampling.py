@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from ...errors import ShapeError, describe
-from ...tensor import creation
+from ...tensor import arguments, creation
 from ...tensor.ops.elementwise import add, mul
 from ...tensor.ops.index import take
 
@@ -80,19 +80,28 @@ def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=
 def _sizes(in_sizes, size, scale_factor, recompute, spatial):
     """Output sizes, and the scale each dimension's source positions use (None: in/out)."""
     if (size is None) == (scale_factor is None):
-        raise ValueError("interpolate: give exactly one of size and scale_factor")
+        raise ShapeError("interpolate: give exactly one of size and scale_factor")
     if size is not None:
-        sizes = tuple(size) if isinstance(size, (tuple, list)) else (size,) * spatial
+        sizes = arguments.size("interpolate", (size,) if isinstance(size, (tuple, list))
+                               else ((size,) * spatial,))
         if len(sizes) != spatial:
             raise ShapeError(f"interpolate: size {size} must give {spatial} size(s) for the "
                              f"input's {spatial} spatial dimension(s)")
-        return tuple(int(s) for s in sizes), (None,) * spatial
-    factors = tuple(scale_factor) if isinstance(scale_factor, (tuple, list)) \
-        else (scale_factor,) * spatial
-    if len(factors) != spatial:
-        raise ShapeError(f"interpolate: scale_factor {scale_factor} must give {spatial} "
-                         f"factor(s)")
-    sizes = tuple(int(math.floor(float(n) * float(f))) for n, f in zip(in_sizes, factors))
+    else:
+        factors = tuple(scale_factor) if isinstance(scale_factor, (tuple, list)) \
+            else (scale_factor,) * spatial
+        if len(factors) != spatial:
+            raise ShapeError(f"interpolate: scale_factor {scale_factor} must give {spatial} "
+                             f"factor(s)")
+        for f in factors:
+            if not math.isfinite(arguments.number("interpolate", "scale_factor", f)):
+                raise ShapeError(f"interpolate: scale_factor must be finite, got {f}")
+        sizes = tuple(int(math.floor(float(n) * float(f))) for n, f in zip(in_sizes, factors))
+    if min(sizes) <= 0 < min(in_sizes):
+        raise ShapeError(f"interpolate: the output sizes {sizes} must be greater than 0 (input "
+                         f"sizes {tuple(in_sizes)}); give a larger size or scale_factor")
+    if size is not None:
+        return sizes, (None,) * spatial
     return sizes, ((None,) * spatial if recompute else tuple(float(f) for f in factors))
 
 

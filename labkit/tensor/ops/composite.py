@@ -2,6 +2,7 @@
 import math
 
 from ...errors import ShapeError, describe
+from .. import arguments
 from ..shape_rules import normalize_dim, normalize_dims
 from .elementwise import abs, div, eq, exp, log, maximum, minimum, real, sub, where
 from .elementwise_math import clamp, clamp_max, clamp_min
@@ -117,13 +118,17 @@ def split(x, split_size_or_sections, dim=0):
     pieces of the sizes listed (PyTorch's semantics). Returns a tuple of tensors."""
     d = normalize_dim("split", dim, x.ndim, x)
     n = x.shape[d]
-    if isinstance(split_size_or_sections, int):
-        step = split_size_or_sections
-        if step <= 0:
+    if arguments.is_int(split_size_or_sections):
+        step = int(split_size_or_sections)
+        if step <= 0 and not (step == 0 and n == 0):
             raise ShapeError(f"split: split_size must be positive, got {step} for {describe(x)}")
-        sizes = [min(step, n - s) for s in range(0, n, step)] or [0]
+        sizes = [min(step, n - s) for s in range(0, n, step)] if step else [0]
+        sizes = sizes or [0]
     else:
-        sizes = [int(s) for s in split_size_or_sections]
+        sizes = list(arguments.ints("split", (split_size_or_sections,), "split_sizes"))
+        if any(s < 0 for s in sizes):
+            raise ShapeError(f"split: split_sizes {sizes} holds a negative size; each must be "
+                             f"0 or more")
     bounds, start = [], 0
     for s in sizes:
         bounds.append((start, start + s))

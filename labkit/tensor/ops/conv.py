@@ -9,12 +9,13 @@ Each is the other's vjp, so ``conv2d`` (unfold + one matmul), ``max_pool2d`` (un
 """
 import numpy as np
 
-from ...errors import ShapeError, describe
+from ...errors import ArgumentError, IndexingError, ShapeError, describe
+from .. import arguments
 from .. import creation as _creation
 from ..op import op
 from ..shape_rules import shape_of
-from .elementwise import add, div, mul
-from .elementwise_math import floor_divide, remainder
+from .elementwise import add, cast, div, mul
+from .elementwise_math import floor_divide, remainder, trunc
 from .index import _gather
 from .layout import pad as _pad
 from .linalg import matmul
@@ -23,14 +24,14 @@ from .reduce import sum as _sum
 from .shape import moved, permute, reshape
 
 
-def pair(v, name="argument"):
+def pair(v, name="argument", op="conv2d"):
     """``v`` as an (h, w) pair of ints."""
-    if isinstance(v, int):
-        return (v, v)
-    v = tuple(int(a) for a in v)
-    if len(v) != 2:
-        raise ShapeError(f"{name} must be an int or a pair of ints, got {v}")
-    return v
+    if arguments.is_int(v):
+        return (int(v), int(v))
+    if not isinstance(v, (tuple, list)) or len(v) != 2:
+        raise ArgumentError(f"{op}: {name} must be an int or a pair of ints, got "
+                            f"{arguments.what(v)}")
+    return arguments.ints(op, (v,), name)
 
 
 def out_size(size, k, s, p, d):
@@ -88,6 +89,8 @@ def unfold(xp, x, kernel_size, stride, padding, dilation, pad_value=0.0):
     if ph or pw:
         x = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
     s0, s1, s2, s3 = x.strides
+    # a stride is never taken when there is one window (and could overflow the byte strides)
+    sh, sw = (sh if oh > 1 else 1), (sw if ow > 1 else 1)
     return xp.lib.stride_tricks.as_strided(
         x, shape=(n, c, kh, kw, oh, ow),
         strides=(s0, s1, s2 * dh, s3 * dw, s2 * sh, s3 * sw))
@@ -132,9 +135,16 @@ def fold(xp, cols, image_shape, kernel_size, stride, padding, dilation):
     return out[:, :, ph:ph + h, pw:pw + w]
 
 
-def _geometry_args(kernel_size, stride, padding, dilation):
-    return dict(kernel_size=pair(kernel_size, "kernel_size"), stride=pair(stride, "stride"),
-                padding=pair(padding, "padding"), dilation=pair(dilation, "dilation"))
+def _geometry_args(kernel_size, stride, padding, dilation, op="conv2d"):
+    """The window geometry as pairs of ints: kernel, stride and dilation at least 1, padding at
+    least 0 (as PyTorch requires)."""
+    geo = dict(kernel_size=pair(kernel_size, "kernel_size", op),
+               stride=pair(stride, "stride", op), padding=pair(padding, "padding", op),
+               dilation=pair(dilation, "dilation", op))
+    for name, low in (("kernel_size", 1), ("stride", 1), ("dilation", 1), ("padding", 0)):
+        if min(geo[name]) < low:
+            raise ShapeError(f"{op}: {name} must be at least {low}, got {geo[name]}")
+    return geo
 
 
 def same_padding(kernel_size, dilation):
@@ -159,9 +169,12 @@ def _padding_arg(opname, padding, kernel_size, stride, dilation):
                                  f"convolution")
             lohi = same_padding(kernel_size, dilation)
             return tuple(lo for lo, _ in lohi), tuple(hi - lo for lo, hi in lohi)
-        raise ValueError(f"{opname}: padding={padding!r} is not 'same', 'valid', an int or a "
+        raise ShapeError(f"{opname}: padding={padding!r} is not 'same', 'valid', an int or a "
                          f"pair of ints")
-    return pair(padding, "padding"), (0, 0)
+    padding = pair(padding, "padding", opname)
+    if min(padding) < 0:
+        raise ShapeError(f"{opname}: padding must be at least 0, got {padding}")
+    return padding, (0, 0)
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -176,11 +189,14 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     >>> lk.conv2d(lk.ones(1, 4, 5, 5), lk.ones(4, 1, 3, 3), padding="same", groups=4).shape
     (1, 4, 5, 5)
     """
+    arguments.tensor("conv2d", "weight", weight)
+    if bias is not None:
+        arguments.tensor("conv2d", "bias", bias)
     if x.ndim != 4 or weight.ndim != 4:
         raise ShapeError(f"conv2d expects input (N, C, H, W) and weight (O, C, kh, kw); got "
                          f"{describe(x)} and {describe(weight)}")
     o, cg, kh, kw = weight.shape
-    groups = int(groups)
+    groups = arguments.integer("conv2d", "groups", groups)
     if groups < 1 or o % groups:
         raise ShapeError(f"conv2d: groups={groups} must be positive and divide the "
                          f"{o} output channels of weight {describe(weight)}")
@@ -188,7 +204,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise ShapeError(f"conv2d: input has {x.shape[1]} channels but weight expects "
                          f"{cg * groups} ({cg} per group x {groups} groups) (input "
                          f"{describe(x)}, weight {describe(weight)})")
-    stride, dilation = pair(stride, "stride"), pair(dilation, "dilation")
+    geo = _geometry_args((kh, kw), stride, 0, dilation)
+    stride, dilation = geo["stride"], geo["dilation"]
     padding, extra = _padding_arg("conv2d", padding, (kh, kw), stride, dilation)
     if extra != (0, 0):          # 'same' with an even kernel: the odd row/column goes after
         x = _pad(x, widths=((0, 0), (0, 0), (0, extra[0]), (0, extra[1])))
@@ -223,14 +240,14 @@ def pool_out_size(size, k, s, p, d, ceil_mode):
 def _pool_geometry(opname, x, kernel_size, stride, padding, dilation, ceil_mode):
     """Geometry keywords for ``unfold`` and the extra (h, w) padding after the input that
     ``ceil_mode``'s last windows reach into."""
-    geo = _geometry_args(kernel_size, stride if stride is not None and stride != () else
-                         kernel_size, padding, dilation)
+    geo = _geometry_args(kernel_size, kernel_size if stride is None or (
+        isinstance(stride, (tuple, list)) and not stride) else stride, padding, dilation, opname)
     (kh, kw), (ph, pw), (dh, dw) = geo["kernel_size"], geo["padding"], geo["dilation"]
     if ph > ((kh - 1) * dh + 1) // 2 or pw > ((kw - 1) * dw + 1) // 2:
         raise ShapeError(f"{opname}: padding {geo['padding']} must be at most half the "
                          f"(dilated) kernel size {geo['kernel_size']}")
-    if x.ndim != 4:
-        _window_geometry(opname, x.shape, x=x, **geo)        # explains the rank
+    if x.ndim != 4:     # explains the rank (an IndexError for PyTorch: dim -3 is not there)
+        _window_geometry(opname, x.shape, x=x, error=IndexingError, **geo)
     extra = []
     for size, k, s, p, d in zip(x.shape[2:], geo["kernel_size"], geo["stride"], geo["padding"],
                                 geo["dilation"]):
@@ -250,6 +267,15 @@ def _windows(x, geo, extra, value):
     return unfold(x, **dict(geo, padding=(0, 0)))
 
 
+def _lowest(dtype):
+    """The padding value no element of ``dtype`` is below: -inf, or an integer type's least."""
+    if dtype.is_floating:
+        return float("-inf")
+    if dtype.name == "bool_":
+        return False
+    return int(np.iinfo(dtype.np).min)
+
+
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """Max over each window of ``x`` (N, C, H, W); ``stride`` defaults to ``kernel_size``.
@@ -264,7 +290,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     """
     geo, extra = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation,
                                 ceil_mode)
-    cols = _windows(x, geo, extra, float("-inf"))              # (N, C, kh, kw, OH, OW)
+    cols = _windows(x, geo, extra, _lowest(x.dtype))            # (N, C, kh, kw, OH, OW)
     n, c, kh, kw, oh, ow = cols.shape
     flat = reshape(cols, shape=(n, c, kh * kw, oh, ow))
     where_max = argmax(flat, dim=2, keepdim=True)
@@ -297,6 +323,14 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
     """
     geo, extra = _pool_geometry("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
     sums = _sum(_windows(x, geo, extra, 0.0), dim=(2, 3))
+    if not x.dtype.is_floating:     # PyTorch: the sum divided as integers (toward zero)
+        means = _avg_of_sums(cast(sums, dtype="float64"), x, geo, count_include_pad,
+                             divisor_override)
+        return cast(trunc(means), dtype=x.dtype.name)
+    return _avg_of_sums(sums, x, geo, count_include_pad, divisor_override)
+
+
+def _avg_of_sums(sums, x, geo, count_include_pad, divisor_override):
     if divisor_override:
         return div(sums, divisor_override)
     oh, ow = sums.shape[-2:]
@@ -306,7 +340,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
                          geo["padding"][1], count_include_pad)
     if count_include_pad and (div_h == div_h[0]).all() and (div_w == div_w[0]).all():
         return div(sums, float(div_h[0] * div_w[0]))
-    divisor = np.maximum(np.outer(div_h, div_w), 1).astype(x.dtype.np)
+    divisor = np.maximum(np.outer(div_h, div_w), 1).astype(sums.dtype.np)
     return div(sums, _creation.tensor(divisor, device=x.device))
 
 

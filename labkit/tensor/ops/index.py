@@ -16,7 +16,9 @@ import math
 
 import numpy as np
 
-from ...errors import DataDependentShapeError, DTypeError, ShapeError, describe
+from ...errors import (ArgumentError, DataDependentShapeError, DTypeError, ShapeError,
+                       describe)
+from .. import arguments
 from ..batching import ALONG_DIM, ELEMENTWISE, data_dependent
 from ..dtypes import int64
 from ..op import needs_grad, op
@@ -565,7 +567,8 @@ def index_put(xp, base, values, *idx, spec):
     return out
 
 
-@op("zeros_like", shape=lambda x: (shape_of(x), x.dtype), vjp=None, batch=ELEMENTWISE)
+@op("zeros_like", shape=lambda x: (shape_of(x), x.dtype), vjp=None, batch=ELEMENTWISE,
+    shape_only=(0,))
 def zeros_like(xp, x):
     """Zeros with ``x``'s shape, dtype and device (no gradient flows to ``x``)."""
     return xp.zeros_like(x)
@@ -600,7 +603,8 @@ def _gather(xp, x, index, dim):
 
 
 def gather(x, dim, index):
-    """PyTorch's gather: ``out[i][j] = x[i][index[i][j]]`` for ``dim=1`` (any rank)."""
+    """PyTorch's gather: ``out[i][j] = x[i][index[i][j]]`` for ``dim=1`` (any rank); negative
+    index values count from the end (``lk.gather``, the public form, refuses them)."""
     return _gather(x, index, dim=dim)
 
 
@@ -685,8 +689,16 @@ def scatter_add(x, dim, index, src):
 
 def take(x, indices, dim=None):
     """Elements of ``x`` at integer ``indices`` along ``dim`` (None: of the flattened tensor)."""
+    arguments.tensor("take", "input", x)
+    if not isinstance(indices, (Tensor, int, list, tuple)) or isinstance(indices, bool):
+        raise ArgumentError(f"take: index must be a Tensor (or ints), got "
+                            f"{arguments.what(indices)}")
     if dim is None:
+        from ..creation import tensor
         from .shape import reshape
+        if not isinstance(indices, Tensor):
+            indices = tensor(indices, dtype="int64", device=x.device)
+        arguments.index_values("take", indices, x.numel(), negative=True)
         return getitem(reshape(x, shape=(-1,)), indices)
     d = normalize_dim("take", dim, x.ndim, x)
     return getitem(x, (slice(None),) * d + (indices,))

@@ -39,7 +39,13 @@ def _matmul_rule(a, b, transpose_a=False, transpose_b=False):
         pass
     ba, bb = _Batch(), _Batch()
     ba.shape, bb.shape = sa[:-2], sb[:-2]
-    batch = broadcast_shapes("matmul (batch dimensions)", ba, bb)
+    try:
+        batch = broadcast_shapes("matmul (batch dimensions)", ba, bb)
+    except ShapeError:
+        raise ShapeError(
+            f"matmul: {sa} @ {sb}: the batch dimensions {tuple(sa[:-2])} and {tuple(sb[:-2])} "
+            f"(all but the last two) cannot be broadcast together: each pair, matched from the "
+            f"right, must be equal or 1. Inputs: {describe(a)}, {describe(b)}.") from None
     out = batch + (sa[-2:-1] if len(sa) > 1 else ()) + (sb[-1:] if len(sb) > 1 else ())
     return out, ufunc_dtype("matmul", np.matmul, a, b)
 

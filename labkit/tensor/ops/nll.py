@@ -28,7 +28,7 @@ import contextlib
 
 import numpy as np
 
-from ...errors import DTypeError, ShapeError, describe
+from ...errors import DTypeError, IndexingError, ShapeError, describe
 from ..creation import arange
 from ..op import op
 from ..shape_rules import shape_of
@@ -106,7 +106,7 @@ def _targets(xp, target, shape, name, ignore_index):
     lo, hi = int(target.min()), int(target.max())
     if lo < 0 or hi >= classes:
         bad = lo if lo < 0 else hi
-        raise ShapeError(f"{name}: target holds class {bad}, but the input has {classes} "
+        raise IndexingError(f"{name}: target holds class {bad}, but the input has {classes} "
                          f"classes (valid targets are 0..{classes - 1}, or ignore_index="
                          f"{ignore_index} for entries to leave out). Check the labels, or the "
                          f"size of the model's last layer.")

@@ -4,7 +4,8 @@ import math
 
 import numpy as np
 
-from ...errors import ShapeError, describe
+from ...errors import ArgumentError, IndexingError, ShapeError, describe
+from .. import arguments
 from ..batching import ONE_DIM_REDUCTION, REDUCTION
 from ..dtypes import from_numpy_dtype, int64
 from ..op import op
@@ -109,7 +110,8 @@ def _check_nonempty(name, x, axes, dim):
     """max/min/argmax/argmin have no value for an empty reduction; say so with a remedy."""
     s = shape_of(x)
     if any(s[a] == 0 for a in axes if a < len(s)) or (dim is None and 0 in s):
-        raise ShapeError(f"{name}: dim={dim} of {describe(x)} reduces over no elements, and {name}"
+        raise IndexingError(f"{name}: dim={dim} of {describe(x)} reduces over no elements, and "
+                            f"{name}"
                          f" of nothing is undefined. Check the shape, or reduce over a non-empty "
                          f"dimension.")
 
@@ -233,9 +235,9 @@ def min(xp, x, dim=None, keepdim=False):
 
 def _arg_rule(name):
     def rule(x, dim=None, keepdim=False):
-        if not isinstance(dim, (int, type(None))):
-            raise ShapeError(f"{name}: dim must be one int or None (all elements), got dim={dim} "
-                             f"for {describe(x)}")
+        if dim is not None and not arguments.is_int(dim):
+            raise ArgumentError(f"{name}: dim must be one int or None (all elements), got "
+                                f"dim={dim!r} for {describe(x)}")
         axes = normalize_dims(name, dim, len(shape_of(x)), x)
         _check_nonempty(name, x, axes, dim)
         refuse_complex(name, x)

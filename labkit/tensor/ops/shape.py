@@ -181,7 +181,7 @@ def _broadcast_like_batch(inputs, bdims):
 
 
 @op("broadcast_like", shape=_broadcast_like_rule, vjp=_broadcast_like_vjp,
-    batch=_broadcast_like_batch, moves=True)
+    batch=_broadcast_like_batch, moves=True, shape_only=(1,))
 def broadcast_like(xp, x, like):
     """``x`` broadcast to the shape ``like`` has when the op runs (a read-only view)."""
     return xp.broadcast_to(x, like.shape)

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ...errors import ShapeError, describe
+from ...errors import IndexingError, ShapeError, describe
 from ..batching import ALONG_DIM, data_dependent
 from ..creation import tensor
 from ..dtypes import int32, int64
@@ -28,12 +28,10 @@ from .shape import batch_size, materialized, reshape
 def _dim_rule(name, x, dim, nonempty=False):
     """``dim`` checked (one int, in range) and made non-negative; with ``nonempty``, the
     dimension must hold elements."""
-    if not isinstance(dim, int) or isinstance(dim, bool):
-        raise ShapeError(f"{name}: dim must be one int, got dim={dim!r} for {describe(x)}")
     d = normalize_dim(name, dim, len(shape_of(x)), x)
     refuse_complex(name, x)
     if nonempty and shape_of(x) and shape_of(x)[d] == 0:
-        raise ShapeError(f"{name}: dim={dim} of {describe(x)} has no elements, and {name} of "
+        raise IndexingError(f"{name}: dim={dim} of {describe(x)} has no elements, and {name} of "
                          f"nothing is undefined. Check the shape, or pick a non-empty dimension.")
     return d
 

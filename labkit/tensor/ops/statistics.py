@@ -9,7 +9,8 @@ among the elements equal to it (PyTorch's rule for ``median()``).
 >>> prod(x).backward(); x.grad.tolist()
 [0.0, 6.0, 0.0]
 """
-from ...errors import ShapeError, describe
+from ...errors import ArgumentError, ShapeError, describe
+from .. import arguments
 from ..batching import ONE_DIM_REDUCTION, REDUCTION
 from ..dtypes import bool_
 from ..op import op
@@ -34,8 +35,8 @@ def _reduce_axes(dim, ndim):
 
 # ---- prod ------------------------------------------------------------------------------------
 def _prod_rule(x, dim=None, keepdim=False):
-    if not isinstance(dim, (int, type(None))) or isinstance(dim, bool):
-        raise ShapeError(f"prod: dim must be one int or None (every element), got dim={dim!r} "
+    if dim is not None and not arguments.is_int(dim):
+        raise ArgumentError(f"prod: dim must be one int or None (every element), got dim={dim!r} "
                          f"for {describe(x)}; for several dims, take prod once per dim")
     axes = normalize_dims("prod", dim, len(shape_of(x)), x)
     return reduced_shape(shape_of(x), axes, keepdim), accumulated_dtype(x)

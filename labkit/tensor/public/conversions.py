@@ -11,6 +11,7 @@ from ..dtypes import as_dtype
 from ..ops.elementwise import cast
 from ..tensor import Tensor
 from .registry import tensor_method
+from .. import arguments
 from .shape import _sizes
 
 
@@ -46,21 +47,21 @@ def _like(self, dtype, device):
 @tensor_method()
 def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
     """Zeros of ``size``, of this tensor's dtype and device unless given."""
-    return self.new_full(_sizes(size, "new_zeros"), 0, dtype=dtype, device=device,
+    return self.new_full(arguments.size("new_zeros", size), 0, dtype=dtype, device=device,
                          requires_grad=requires_grad)
 
 
 @tensor_method()
 def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
     """Ones of ``size``, of this tensor's dtype and device unless given."""
-    return self.new_full(_sizes(size, "new_ones"), 1, dtype=dtype, device=device,
+    return self.new_full(arguments.size("new_ones", size), 1, dtype=dtype, device=device,
                          requires_grad=requires_grad)
 
 
 @tensor_method()
 def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
     """A tensor of ``size`` (zero-filled: labkit never hands out uninitialised memory)."""
-    return self.new_full(_sizes(size, "new_empty"), 0, dtype=dtype, device=device,
+    return self.new_full(arguments.size("new_empty", size), 0, dtype=dtype, device=device,
                          requires_grad=requires_grad)
 
 
@@ -68,7 +69,7 @@ def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
 def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
     """``size`` filled with ``fill_value``, of this tensor's dtype and device unless given."""
     dtype, device = _like(self, dtype, device)
-    return full(_sizes((size,), "new_full"), fill_value, dtype=dtype, device=device,
+    return full(arguments.size("new_full", (size,)), fill_value, dtype=dtype, device=device,
                 requires_grad=requires_grad)
 
 

@@ -13,7 +13,8 @@ argwhere / ``where(condition)``, take_along_dim, and ``F.one_hot``.
 """
 from types import SimpleNamespace
 
-from ...errors import DTypeError, ShapeError, describe
+from ...errors import DTypeError, IndexingError, ShapeError, describe
+from .. import arguments
 from ..creation import full, zeros
 from ..ops import elementwise as E
 from ..ops import index as I
@@ -25,9 +26,10 @@ from .registry import public, tensor_method
 
 
 def _integer_index(name, index, x):
+    arguments.tensor(name, "index", index)
     if index.dtype.is_floating or index.dtype.name == "bool_":
-        raise DTypeError(f"{name}: index must be an integer tensor; got {describe(index)} to "
-                         f"index {describe(x)}. Convert it with index.long()")
+        raise IndexingError(f"{name}: index must be an integer tensor; got {describe(index)} to "
+                            f"index {describe(x)}. Convert it with index.long()")
 
 
 def _same_dtype(name, x, other, what="source"):
@@ -41,9 +43,10 @@ def _vector_index(name, x, dim, index):
     take one index along ``dim``; 0-d tensors are handled as shape (1,) by the callers."""
     _integer_index(name, index, x)
     if index.ndim > 1:
-        raise ShapeError(f"{name}: index must be 1-d (or 0-d); got {describe(index)} to index "
+        raise IndexingError(f"{name}: index must be 1-d (or 0-d); got {describe(index)} to index "
                          f"{describe(x)}")
     d = normalize_dim(name, dim, x.ndim, x)
+    arguments.index_values(name, index, x.shape[d] if x.ndim else 1)
     return d, S.reshape(index, shape=(-1,)), (I._FULL,) * d + (("t", 0),)
 
 
@@ -283,6 +286,21 @@ def _where_method(self, condition, other):
 
 # ---- gathering --------------------------------------------------------------------------------
 @public()
+def gather(input, dim, index):
+    """PyTorch's gather: ``out[i][j] = input[i][index[i][j]]`` for ``dim=1`` (any rank); index
+    values must lie in ``0..size-1`` along ``dim`` (they do not wrap around).
+
+    >>> import labkit as lk
+    >>> lk.gather(lk.tensor([[1, 2], [3, 4]]), 1, lk.tensor([[1], [0]])).tolist()
+    [[2], [3]]
+    """
+    arguments.tensor("gather", "index", index)
+    d = normalize_dim("gather", dim, input.ndim, input)
+    arguments.index_values("gather", index, input.shape[d] if input.ndim else 1)
+    return I.gather(input, d, index)
+
+
+@public()
 def take_along_dim(input, indices, dim=None):
     """The values of ``input`` at ``indices`` along ``dim``, the two broadcast together in the
     other dimensions (``dim=None``: of the flattened tensors).
@@ -327,4 +345,10 @@ def one_hot(tensor, num_classes=-1):
     >>> lk.nn.functional.one_hot(lk.tensor([0, 2]), 3).tolist()
     [[1, 0, 0], [0, 0, 1]]
     """
-    return I.one_hot(tensor, num_classes=int(num_classes))
+    num_classes = arguments.integer("one_hot", "num_classes", num_classes)
+    if num_classes < -1:
+        raise ShapeError(f"one_hot: num_classes must be -1 (one more than the largest class) or "
+                         f"at least 0, got {num_classes}")
+    if num_classes > 0:
+        arguments.index_values("one_hot", tensor, num_classes, name="a class index")
+    return I.one_hot(tensor, num_classes=num_classes)

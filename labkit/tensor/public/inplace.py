@@ -10,10 +10,17 @@ dtypes, gradients and capture follow the same rules), then writes it into the te
 - the result must fit the tensor: same shape, and a dtype that casts to the tensor's within its
   kind (a float result cannot go into an integer tensor);
 - a value that autodiff saved for the backward pass and that is then changed in place makes
-  ``backward()`` raise, naming the op that saved it and the versions (``labkit.tensor.versions``).
+  ``backward()`` raise, naming the op that saved it and the versions (``labkit.tensor.versions``);
+- an operand that is the tensor itself, or a view of its memory (``c += c``, ``c.mul_(c[0])``),
+  is read as it was before the write, in value and in gradient; ops recorded before the write
+  keep the gradient of the value they read, and a write through a view is a write into the
+  tensor viewed, for its gradient too (``labkit.tensor.tape``).
 
 Under graph capture an in-place op on a value of the graph makes the tensor name the result's
-node; on a tensor from outside it is an ``assign`` node, run in program order.
+node; on a tensor from outside it is an ``assign`` node, run in program order. A captured graph
+has values, not memory: a view taken of a graph value does not show a later in-place write into
+the value, nor the value a write into the view (eager mode's views share memory, as PyTorch's);
+``x[i] += y`` and ``x[i] = y`` write the value itself and behave alike in both modes.
 
 >>> import labkit as lk
 >>> x = lk.tensor([1.0, -2.0, 3.0])
@@ -25,13 +32,14 @@ import functools
 import numpy as np
 
 from ...errors import DTypeError, GradError, ShapeError, describe
-from .. import dispatch, versions
-from ..creation import full, tensor as _tensor, zeros_like
-from ..ops.elementwise import cast, clone, mul
+from .. import arguments, dispatch, versions
+from ..creation import full, ones_like, tensor as _tensor, zeros_like
+from ..ops.elementwise import cast, clone, mul, ne, where
 from ..ops.index import index_put, split_index
 from ..ops.shape import broadcast_to
 from ..ops.state import assign
 from ..random import rand, randn
+from ..tape import TapeNode, first_node, rebind, view_base
 from ..tensor import Tensor
 from .registry import METHODS
 
@@ -74,10 +82,40 @@ def write(target, result, name):
             f"out-of-place form.")
     mode = dispatch._state.mode
     if not mode.write_inplace(target, result):
+        counter = getattr(result, "_version", None)
+        if counter is not None and counter is getattr(target, "_version", None) and \
+                result._requires_grad:
+            result = clone(result)     # a view of the memory written: keep its values as read
         assign(target, result)
         if dispatch._state.grad_enabled and (result._requires_grad or target._requires_grad):
-            target._node, target._requires_grad = result._node, result._requires_grad
+            bases = _bases_written(target, result)
+            rebind(target, result._node, result._requires_grad)
+            for base, value in bases:
+                rebind(base, value._node, value._requires_grad)
     return target
+
+
+def _bases_written(view, value):
+    """``[(base, its value after the write)]`` for a write of ``value`` into ``view``: the
+    tensor the view was made from (by an op recorded for autodiff, in eager mode), and its own
+    base in turn. Each value is the base with the view's part replaced, made of ops (the view
+    op's vjp places ``value``), so the base's gradient sees the write, as PyTorch's does."""
+    bases = []
+    node = first_node(view)
+    while node is not None and type(node) is TapeNode:
+        base = view_base(node)
+        if base is None:
+            break
+        out = node.output_tensor(False)
+        if value.dtype is not base.dtype:
+            value = cast(value, dtype=base.dtype.name)
+        placed = node.op.vjp(value, out, *node.inputs, **node.attrs)[0]
+        with dispatch.grad_enabled(False):
+            part = node.op.vjp(ones_like(value), out, *node.inputs, **node.attrs)[0]
+        value = where(ne(part, 0), placed, _before(base, copy=False))
+        bases.append((base, value))
+        node = first_node(base)
+    return bases
 
 
 def _before(target, copy):
@@ -105,13 +143,31 @@ def _recording(target, args):
                                         for a in args)
 
 
+def _as_read(operand, target, source, copy):
+    """An operand of an in-place op on ``target`` as the computation reads it: ``target``
+    itself is ``source`` (its value before the write); a view of ``target``'s memory is copied
+    when the computation's gradient may read its values (the write is about to change them)."""
+    if operand is target:
+        return source
+    if copy and isinstance(operand, Tensor) and operand._data is not None:
+        counter = getattr(operand, "_version", None)
+        if counter is not None and counter is getattr(target, "_version", None):
+            return Tensor._make(operand._data.copy(), operand._device, operand._requires_grad,
+                                operand._node)
+    return operand
+
+
 def in_place(target, name, compute, *args, **kwargs):
     """``compute(target, *args, **kwargs)`` written into ``target``, which is returned: what
-    every in-place method does (``name`` is the op, for errors)."""
+    every in-place method does (``name`` is the op, for errors). An operand that is ``target``
+    or a view of its memory is read as it was before the write."""
     _check_writable(target, name)
     source = target
     if _recording(target, args + tuple(kwargs.values())):
-        source = _before(target, copy=name not in _NO_SNAPSHOT)
+        copy = name not in _NO_SNAPSHOT
+        source = _before(target, copy)
+        args = tuple(_as_read(a, target, source, copy) for a in args)
+        kwargs = {k: _as_read(a, target, source, copy) for k, a in kwargs.items()}
     return write(target, compute(source, *args, **kwargs), name)
 
 
@@ -229,6 +285,7 @@ def _setitem(x, index, value):
     """``x`` with ``value`` (broadcast, cast to x's dtype as PyTorch does) at ``x[index]``."""
     spec, tensors = split_index(x, index)
     if not isinstance(value, Tensor):
+        arguments.check_finite_for("setitem", value, x.dtype)     # NaN into an int tensor
         value = _tensor(value, device=x.device)
     if value.dtype is not x.dtype:
         value = cast(value, dtype=x.dtype.name)

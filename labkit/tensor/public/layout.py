@@ -15,7 +15,8 @@ import math
 
 import numpy as np
 
-from ...errors import DTypeError, ShapeError, describe
+from ...errors import ArgumentError, DTypeError, IndexingError, ShapeError, describe
+from .. import arguments
 from ..creation import zeros
 from ..ops import composite as C
 from ..ops import elementwise as E
@@ -27,11 +28,9 @@ from ..tensor import Tensor
 from .registry import public, tensor_method
 
 
-def _ints(args):
+def _ints(op, args, name="dims"):
     """``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])`` as one tuple of ints."""
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        args = args[0]
-    return tuple(int(a) for a in args)
+    return arguments.ints(op, args, name)
 
 
 def _along(x, d, item):
@@ -55,7 +54,10 @@ def pad(input, pad, mode="constant", value=None):
     >>> F.pad(x, (1, 2)).tolist(), F.pad(x, (2, 1), mode="reflect").tolist()
     ([[0.0, 1.0, 2.0, 3.0, 0.0, 0.0]], [[3.0, 2.0, 1.0, 2.0, 3.0, 2.0]])
     """
-    pads = tuple(int(p) for p in pad)
+    if not isinstance(pad, (tuple, list)):
+        raise ArgumentError(f"pad: pad must be a tuple of ints (before, after, ...), got "
+                            f"{arguments.what(pad)}")
+    pads = arguments.ints("pad", (pad,), "pad")
     n = len(pads) // 2
     if len(pads) % 2 or n > input.ndim:
         raise ShapeError(f"pad: got {len(pads)} pad values for {describe(input)}; give an even "
@@ -139,7 +141,7 @@ def _tile(x, reps):
 def repeat(self, *sizes):
     """The tensor repeated ``sizes[i]`` times along dimension ``i`` (NumPy's ``tile``); extra
     leading sizes add dimensions: ``x.repeat(2, 3)``."""
-    reps = _ints(sizes)
+    reps = arguments.size("repeat", sizes, name="repeats")
     if len(reps) < self.ndim:
         raise ShapeError(f"repeat: give a count for each of the {self.ndim} dimensions of "
                          f"{describe(self)} (more add leading dimensions); got {reps}. To repeat "
@@ -151,7 +153,7 @@ def repeat(self, *sizes):
 def tile(input, *dims):
     """``input`` repeated ``dims[i]`` times along dimension ``i``; fewer counts than dimensions
     are padded with 1s in front (``lk.tile(x, (2,))`` repeats the last dimension)."""
-    reps = _ints(dims)
+    reps = arguments.size("tile", dims, name="dims")
     return _tile(input, (1,) * (input.ndim - len(reps)) + reps)
 
 
@@ -194,7 +196,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 @public()
 def flip(input, dims, *more):
     """``input`` with the order of its elements reversed along ``dims``."""
-    axes = normalize_dims("flip", _ints((dims,) + more), input.ndim, input)
+    axes = normalize_dims("flip", _ints("flip", (dims,) + more), input.ndim, input)
     if not input.ndim:
         return I._getitem(input, spec=())
     return I._getitem(input, spec=tuple(("s", None, None, -1) if d in axes else I._FULL
@@ -223,20 +225,20 @@ def roll(input, shifts, dims=None):
     """``input`` with its elements shifted ``shifts`` places along ``dims`` (ints or tuples of
     one length), those pushed off the end coming back at the start; ``dims=None`` rolls the
     flattened tensor and restores the shape."""
-    shifts = _ints((shifts,))
-    if dims is None:
+    shifts = _ints("roll", (shifts,), "shifts")
+    if dims is None or isinstance(dims, (tuple, list)) and not dims:
         if len(shifts) != 1:
             raise ShapeError(f"roll: {len(shifts)} shifts need as many dims; with dims=None "
                              f"give one shift (of the flattened tensor)")
         return S.reshape(roll(S.reshape(input, shape=(-1,)), shifts, 0), shape=input.shape)
-    dims = _ints((dims,))
+    dims = _ints("roll", (dims,))
     if len(dims) != len(shifts):
         raise ShapeError(f"roll: shifts {shifts} and dims {dims} must have one length")
     x = input
     for shift, dim in zip(shifts, dims):
         d = normalize_dim("roll", dim, x.ndim, x) if x.ndim else None
         if d is None:
-            raise ShapeError(f"roll: a 0-d tensor has no dim {dim}; roll it with dims=None")
+            raise IndexingError(f"roll: a 0-d tensor has no dim {dim}; roll it with dims=None")
         size = x.shape[d]
         s = shift % size if size else 0
         if s:
@@ -302,13 +304,15 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
 def narrow(input, dim, start, length):
     """``length`` elements of ``input`` along ``dim`` from ``start`` (negative: from the end)."""
     if not input.ndim:
-        raise ShapeError("narrow: a 0-d tensor has no dimension to narrow")
+        raise IndexingError("narrow: a 0-d tensor has no dimension to narrow")
     d = normalize_dim("narrow", dim, input.ndim, input)
-    size, start, length = input.shape[d], int(start), int(length)
+    size = input.shape[d]
+    start = arguments.integer("narrow", "start", start)
+    length = arguments.integer("narrow", "length", length)
     if start < 0:
         start += size
     if not 0 <= start <= size or length < 0 or start + length > size:
-        raise ShapeError(f"narrow: start={start} and length={length} do not fit in dim {dim} "
+        raise IndexingError(f"narrow: start={start} and length={length} do not fit in dim {dim} "
                          f"(size {size}) of {describe(input)}")
     return I.getitem_slices(input, d, start, start + length)
 
@@ -318,7 +322,8 @@ def select(input, dim, index):
     """The slice of ``input`` at ``index`` along ``dim`` (the dimension removed)."""
     if not input.ndim:
         raise ShapeError("select: a 0-d tensor has no dimension to select from")
-    return _along(input, normalize_dim("select", dim, input.ndim, input), int(index))
+    return _along(input, normalize_dim("select", dim, input.ndim, input),
+                  arguments.integer("select", "index", index))
 
 
 @public()
@@ -341,7 +346,8 @@ def unflatten(input, dim, sizes):
     if not input.ndim:
         raise ShapeError("unflatten: a 0-d tensor has no dimension to unflatten")
     d = normalize_dim("unflatten", dim, input.ndim, input)
-    sizes = S.resolve_shape("unflatten", (input.shape[d],), _ints((sizes,)), input)
+    sizes = S.resolve_shape("unflatten", (input.shape[d],), _ints("unflatten", (sizes,), "sizes"),
+                            input)
     return S.reshape(input, shape=input.shape[:d] + sizes + input.shape[d + 1:])
 
 
@@ -349,7 +355,8 @@ def unflatten(input, dim, sizes):
 def movedim(input, source, destination):
     """``input`` with dimensions ``source`` moved to positions ``destination`` (ints or
     sequences of one length), the others keeping their order."""
-    src, dst = _ints((source,)), _ints((destination,))
+    src = _ints("movedim", (source,), "source")
+    dst = _ints("movedim", (destination,), "destination")
     if len(src) != len(dst):
         raise ShapeError(f"movedim: source {src} and destination {dst} must have one length")
     nd = input.ndim

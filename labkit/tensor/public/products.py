@@ -14,6 +14,7 @@ import math
 import numbers
 
 from ...errors import ShapeError, describe
+from .. import arguments
 from ..autocast import precision
 from ..creation import arange, eye, tensor
 from ..ops import composite as C
@@ -23,7 +24,7 @@ from ..ops.decompositions import inv, matrix_shape
 from ..ops.einsum import einsum as _einsum
 from ..ops.einsum import explicit_equation, sublist_equation
 from ..ops.index import getitem, take
-from ..ops.linalg import matmul
+from ..ops.linalg import matmul as _matmul
 from ..ops.norm import vector_norm
 from ..ops.shape import broadcast_to, permute, reshape
 from ..shape_rules import broadcast_shapes, normalize_dim
@@ -34,6 +35,20 @@ from .registry import public
 def _need(name, x, ndims, what, instead):
     if x.ndim not in ndims:
         raise ShapeError(f"{name}: expects {what}; got {describe(x)}. {instead}")
+
+
+@public(method=False)
+def matmul(input, other):
+    """The matrix product of two tensors, with NumPy's (and PyTorch's) rules: a 1-D operand
+    is a vector, more dimensions are batches that broadcast (``x @ y``).
+
+    >>> import labkit as lk
+    >>> lk.matmul(lk.ones(2, 3), lk.ones(3)).tolist()
+    [3.0, 3.0]
+    """
+    arguments.tensor("matmul", "input", input)
+    arguments.tensor("matmul", "other", other)
+    return _matmul(input, other)
 
 
 @public()
@@ -49,7 +64,7 @@ def mm(input, mat2):
         _need("mm", x, (2,), "two matrices (2-D tensors)",
               "For batches use lk.bmm or lk.matmul (which broadcasts), for a matrix times a "
               "vector lk.mv.")
-    return matmul(input, mat2)
+    return _matmul(input, mat2)
 
 
 @public()
@@ -68,7 +83,7 @@ def bmm(input, mat2):
     if input.shape[0] != mat2.shape[0]:
         raise ShapeError(f"bmm: the batch sizes differ ({describe(input)} and {describe(mat2)});"
                          f" bmm does not broadcast, lk.matmul does")
-    return matmul(input, mat2)
+    return _matmul(input, mat2)
 
 
 @public()
@@ -83,7 +98,7 @@ def mv(input, vec):
     _need("mv", input, (2,), "a matrix (2-D) and a vector (1-D)", "lk.matmul takes batches.")
     _need("mv", vec, (1,), "a matrix (2-D) and a vector (1-D)",
           "For a matrix times a matrix use lk.mm.")
-    return matmul(input, vec)
+    return _matmul(input, vec)
 
 
 @public()
@@ -102,7 +117,7 @@ def dot(input, tensor):
     if input.shape != tensor.shape:
         raise ShapeError(f"dot: the vectors have different lengths ({describe(input)} and "
                          f"{describe(tensor)})")
-    return matmul(input, tensor)
+    return _matmul(input, tensor)
 
 
 @public()
@@ -233,7 +248,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     b, n, m = batch1.shape
     left = reshape(permute(batch1, dims=(1, 0, 2)), shape=(n, b * m))
     right = reshape(batch2, shape=(b * m, batch2.shape[2]))
-    return _plus_scaled("addbmm", input, matmul(left, right), beta, alpha)
+    return _plus_scaled("addbmm", input, _matmul(left, right), beta, alpha)
 
 
 # ---- einsum, tensordot, kron ---------------------------------------------------------------
@@ -313,7 +328,7 @@ def tensordot(a, b, dims=2):
                    shape=(math.prod(a.shape[d] for d in free_a), k))
     right = reshape(permute(b, dims=tuple(db + free_b)),
                     shape=(k, math.prod(b.shape[d] for d in free_b)))
-    return reshape(matmul(left, right), shape=tuple(a.shape[d] for d in free_a) +
+    return reshape(_matmul(left, right), shape=tuple(a.shape[d] for d in free_a) +
                    tuple(b.shape[d] for d in free_b))
 
 
@@ -362,10 +377,10 @@ def matrix_power(input, n):
     result = None
     while n:
         if n & 1:
-            result = x if result is None else matmul(result, x)
+            result = x if result is None else _matmul(result, x)
         n >>= 1
         if n:
-            x = matmul(x, x)
+            x = _matmul(x, x)
     return result
 
 

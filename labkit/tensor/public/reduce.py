@@ -7,8 +7,11 @@
 >>> values.tolist(), indices.tolist(), x.sum(0).tolist(), lk.max(x, x * 2).shape
 ([5.0, 7.0], [1, 0], [8.0, 7.0], (2, 2))
 """
+from ...errors import ArgumentError
+from .. import arguments
 from ..dtypes import as_dtype
 from ..ops import composite as C
+from ..ops import softmax as X
 from ..ops import elementwise as E
 from ..ops import index as I
 from ..ops import reduce as R
@@ -26,16 +29,45 @@ def _cast_to(x, dtype):
     return cast(x, dtype=as_dtype(dtype).name)
 
 
+def _dims(name, x, dim):
+    """A reduction's ``dim`` checked: None, an int or a tuple of ints, in range; an empty tuple
+    means every dimension, as in PyTorch."""
+    if isinstance(dim, (tuple, list)) and not dim:
+        return None
+    if dim is not None:
+        arguments.dims(name, dim, x.ndim, x)
+    return dim
+
+
 @public()
 def sum(x, dim=None, keepdim=False, *, dtype=None):
     """Sum over ``dim`` (an int, a tuple, or None for every element); ``dtype`` casts first."""
-    return R.sum(_cast_to(x, dtype), dim=dim, keepdim=keepdim)
+    return R.sum(_cast_to(x, dtype), dim=_dims("sum", x, dim), keepdim=keepdim)
 
 
 @public()
 def mean(x, dim=None, keepdim=False, *, dtype=None):
     """Average over ``dim`` (None: every element); ``dtype`` casts first."""
-    return C.mean(_cast_to(x, dtype), dim=dim, keepdim=keepdim)
+    return C.mean(_cast_to(x, dtype), dim=_dims("mean", x, dim), keepdim=keepdim)
+
+
+@public()
+def softmax(input, dim=-1, dtype=None):
+    """``exp(x) / sum(exp(x))`` along ``dim`` (``dtype`` casts first).
+
+    >>> import labkit as lk
+    >>> lk.softmax(lk.zeros(2), 0).tolist()
+    [0.5, 0.5]
+    """
+    dim = normalize_dim("softmax", dim, input.ndim, input)
+    return X.softmax(_cast_to(input, dtype), dim=dim)
+
+
+@public()
+def log_softmax(input, dim=-1, dtype=None):
+    """``log(softmax(x))`` along ``dim``, computed stably (``dtype`` casts first)."""
+    dim = normalize_dim("log_softmax", dim, input.ndim, input)
+    return X.log_softmax(_cast_to(input, dtype), dim=dim)
 
 
 def _extremum(name, reduce_op, arg_op, maximum_op, result):
@@ -48,8 +80,8 @@ def _extremum(name, reduce_op, arg_op, maximum_op, result):
             if keepdim:
                 raise TypeError(f"{name}(x, keepdim=True) needs a dim: {name}(x, dim, keepdim=True)")
             return reduce_op(x)                         # ties share the gradient, as in PyTorch
-        if not isinstance(dim, int):
-            raise TypeError(f"{name}: dim must be one int (or a tensor, for the elementwise "
+        if not arguments.is_int(dim):
+            raise ArgumentError(f"{name}: dim must be one int (or a tensor, for the elementwise "
                             f"{name}(a, b)), got {dim!r}; for several dims use lk.a{name}(x, dims)")
         d = normalize_dim(name, dim, x.ndim, x)
         indices = arg_op(x, dim=d, keepdim=True)
@@ -72,10 +104,15 @@ min = public("min")(_extremum("min", R.min, R.argmin, E.minimum, return_types.mi
 @public()
 def argmax(x, dim=None, keepdim=False):
     """Index of the largest value along ``dim`` (None: of the flattened tensor)."""
-    return R.argmax(x, dim=dim, keepdim=keepdim)
+    return R.argmax(x, dim=_one_dim("argmax", x, dim), keepdim=keepdim)
 
 
 @public()
 def argmin(x, dim=None, keepdim=False):
     """Index of the smallest value along ``dim`` (None: of the flattened tensor)."""
-    return R.argmin(x, dim=dim, keepdim=keepdim)
+    return R.argmin(x, dim=_one_dim("argmin", x, dim), keepdim=keepdim)
+
+
+def _one_dim(name, x, dim):
+    """A ``dim`` that is None or one int, checked (``arguments.dim``)."""
+    return None if dim is None else normalize_dim(name, dim, x.ndim, x)

@@ -17,14 +17,14 @@ from .statistics import picked
 @public()
 def cumsum(x, dim, *, dtype=None):
     """Running sums along ``dim``; ``dtype`` casts first (bool and int32 sum in int64)."""
-    return SC.cumsum(_cast_to(x, dtype), dim=dim)
+    return SC.cumsum(_cast_to(x, dtype), dim=normalize_dim("cumsum", dim, x.ndim, x))
 
 
 @public()
 def cumprod(x, dim, *, dtype=None):
     """Running products along ``dim``; ``dtype`` casts first. The gradient is exact where ``x``
     holds zeros, as PyTorch's is."""
-    return SC.cumprod(_cast_to(x, dtype), dim=dim)
+    return SC.cumprod(_cast_to(x, dtype), dim=normalize_dim("cumprod", dim, x.ndim, x))
 
 
 def _cumulative_extremum(name, largest, result):

@@ -12,23 +12,18 @@
 import math
 
 from ...errors import ShapeError, describe
-from ..dtypes import as_dtype
+from ..dtypes import DType, as_dtype
 from ..ops import composite as C
 from ..ops import shape as S
+from .. import arguments
 from ..shape_rules import broadcast_shapes, normalize_dim
 from ..tensor import Tensor
 from .registry import public, tensor_method
 
 
 def _sizes(sizes, what):
-    """PyTorch's two forms of a size argument: ``f(2, 3)`` and ``f((2, 3))`` (or a Size/list)."""
-    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
-        sizes = sizes[0]
-    try:
-        return tuple(int(s) for s in sizes)
-    except TypeError:
-        raise TypeError(f"{what}: sizes must be ints, given as {what}(2, 3) or {what}((2, 3)); "
-                        f"got {sizes!r}") from None
+    """PyTorch's two forms of a list of ints: ``f(2, 3)`` and ``f((2, 3))`` (or a Size/list)."""
+    return arguments.ints(what, sizes)
 
 
 # ---- reshaping -------------------------------------------------------------------------------
@@ -37,22 +32,23 @@ def reshape(x, shape=None, *sizes):
     """``x`` with a new shape (one dimension may be -1): ``lk.reshape(x, (2, 3))``."""
     if shape is None:
         raise TypeError("reshape needs a shape: lk.reshape(x, (2, 3)) or x.reshape(2, 3)")
-    return S.reshape(x, shape=_sizes((shape,) + sizes, "reshape"))
+    return S.reshape(x, shape=arguments.size("reshape", (shape,) + sizes, infer=True,
+                                             name="shape"))
 
 
 @tensor_method("reshape")
 def _reshape_method(self, *shape):
     """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``; one dimension may be -1."""
-    return S.reshape(self, shape=_sizes(shape, "reshape"))
+    return S.reshape(self, shape=arguments.size("reshape", shape, infer=True, name="shape"))
 
 
 @tensor_method("view")
 def _view(self, *shape):
     """``x.view(2, 3)``: as ``reshape`` (labkit shares memory whenever the backend can)."""
-    if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
+    if len(shape) == 1 and isinstance(shape[0], (str, DType)):
         raise TypeError(f"view({shape[0]!r}): reinterpreting the bytes as another dtype is not "
                         f"supported; use x.to({as_dtype(shape[0])!r}) to convert the values")
-    return S.reshape(self, shape=_sizes(shape, "view"))
+    return S.reshape(self, shape=arguments.size("view", shape, infer=True, name="shape"))
 
 
 @tensor_method()
@@ -89,13 +85,20 @@ def unsqueeze(x, dim):
 @public(method=False)
 def permute(x, dims):
     """``x`` with its dimensions reordered: ``lk.permute(x, (2, 0, 1))``."""
-    return S.permute(x, dims=_sizes((dims,), "permute"))
+    return S.permute(x, dims=_dims_of("permute", x, _sizes((dims,), "permute")))
 
 
 @tensor_method("permute")
 def _permute_method(self, *dims):
     """``x.permute(2, 0, 1)`` or ``x.permute((2, 0, 1))``."""
-    return S.permute(self, dims=_sizes(dims, "permute"))
+    return S.permute(self, dims=_dims_of("permute", self, _sizes(dims, "permute")))
+
+
+def _dims_of(name, x, dims):
+    """Each of ``dims`` checked against ``x`` (in range), as given."""
+    for d in dims:
+        normalize_dim(name, d, x.ndim, x)
+    return dims
 
 
 @public()
@@ -239,10 +242,12 @@ def split(x, split_size_or_sections, dim=0):
 def chunk(x, chunks, dim=0):
     """``chunks`` pieces of equal size along ``dim`` (the last may be smaller, and there may be
     fewer pieces), as PyTorch's chunk."""
-    if chunks <= 0:
-        raise ShapeError(f"chunk: chunks must be positive, got {chunks} for {describe(x)}")
-    n = x.shape[normalize_dim("chunk", dim, x.ndim, x)]
-    return C.split(x, max(math.ceil(n / chunks), 1), dim=dim)
+    chunks = arguments.positive("chunk", "chunks", chunks)
+    d = normalize_dim("chunk", dim, x.ndim, x)
+    n = x.shape[d]
+    if n == 0:                  # PyTorch: chunks empty pieces
+        return C.split(x, [0] * chunks, dim=d)
+    return C.split(x, math.ceil(n / chunks), dim=d)
 
 
 @public()

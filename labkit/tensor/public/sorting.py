@@ -12,6 +12,7 @@ unique_consecutive, searchsorted and bucketize.
 ([1.0, 2.0, 3.0], [2, 1, 1], 2)
 """
 from ...errors import ShapeError, describe
+from .. import arguments
 from ..ops import elementwise as E
 from ..ops import index as I
 from ..ops import sorting as SO
@@ -36,6 +37,7 @@ def sort(x, dim=-1, descending=False, *, stable=False):
     >>> lk.sort(lk.tensor([[2.0, 9.0, 4.0]]), descending=True).values.tolist()
     [[9.0, 4.0, 2.0]]
     """
+    dim = normalize_dim("sort", dim, x.ndim, x)
     indices = SO.argsort(x, dim=dim, descending=descending)
     if not x.ndim:
         return return_types.sort(E.clone(x), indices)
@@ -50,7 +52,8 @@ def msort(x):
 
 def _k_in_range(name, x, k, d, low):
     n = x.shape[d] if x.ndim else 1
-    if not isinstance(k, int) or not low <= k <= n:
+    arguments.integer(name, "k", k)
+    if not low <= k <= n:
         raise ShapeError(f"{name}: k={k!r} is out of range for dim {d} of {describe(x)}, which "
                          f"has {n} element(s); pick k in {low}..{n}")
 

@@ -10,6 +10,8 @@ nanmedian, mode, count_nonzero, nansum, nanmean.
 >>> values.tolist(), indices.tolist(), bool(x.all()), x.any(1).tolist()
 ([2.0, 3.0], [2, 0], False, [True, True])
 """
+from ...errors import ArgumentError
+from .. import arguments
 from ..autocast import precision
 from ..ops import composite as C
 from ..ops import elementwise as E
@@ -38,6 +40,8 @@ def prod(x, dim=None, keepdim=False, *, dtype=None):
     >>> lk.prod(lk.tensor([[1.0, 2.0], [3.0, 4.0]]), 0).tolist()
     [3.0, 8.0]
     """
+    if dim is not None:
+        dim = normalize_dim("prod", dim, x.ndim, x)
     return ST.prod(_cast_to(x, dtype), dim=dim, keepdim=keepdim)
 
 
@@ -154,6 +158,8 @@ def count_nonzero(x, dim=None):
 def _all_dims(dim):
     """amax's ``dim=()`` (its default) means every dimension."""
     dim = dims(dim)
+    if dim is not None and not isinstance(dim, tuple) and not arguments.is_int(dim):
+        raise ArgumentError(f"dim must be an int or a tuple of ints, got {arguments.what(dim)}")
     return None if dim == () else dim
 
 
