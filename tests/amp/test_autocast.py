@@ -229,8 +229,9 @@ def test_cached_casts_stay_in_the_graph_or_eager_run_that_made_them():
         first = lk.function(lambda x: model(x))(x)
         eager = model(x)                         # not the first trace's symbolic cast
         second = lk.function(lambda x: model(x) * 2)(x)
-    np.testing.assert_array_equal(first.float().numpy(), eager.float().numpy())
-    np.testing.assert_array_equal(second.float().numpy(), 2 * eager.float().numpy())
+    np.testing.assert_array_equal(first.float().detach().numpy(), eager.float().detach().numpy())
+    np.testing.assert_array_equal(second.float().detach().numpy(),
+                                  2 * eager.float().detach().numpy())
 
 
 def test_traces_are_keyed_by_the_autocast_state():

@@ -173,7 +173,7 @@ def test_outputs_of_every_kind_keywords_and_lk_grad():
     assert not out["pair"][1].requires_grad and out["y"].requires_grad
     (out["y"].sum() + out["pair"][0]).backward()
     want = lk.grad(lambda x: 2 * (lin(x) * 3.0).sum())(x)
-    np.testing.assert_allclose(x.grad.numpy(), want.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.detach().numpy(), want.detach().numpy(), rtol=1e-12)
     got = lk.grad(lambda x: checkpoint(fn, x, "k", scale=3.0)["y"].sum() * 2)(x)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
 
@@ -189,7 +189,8 @@ def test_gradients_of_gradients_through_checkpoint():
 
     x = lk.randn(2, 3, dtype=lk.float64, requires_grad=True)
     for fn in (lk.grad, lk.hessian):
-        np.testing.assert_allclose(fn(f_ck)(x).numpy(), fn(f)(x).numpy(), rtol=1e-12)
+        np.testing.assert_allclose(fn(f_ck)(x).detach().numpy(), fn(f)(x).detach().numpy(),
+                                   rtol=1e-12)
     g, = gradients(f_ck(x), x, create_graph=True)        # torch.autograd.grad's form
     g.sum().backward()
     want = lk.grad(lambda x: lk.grad(f)(x).sum())(x.detach())
