@@ -11,10 +11,11 @@ float truncated to an int); every other mistake is explained only when the call 
 (``explain``), so a correct call pays nothing for them.
 
 >>> import labkit as lk
->>> lk.zeros(2.5)
-Traceback (most recent call last):
-...
-labkit.errors.ArgumentError: zeros: size must be ints or a tuple of ints, got 2.5 (a float)
+>>> try:
+...     lk.zeros(2.5)
+... except lk.ArgumentError as e:
+...     print(e)
+zeros: size must be ints or a tuple of ints, got 2.5 (a float)
 """
 import functools
 import inspect
@@ -207,6 +208,7 @@ def explained(name, fn, tensor_first=False, renames=None):
         except Exception as exc:                # a user's call enters labkit here
             hide_internal_frames(exc)
             raise
+    call.explained = True
     return call
 
 

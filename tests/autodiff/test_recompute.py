@@ -175,7 +175,7 @@ def test_outputs_of_every_kind_keywords_and_lk_grad():
     want = lk.grad(lambda x: 2 * (lin(x) * 3.0).sum())(x)
     np.testing.assert_allclose(x.grad.detach().numpy(), want.detach().numpy(), rtol=1e-12)
     got = lk.grad(lambda x: checkpoint(fn, x, "k", scale=3.0)["y"].sum() * 2)(x)
-    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12)
 
 
 def test_gradients_of_gradients_through_checkpoint():

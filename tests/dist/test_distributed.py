@@ -179,7 +179,7 @@ def _train_checkpointed(rank, ddp, steps):
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    return losses, [p.numpy().copy() for p in model.parameters()]
+    return losses, [p.detach().numpy().copy() for p in model.parameters()]
 
 
 def _ddp_checkpointed(steps):
@@ -334,7 +334,8 @@ def test_ddp_in_one_process_trains_as_the_module(world_of_one):
     assert model.require_backward_grad_sync and sorted(model.state_dict()) == \
         ["module.bias", "module.weight"]
     assert _train(model, accumulate=2, ddp=model) == _train(plain, accumulate=2)
-    np.testing.assert_array_equal(model.module.weight.numpy(), plain.weight.numpy())
+    np.testing.assert_array_equal(model.module.weight.detach().numpy(),
+                                  plain.weight.detach().numpy())
     with model.no_sync():
         assert model.require_backward_grad_sync is False
     assert model.require_backward_grad_sync is True
@@ -366,7 +367,7 @@ def test_data_parallel_over_two_devices_equals_one(two_cpus):
     dp = DataParallel(net, device_ids=two_cpus)
     got = dp(x)
     assert got.device.name == "cpu:0" and got.shape == (7, 2)
-    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
     got.sum().backward()        # both chunks' gradients reach the module's own parameters
     for p, g in zip(net.parameters(), grads):
         assert p.grad.device.name == "cpu:0"

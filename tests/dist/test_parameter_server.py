@@ -72,8 +72,8 @@ def test_row_update_touches_only_the_given_rows_lazy_adam():
         m[ids] = b1 * m[ids] + (1 - b1) * g
         v[ids] = b2 * v[ids] + (1 - b2) * g * g
         w[ids] -= lr / (1 - b1 ** t) * m[ids] / (np.sqrt(v[ids]) / np.sqrt(1 - b2 ** t) + eps)
-    np.testing.assert_allclose(table.numpy(), w, rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(table.numpy()[[2, 5]], start[[2, 5]])   # never touched
+    np.testing.assert_allclose(table.detach().numpy(), w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(table.detach().numpy()[[2, 5]], start[[2, 5]])   # never touched
     assert rows.touched == 5
 
 
@@ -170,7 +170,7 @@ def reference_bag_training(steps, batch_size, seed=0):
     """One process, a dense table, NumPy's lazy momentum update for the table's rows."""
     lk.manual_seed(seed)
     model = Bag()
-    start = model.emb.weight.numpy().copy()
+    start = model.emb.weight.detach().numpy().copy()
     dense = [model.out.weight, model.out.bias]
     opt = momentum_sgd(dense)
     table, buf = start.astype(np.float64), np.zeros_like(start, dtype=np.float64)
@@ -188,7 +188,7 @@ def reference_bag_training(steps, batch_size, seed=0):
         g = model.emb.weight.grad.numpy()[rows]
         buf[rows] = 0.9 * buf[rows] + g
         table[rows] -= 0.5 * buf[rows]
-    return start, table, [p.numpy() for p in dense], touched
+    return start, table, [p.detach().numpy() for p in dense], touched
 
 
 @pytest.mark.dist
@@ -197,13 +197,13 @@ def test_sharded_embedding_updates_only_the_rows_looked_up():
     ps = lk.dist.ParameterServer(Bag, momentum_sgd, num_ps=2, mode="sync")
     result = ps.run(bag_data(), steps=steps, batch_size=batch_size, n=3)    # 2 servers, 1 worker
     start, table, dense, touched = reference_bag_training(steps, batch_size)
-    got = result.model.emb.weight.numpy()
+    got = result.model.emb.weight.detach().numpy()
     untouched = sorted(set(range(40)) - touched)
     assert 0 in untouched and set(range(30, 40)) <= set(untouched)
     np.testing.assert_array_equal(got[untouched], start[untouched])
     np.testing.assert_allclose(got, table, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(result.model.out.weight.numpy(), dense[0], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(result.model.out.bias.numpy(), dense[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(result.model.out.weight.detach().numpy(), dense[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(result.model.out.bias.detach().numpy(), dense[1], rtol=1e-5, atol=1e-6)
     assert result.steps == [steps, steps]
     assert 0 < sum(result.rows_updated.values()) <= steps * batch_size * 3
 
@@ -245,6 +245,6 @@ def test_train_inside_a_kept_cluster_with_op_profiles(cluster):
         assert (apply.op, apply.device) == ("ps.apply", "rank 0 (server)")
         assert apply.start_ns >= push.start_ns
         assert push.name.endswith(": push to rank 0") and push.bytes_in > 0
-    dense = sum(p.numpy().nbytes for p in mlp().parameters())
+    dense = sum(p.detach().numpy().nbytes for p in mlp().parameters())
     pull = next(e for e in events if e.op == "ps.pull")
     assert pull.name.endswith(": pull from rank 0") and pull.bytes_in >= dense

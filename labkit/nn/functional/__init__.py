@@ -67,7 +67,7 @@ def _checked():
     here = globals()
     for name in __all__:
         fn = here[name]
-        if not getattr(fn, "__wrapped__", None):     # (pad, one_hot: wrapped where defined)
+        if not getattr(fn, "explained", False):     # (pad, one_hot: wrapped where defined)
             here[name] = explained(name, fn, tensor_first=True)
 
 
