@@ -5,12 +5,27 @@ the graph being built. All operators and methods work on it (they go through the
 anything that needs a value now (``bool(t)``, ``t.item()``, ``np.asarray(t)``) is a tracing
 mistake, and raises a TracingError that names the node and says what to use instead.
 """
+import threading
+
 from ..errors import LabkitError
 from ..tensor.tensor import Tensor
 
 
 class TracingError(LabkitError, TypeError):
     """Something that needs a concrete value was asked of a symbolic tensor during capture."""
+
+
+class GraphBreak(TracingError):
+    """What ``lk.compile`` cannot put in a graph (a value read into Python, ``print`` of a
+    traced tensor, a call of an ``lk.compiler.disable`` d function): the call runs eagerly,
+    or with ``fullgraph=True`` this is raised."""
+
+
+class _Breaking(threading.local):
+    depth = 0           # > 0 while lk.compile traces on this thread: print() breaks the graph
+
+
+breaking = _Breaking()
 
 
 class SymbolicTensor(Tensor):
@@ -102,6 +117,18 @@ class SymbolicTensor(Tensor):
         shape = ", ".join("?" if s is None else str(s) for s in (n.shape or ()))
         return (f"SymbolicTensor({n.name!r}, op={n.op_name}, shape=({shape}), "
                 f"dtype={n.dtype}, device='{n.device}')")
+
+    def __str__(self):
+        if breaking.depth:
+            self._concrete("print() / str() of a traced tensor", "Print it outside the "
+                           "compiled function, or return it.")
+        return self.__repr__()
+
+    def __format__(self, spec):
+        if breaking.depth:
+            self._concrete("formatting a traced tensor (an f-string, print)", "Print it outside "
+                           "the compiled function, or return it.")
+        return format(self.__repr__(), spec)
 
     def __dlpack__(self, *args, **kwargs):
         self._concrete("DLPack export", "Export the function's result instead.")

@@ -29,7 +29,7 @@ from .. import display
 from ..devices import Device, get_device, transfer
 from ..errors import DTypeError, LabkitError
 from ..graph.capture import current_graph
-from ..graph.function import record_module_mode
+from ..graph import guards
 from ..tensor.dtypes import DType, as_dtype
 from ..tensor.tensor import Tensor
 from .hooks import BackwardHookCall, add_hook
@@ -39,6 +39,10 @@ _running = threading.local()      # .stack: the modules whose forward is being c
 # what Module.__init__ sets up (asked for before it ran: super().__init__() was not called)
 _STATE = ("_parameters", "_buffers", "_modules", "_persistent", "training", "_forward_pre_hooks",
           "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+# what a trace does not guard by value (labkit/graph/guards.py): the registries (their tensors
+# and modules are read by reference or guarded where called) and the hook tables (by size)
+_UNGUARDED = frozenset(_STATE) - {"training"} | {"_compiled_call"}
 
 
 class StateDictError(LabkitError, RuntimeError):
@@ -100,7 +104,11 @@ class Module:
     def __call__(self, *args, **kwargs):
         """Run ``forward`` (with the hooks, if any). Under graph capture the call's nodes are
         in a name scope named by the module's attribute path in the module that called it
-        (``encoder/layers.0/attn``); the outermost module called adds no scope."""
+        (``encoder/layers.0/attn``); the outermost module called adds no scope. After
+        ``compile()``, the compiled call runs instead."""
+        compiled = self.__dict__.get("_compiled_call")
+        if compiled is not None:
+            return compiled(*args, **kwargs)
         if (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
                 or self._backward_pre_hooks or current_graph() is not None):
             return self._call_impl(args, kwargs)
@@ -110,11 +118,12 @@ class Module:
         graph = current_graph()
         if graph is None:
             return self._hooked_forward(args, kwargs)
-        record_module_mode(self)
         stack = getattr(_running, "stack", None)
         if stack is None:
             stack = _running.stack = []
         scope = self._scope_in(stack[-1]) if stack else None
+        if guards.recording():     # the trace reads this module's attributes, mode and hooks
+            self._guard(graph, scope)
         stack.append(self)
         try:
             if scope is None:
@@ -123,6 +132,15 @@ class Module:
                 return self._hooked_forward(args, kwargs)
         finally:
             stack.pop()
+
+    def _guard(self, graph, scope):
+        path = "/".join(graph._scope + ([scope] if scope else []))
+        where = f" (module {path})" if path else ""
+        guards.record_attributes(self, (f"{type(self).__name__}.", where), skip=_UNGUARDED,
+                                 mode_key="training")
+        for table in _HOOKS:
+            guards.guard_size(self.__dict__[table], f"{table[1:].replace('_', ' ')} of "
+                              f"{type(self).__name__}{where}")
 
     def _scope_in(self, caller):
         """This module's attribute path inside ``caller`` (its class name if it is not there)."""
@@ -222,7 +240,10 @@ class Module:
             "signature and gives the gradients of the module's inputs")
 
     # ---- attribute registration -----------------------------------------------------------------
+    _guard_epoch = guards.MODULES     # a trace's guards on module attributes look again when it moves
+
     def __setattr__(self, name, value):
+        guards.MODULES[0] += 1
         d = self.__dict__
         params = d.get("_parameters")
         if isinstance(value, Parameter):
@@ -278,6 +299,7 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
+        guards.MODULES[0] += 1
         d = self.__dict__
         for registry in ("_parameters", "_buffers", "_modules"):
             if name in d[registry]:
@@ -477,6 +499,7 @@ class Module:
         if not isinstance(mode, bool):
             raise ValueError(f"train(mode): mode must be True or False, got {mode!r}")
         self.__dict__["training"] = mode
+        guards.MODULES[0] += 1
         for m in self.children():
             m.train(mode)
         return self
