@@ -20,7 +20,7 @@ from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, inference_mode,
 from .autodiff.functional import stop_gradient
 from .autodiff.jacobians import hessian, jacfwd, jacrev
 from . import config
-from .graph import (FrozenValueWarning, Function, Graph, GraphError, SymbolicTensor,
+from .graph import (FrozenValueWarning, Function, Graph, GraphBreak, GraphError, SymbolicTensor,
                     TracingError, function, gradients, name_scope, placeholder)
 from .graph import cond, scan, while_loop
 from .graph import FIFOQueue, QueueClosedError, Variable, restore_variables, save_variables
@@ -28,6 +28,8 @@ from .graph.capture import colocate_with
 from .graph.passes.placement import PlacementError
 from . import linalg
 from . import nn, optim, data
+from . import compiler, _dynamo
+from .compiler import compile
 from . import accelerator, backends, cuda
 from . import utils
 from . import func

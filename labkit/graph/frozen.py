@@ -87,7 +87,14 @@ class FrozenWatch:
         self._outer = dispatch._state.watch
         dispatch._state.watch = self
         self._random = _random_states()
+        self._states = np.random.get_state(), random.getstate()
         return self
+
+    def restore_random(self):
+        """Put NumPy's and Python's generators back where they were when the trace began (a
+        trace that ends in a graph break must not have drawn for the eager call after it)."""
+        np.random.set_state(self._states[0])
+        random.setstate(self._states[1])
 
     def __exit__(self, *exc):
         dispatch._state.watch = self._outer

@@ -41,7 +41,7 @@ from .. import config
 from ..autodiff import trees
 from ..autodiff.batched import BatchedTensor, VmapMode, vmap
 from ..devices.device import no_device_request
-from ..errors import describe_named, source_text, user_frame
+from ..errors import GraphError, describe_named, source_text, user_frame
 from ..profiler.profile import _active as _profiles
 from ..tensor import dispatch
 from ..tensor.tensor import Tensor
@@ -131,7 +131,7 @@ class Function:
         self._lock = threading.RLock()   # one trace per signature when threads call at once
         self._batched = {}               # lk.vmap of this function, per way of batching
         self._blame = {}                 # guarded value -> retraces it caused
-        self._recorder = None            # the guards of the trace being made
+        self._recorder = self._watch = None     # of the trace being made
         try:
             self._params = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
@@ -145,9 +145,13 @@ class Function:
             return self
         bound = obj.__dict__.get(f"__lk_function_{self.name}")
         if bound is None:
-            bound = Function(self.fn.__get__(obj, objtype), self.name)
+            bound = self._like(self.fn.__get__(obj, objtype))
             obj.__dict__[f"__lk_function_{self.name}"] = bound
         return bound
+
+    def _like(self, fn):
+        """A function of this kind, with these options, capturing ``fn``."""
+        return Function(fn, self.name)
 
     # ---- calling ---------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -158,16 +162,22 @@ class Function:
         leaves = []
         structure = _flatten((args, kwargs), leaves)
         key = (structure, tuple(_tensor_spec(t) for t in leaves))
+        if self._grad_keyed:
+            key += (dispatch._state.grad_enabled,)
         trace = self._cache.get(key)
         if trace is None or not trace.guards.holds():
             with self._lock:
                 trace = self._lookup(key, args, kwargs)
+        if trace.plan is None:            # lk.compile: a graph break, or past the limit
+            return self.fn(*args, **kwargs)
         if trace.passes_version != config._state["passes_version"]:
             self._optimize(trace)
         if trace.grad_guards:
             for t in trace.grad_guards:
                 if t._grad is not None:
                     trace = self._accumulating(trace, t, args, kwargs)
+                    if trace.plan is None:
+                        return self.fn(*args, **kwargs)
                     break
         if _profiles:
             out = self._run(trace, leaves)
@@ -262,7 +272,11 @@ class Function:
         earlier = self._by_signature.get(key, [])
         while len(earlier) >= limit:
             _release(earlier.pop(0))
-        return self._trace(key, args, kwargs, reason=last.guards.reason())
+        self._guard_retrace = True     # (its own warning above, not the count of traces)
+        try:
+            return self._trace(key, args, kwargs, reason=last.guards.reason())
+        finally:
+            self._guard_retrace = False
 
     def _warn_limit(self, guard, last):
         where = f" (read at {source_text(guard.where)})" if guard.where else ""
@@ -288,12 +302,14 @@ class Function:
             return "first call"
         # compare with the closest earlier trace: the one whose signature differs least
         def distance(signature):
-            struct, specs = signature
+            struct, specs = signature[:2]
             if struct != key[0]:
                 return (1, 0)
             return (0, sum(a != b for old, new in zip(specs, key[1]) for a, b in zip(old, new)))
         previous = min((t.signature for t in reversed(self.traces)), key=distance)
-        (old_struct, old_specs), (new_struct, new_specs) = previous, key
+        (old_struct, old_specs), (new_struct, new_specs) = previous[:2], key[:2]
+        if previous[:2] == key[:2] and previous[2:] != key[2:]:    # lk.compile: grad mode
+            return f"grad mode {'on' if previous[2] else 'off'} -> {'on' if key[2] else 'off'}"
         leaves, paths = self._paths(args, kwargs)
         if old_struct != new_struct:
             changes = _python_changes(old_struct, new_struct, self._params)
@@ -338,7 +354,7 @@ class Function:
         symbolic = {}
         with no_device_request(), FrozenWatch(self.name, strict=self._breaks) as watch, \
                 GuardRecorder(self.fn) as recorder, enter_graph(graph) as mode:
-            self._recorder = recorder      # what a trace that fails had read (lk.compile)
+            self._recorder, self._watch = recorder, watch   # for a trace that fails (lk.compile)
             try:
                 mode.grads.assume_none = assume_none
                 for position, (t, path) in enumerate(zip(leaves, paths)):
@@ -392,7 +408,7 @@ class Function:
             self._cache[key] = trace
             self._by_signature.setdefault(key, []).append(trace)
         limit = config._state["retrace_warning"]
-        if len(self.traces) == limit:
+        if len(self.traces) == limit and self._warn_traces and not self._guard_retrace:
             warnings.warn(
                 f"lk.function {self.name} has been traced {limit} times; each trace builds and "
                 f"compiles a new graph. Latest reason: {reason}. See {self.name}.traces; pass "
@@ -401,6 +417,10 @@ class Function:
         return trace
 
     _breaks = False        # lk.compile: a value read into Python breaks the graph (frozen.py)
+    _warn_traces = True    # warn at config retrace_warning traces (lk.compile has its limit)
+    _guard_retrace = False
+    _grad_keyed = False    # lk.compile: grad mode is part of the signature (a trace may be
+    _passes = None         # differentiable); the passes: None for the default pipeline
 
     def _in_trace(self, graph, mode, out_leaves, arguments):
         """Called at the end of a trace, still capturing (``lk.compile`` adds the backward pass
@@ -411,11 +431,11 @@ class Function:
         """Compile the trace's raw graph with the enabled passes (``labkit.graph.compile``):
         ``trace.graph`` is the optimised graph, ``trace.plan`` what runs."""
         trace.graph, trace.plan = compile_graph(
-            trace.raw_graph, trace.raw_graph.outputs, trace.raw_feeds, passes=None,
+            trace.raw_graph, trace.raw_graph.outputs, trace.raw_feeds, passes=self._passes,
             include_stateful=True, what=f"lk.function {self.name}")
         trace.passes_version = config._state["passes_version"]
 
-    # ---- inspection -------------------------------------------------------------------------------
+    # ---- inspection ----------------------------------------------------------------
     def graph(self, *args, passes=None, **kwargs):
         """The graph for these arguments (traced now if this signature is new): the optimised
         one that runs, or with ``passes=[]`` the raw trace, or with ``passes=["cse", ...]`` the
@@ -431,7 +451,12 @@ class Function:
         leaves = []
         structure = _flatten((args, kwargs), leaves)
         key = (structure, tuple(_tensor_spec(t) for t in leaves))
-        trace = self._cache.get(key) or self._trace(key, args, kwargs)
+        if self._grad_keyed:
+            key += (dispatch._state.grad_enabled,)
+        trace = self._lookup(key, args, kwargs)
+        if trace.raw_graph is None:
+            raise GraphError(f"{self.name} runs eagerly for these arguments (see "
+                             f"{self.name}.traces[{trace.number - 1}].breaks): it has no graph")
         if passes is None:
             if trace.passes_version != config._state["passes_version"]:
                 self._optimize(trace)

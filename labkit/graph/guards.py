@@ -43,7 +43,6 @@ on the call after something changed.
 """
 import dis
 import gc
-import numbers
 import os
 import sys
 import sysconfig
@@ -53,7 +52,7 @@ import types
 import numpy as np
 
 from ..errors import _LABKIT, source_text
-from ..tensor.tensor import Tensor
+from ..tensor.tensor import FLAG_CHANGES, Tensor
 from .symbolic import SymbolicTensor
 
 MODULES = [0]     # bumped at each change of a module's attributes, mode or hooks
@@ -80,6 +79,11 @@ class _Missing:
 MISSING = _Missing()
 CELL, LENGTH = object(), object()      # Guard.key for a closure cell, for the size of a container
 
+
+class Attribute(str):
+    """Guard.key for an attribute read with ``getattr`` (an object without a ``__dict__``)."""
+    __slots__ = ()
+
 VALUE, IDENTITY, TRUTH = "value", "identity", "truth"
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), np.generic)
 
@@ -97,7 +101,8 @@ class Guard:
     """One value a trace read: ``what`` it is (``global scale``), ``where`` the code read it,
     and how to read it again: ``container.get(key)`` (a dict: globals, an object's
     ``__dict__``, a module's, a parameter group), a closure cell's contents (``key`` is
-    ``CELL``), or ``len(container)`` (``key`` is ``LENGTH``)."""
+    ``CELL``), ``len(container)`` (``key`` is ``LENGTH``) or an attribute (``key`` an
+    ``Attribute``)."""
 
     __slots__ = ("what", "where", "container", "key", "expected", "how", "epoch", "mode")
 
@@ -115,6 +120,8 @@ class Guard:
                 return MISSING
         if self.key is LENGTH:
             return len(self.container)
+        if type(self.key) is Attribute:
+            return getattr(self.container, self.key, MISSING)
         return dict.get(self.container, self.key, MISSING)
 
     def holds(self, value):
@@ -220,7 +227,7 @@ def _compile(guards):
         c, k, e = f"c{i}", f"k{i}", f"e{i}"
         ns[c], ns[k], ns[e] = g.container, g.key, g.expected
         read = f"{c}.cell_contents" if g.key is CELL else f"len({c})" if g.key is LENGTH \
-            else f"_get({c}, {k}, M)"
+            else f"{c}.{g.key}" if type(g.key) is Attribute else f"_get({c}, {k}, M)"
         if g.how == TRUTH:
             test = f"bool({read}) is {e}"
         elif g.how == IDENTITY or g.expected is None or type(g.expected) is bool \
@@ -245,7 +252,7 @@ def _compile(guards):
     return ns["check"]
 
 
-# ---- recording, while a trace runs ----------------------------------------------------------------
+# ---- recording, while a trace runs -----------------------------------------------------------
 _SKIP_DIRS = tuple({_LABKIT + os.sep, os.path.dirname(np.__file__) + os.sep} |
                    {os.path.join(sysconfig.get_paths()[k], "") for k in ("stdlib", "platstdlib")
                     if sysconfig.get_paths().get(k)})
@@ -536,6 +543,14 @@ def guard_size(container, what, epoch=MODULES):
     was made would never run)."""
     for r in _recording.stack:
         r.add(Guard(f"number of {what}", None, container, LENGTH, len(container), VALUE, epoch))
+
+
+def guard_flag(tensor, what):
+    """Guard whether ``tensor`` requires grad (a captured call differentiates the tensors that
+    did when it was traced)."""
+    for r in _recording.stack:
+        r.add(Guard(f"{what}.requires_grad", None, tensor, Attribute("_requires_grad"),
+                    tensor._requires_grad, VALUE, FLAG_CHANGES))
 
 
 def record_attributes(obj, label, skip=(), mode_key=None):

@@ -28,6 +28,14 @@ class _Breaking(threading.local):
 breaking = _Breaking()
 
 
+def _tracing_error(what, node, message):
+    """A TracingError that also says, in short (``.what``), what needed which node's value:
+    ``lk.compile`` records it as the reason of a graph break."""
+    error = TracingError(message)
+    error.what = f"{what} needs the value of node '{node.name}' ({node.op_name})"
+    return error
+
+
 class SymbolicTensor(Tensor):
     """A placeholder for a value of a graph node (shape, dtype, device known; values not)."""
 
@@ -77,11 +85,13 @@ class SymbolicTensor(Tensor):
 
     def _concrete(self, what, instead):
         n = self._gnode
-        raise TracingError(
+        raise _tracing_error(
+            what, n,
             f"{what} needs a concrete value, but this tensor is symbolic: it stands for node "
             f"{n.ref()} '{n.name}' ({n.op_name}, {n.dtype.name}{list(n.shape or ())}) of graph "
             f"{n.graph.name!r}, whose value exists only when the graph runs. {instead} To debug "
             f"with real values, run eagerly: lk.config.run_functions_eagerly(True).")
+
 
     def __bool__(self):
         self._concrete("Python control flow on a tensor (if/while/and/or, bool(t))",

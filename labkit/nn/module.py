@@ -114,6 +114,21 @@ class Module:
             return self._call_impl(args, kwargs)
         return self.forward(*args, **kwargs)
 
+    def compile(self, *args, **kwargs):
+        """Compile this module's calls in place, with ``lk.compile``'s arguments (PyTorch's
+        ``Module.compile``): its parameters, ``state_dict()`` keys and type stay as they are,
+        and calling it runs the compiled call (``module._compiled_call``: ``.traces``,
+        ``.explain()``).
+
+        >>> import labkit as lk
+        >>> layer = lk.nn.Linear(2, 1)
+        >>> layer.compile()
+        >>> layer(lk.ones(3, 2)).shape, len(layer._compiled_call.traces), list(layer.state_dict())
+        ((3, 1), 1, ['weight', 'bias'])
+        """
+        from .compiled import compile_calls
+        self.__dict__["_compiled_call"] = compile_calls(self, *args, **kwargs)
+
     def _call_impl(self, args, kwargs):
         graph = current_graph()
         if graph is None:
@@ -240,7 +255,7 @@ class Module:
             "signature and gives the gradients of the module's inputs")
 
     # ---- attribute registration -----------------------------------------------------------------
-    _guard_epoch = guards.MODULES     # a trace's guards on module attributes look again when it moves
+    _guard_epoch = guards.MODULES    # traces guarding module attributes look again when it moves
 
     def __setattr__(self, name, value):
         guards.MODULES[0] += 1

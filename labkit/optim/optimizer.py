@@ -66,7 +66,6 @@ before each call: the graph then reads each parameter's ``.grad`` when it runs.
 import collections
 import copy
 import numbers
-import warnings
 
 import numpy as np
 
