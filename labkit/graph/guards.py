@@ -370,13 +370,17 @@ class GuardRecorder:
 
     # ---- the user's frames ------------------------------------------------------------------
     def _call(self, frame, event, arg):
-        """The tracer: looks at each frame of the user's code, follows its lines."""
-        if event != "call":
+        """The tracer (called for 'call' events only): looks at each frame of the user's code,
+        follows its lines."""
+        code = frame.f_code
+        info = _codes.get(code, False)
+        if info is None:                   # most frames: labkit's own
             return None
-        info = _info(frame.f_code)
-        if info is None:
-            return None
-        self._lines.setdefault(frame.f_code, set())
+        if info is False:
+            info = _info(code)
+            if info is None:
+                return None
+        self._lines.setdefault(code, set())
         try:
             self._frame(frame, info)
         except Exception:          # recording never breaks the user's code
