@@ -7,6 +7,8 @@
 
 import os
 
+from .errors import set_traceback_filtering, traceback_filtering  # noqa: F401 - lk.config's
+
 _state = {"functions_eagerly": False, "retrace_warning": 5, "cache_size_limit": 8,
           "debug": os.environ.get("LABKIT_DEBUG") == "1"}
 _watchers = {}     # switch name -> [functions called with the new value] (lower layers register)

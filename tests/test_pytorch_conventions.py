@@ -150,7 +150,7 @@ PROGRAMS = [shapes_and_joins, sorting_and_statistics, more_ops, reductions_and_n
 def _normal(value):
     """A result as a comparable plain value: tensors become (dtype name, array)."""
     if isinstance(value, (torch.Tensor, labkit.Tensor)):
-        array = value.detach().numpy() if isinstance(value, torch.Tensor) else value.numpy()
+        array = value.detach().numpy() if isinstance(value, torch.Tensor) else value.detach().numpy()
         return ("tensor", str(array.dtype), np.asarray(array))
     if isinstance(value, (tuple, list)):
         return type(value)(_normal(v) for v in value)

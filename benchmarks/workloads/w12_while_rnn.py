@@ -81,5 +81,5 @@ def torch_impl(d, device):
 
     def step():
         return _loop(torch.tanh, torch.zeros(BATCH, HIDDEN, device=dev), xs, wx, wh, n)
-    return Bench(step=step, check=lambda: _checksum(step().cpu().numpy()),
+    return Bench(step=step, check=lambda: _checksum(step().detach().cpu().numpy()),
                  sync=torch_sync(device), info=torch_info())

@@ -55,5 +55,5 @@ def numpy_impl(d, device):
 def torch_impl(d, device):
     import torch
     x = torch.tensor(d["x"], device=torch_device(device))
-    return Bench(step=lambda: chain(x), check=lambda: _checksum(chain(x).cpu().numpy()),
+    return Bench(step=lambda: chain(x), check=lambda: _checksum(chain(x).detach().cpu().numpy()),
                  sync=torch_sync(device), info=torch_info())

@@ -60,7 +60,7 @@ def train(steps=20, batch_size=32, lr=0.1, seed=0, log=True):
             if len(losses) == steps:
                 break
         epoch += 1
-    return losses, [p.numpy().copy() for p in model.parameters()]
+    return losses, [p.detach().numpy().copy() for p in model.parameters()]
 
 
 def main():

@@ -108,3 +108,36 @@ test("arrows join a send and its recv when both are shown", () => {
   assert.deepEqual(visibleArrows(ev, maskOf(ev.n, filterEvents(ev))), [[2, 5]]);
   assert.deepEqual(visibleArrows(ev, maskOf(ev.n, filterEvents(ev, { query: "send" }))), []);
 });
+
+test("the first view is the first few steps; arrows of a view; module runs per lane", async () => {
+  const { arrowsIn, firstSteps, moduleRuns } = await import("../src/timeline/events.js");
+  const p = payload();
+  const ev = decode(p);
+  assert.deepEqual(firstSteps(ev, 3), ev.span);                  // two steps: all of it
+  assert.deepEqual(firstSteps(ev, 1), [0, 1000 + 10]);  // to where step 1 begins, 1% more
+  const arrows = visibleArrows(ev, maskOf(ev.n, filterEvents(ev)));
+  assert.deepEqual(arrowsIn(ev, arrows, [0, 100]), []);
+  assert.deepEqual(arrowsIn(ev, arrows, [300, 400]), [[2, 5]]);
+  p.columns.scope = [0, 0, 1, -1, 1, -1, 0];
+  p.dtypes.scope = "i32";
+  p.strings.scope = ["encoder/layers.0", "head"];
+  const scoped = decode(p);
+  assert.deepEqual(scoped.modules, ["encoder", "head"]);
+  const runs = moduleRuns(scoped, filterEvents(scoped));
+  assert.deepEqual(runs.map((r) => [r.lane, scoped.modules[r.module], r.start, r.end]),
+    [[0, "encoder", 0, 350], [0, "head", 350, 370], [0, "encoder", 1000, 1100], [1, "head", 200, 260]]);
+  const lanes = layoutLanes(scoped);
+  assert.deepEqual(lanes.band, [1, 1]);
+});
+
+test("lanes in pixels: a module track above the rows, and what is under a pixel", async () => {
+  const { GEOM, laneAt, placeLanes, rowY } = await import("../src/timeline/draw.js");
+  const layout = placeLanes({ rows: [2, 1], band: [1, 0], row: new Int32Array(0) });
+  assert.equal(layout.laneY[0], GEOM.axisH);
+  assert.equal(rowY(layout, 0, 0), GEOM.axisH + GEOM.bandH);
+  assert.equal(rowY(layout, 1, 0), GEOM.axisH + GEOM.bandH + 2 * GEOM.rowH + GEOM.laneGap);
+  assert.deepEqual(laneAt(layout, GEOM.axisH + 2), { lane: 0, row: -1 });
+  assert.deepEqual(laneAt(layout, rowY(layout, 0, 1) + 3), { lane: 0, row: 1 });
+  assert.deepEqual(laneAt(layout, rowY(layout, 1, 0) + 3), { lane: 1, row: 0 });
+  assert.equal(laneAt(layout, 3), null);
+});

@@ -33,7 +33,7 @@ import sys
 import warnings
 
 from ..errors import GradError, LabkitError, ShapeError, VmapError, describe, user_frame
-from ..tensor import dispatch
+from ..tensor import autocast, dispatch
 from ..tensor.dispatch import WrappingMode
 from ..tensor.ops.composite import stack
 from ..tensor.ops.elementwise import cast
@@ -379,7 +379,9 @@ def call(fun, args, kwargs, in_axes, out_axes, axis_size, where, in_name="in_axe
              for leaf, m in zip(leaves, mapped)]
     it = iter(inner)
     new_args = [trees.unflatten(spec, [next(it) for _ in range(n)]) for spec, n in specs]
-    with dispatch.push_mode(mode):
+    # inside an autocast region, ops are cast before vmap sees them (its per-example dtypes
+    # are then the cast ones, as they are eagerly)
+    with dispatch.push_mode(mode), autocast.over(mode):
         out = fun(*new_args, **kwargs)
     return _unbatch(out, out_axes, mode, where, out_name)
 

@@ -66,7 +66,7 @@ def _rows(index):
     if isinstance(index, numbers.Integral):
         return int(index)
     if isinstance(index, Tensor):
-        index = index.numpy()
+        index = index.numpy(force=True)
     return np.asarray(index, dtype=np.int64)
 
 

@@ -52,6 +52,9 @@ class SequentialSampler(Sampler):
         return len(self.data_source)
 
 
+_CHUNK = 32
+
+
 class RandomSampler(Sampler):
     """A new random order of ``data_source`` every epoch: a permutation, or with
     ``replacement=True`` independent draws; ``num_samples`` indices per epoch (default: the
@@ -77,8 +80,11 @@ class RandomSampler(Sampler):
 
     def __iter__(self):
         n, total = len(self.data_source), self.num_samples
-        if self.replacement:
-            yield from randint(0, n, (total,), generator=self.generator).tolist()
+        if self.replacement:     # drawn 32 at a time, as PyTorch's: num_samples may be huge
+            for _ in range(total // _CHUNK):
+                yield from randint(0, n, (_CHUNK,), generator=self.generator).tolist()
+            if total % _CHUNK:
+                yield from randint(0, n, (total % _CHUNK,), generator=self.generator).tolist()
             return
         for _ in range(total // n):
             yield from randperm(n, generator=self.generator).tolist()
@@ -121,7 +127,8 @@ class WeightedRandomSampler(Sampler):
     def __init__(self, weights, num_samples, replacement=True, generator=None):
         self.num_samples = _positive_int("num_samples", num_samples)
         self.replacement = _boolean("replacement", replacement, ValueError)
-        w = np.asarray(weights.numpy() if hasattr(weights, "numpy") else weights, np.float64)
+        w = np.asarray(weights.numpy(force=True) if hasattr(weights, "numpy") else weights,
+                       np.float64)
         if w.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape "
                              f"{tuple(w.shape)}")

@@ -88,7 +88,7 @@ def _finish_mean(out, op, size):
 
 
 def _to_host(tensor):
-    return tensor.numpy()
+    return tensor.numpy(force=True)
 
 
 def _from_host(array, device):

@@ -96,7 +96,7 @@ def _now():
 
 
 def _host(tensor):
-    return np.array(tensor.numpy(), copy=True)
+    return np.array(tensor.numpy(force=True), copy=True)
 
 
 # ---- how the model is split over the servers -------------------------------------------------
@@ -394,7 +394,7 @@ class _Worker:
         weight = self.params[name]
 
         def forward(indices):
-            ids = np.asarray(indices.numpy(), dtype=np.int64)
+            ids = np.asarray(indices.numpy(force=True), dtype=np.int64)
             unique, inverse = np.unique(ids.reshape(-1), return_inverse=True)
             local, positions = sparse.part(unique, bounds)
             pieces = [np.empty((len(local[s]),) + tuple(weight.shape[1:]), weight._data.dtype)
@@ -471,7 +471,7 @@ class _Worker:
                 grad = self.params[name].grad
                 head[3 + len(self.table_names) + j] = grad is not None
                 if grad is not None:
-                    np.copyto(views[name], grad.numpy())
+                    np.copyto(views[name], grad.numpy(force=True))
             self.sending.append((self.comm.Isend(buf, dest=s, tag=TAG_PACKET), buf))
             for name in self.table_names:
                 if name in sparse_grads[s]:

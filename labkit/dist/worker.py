@@ -74,7 +74,7 @@ def _portable(value):
     host, walking lists, tuples and dicts."""
     from ..tensor.tensor import Tensor
     if isinstance(value, Tensor):
-        return Tensor._make(value.numpy(), _cpu()) if value.device.type != "cpu" \
+        return Tensor._make(value.numpy(force=True), _cpu()) if value.device.type != "cpu" \
             else value.detach()
     if type(value) in (list, tuple):
         return type(value)(_portable(v) for v in value)

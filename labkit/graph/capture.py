@@ -26,7 +26,7 @@ import threading
 from ..devices import default_device
 from ..devices.device import requested_device
 from ..errors import GradError, GraphError, describe, user_line
-from ..tensor import dispatch
+from ..tensor import autocast, dispatch
 from ..tensor.dispatch import Mode
 from ..tensor.dtypes import as_dtype, float32
 from ..tensor.eager import device_beside_cpu_scalars
@@ -334,7 +334,8 @@ def enter_graph(graph):
     mode = CaptureMode(graph)
     _graphs.stack.append((graph, mode))
     try:
-        with dispatch.push_mode(mode):
+        # inside an autocast region, ops are cast before they are captured, as eagerly
+        with dispatch.push_mode(mode), autocast.over(mode):
             yield mode
     finally:
         _graphs.stack.pop()
@@ -354,7 +355,9 @@ def placeholder(shape, dtype=None, name=None, device=None, requires_grad=False):
         raise GraphError("lk.placeholder is for building a graph: use it inside "
                          "'with lk.Graph() as g:'")
     from ..devices import get_device
-    shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+    # None: a size given only by the fed value (TensorFlow's unknown batch dimension)
+    shape = (int(shape),) if isinstance(shape, int) else \
+        tuple(None if s is None else int(s) for s in shape)
     node = graph.add_node(PLACEHOLDER, None, (), {}, shape, as_dtype(dtype) or float32,
                           get_device(device), name=name or "placeholder")
     return SymbolicTensor._of(node, requires_grad)

@@ -57,7 +57,7 @@ from ..profiler.events import OpEvent, lane_name, now_ns, shapes_text
 from ..profiler.gpu_time import GpuSpan
 from ..profiler.profile import _active as _profiles
 from ..tensor.tensor import Tensor
-from .node import CAPTURE, CONSTANT, PLACEHOLDER, Node, direct_call
+from .node import CAPTURE, CONSTANT, PLACEHOLDER, Node, direct_call, in_float32
 from .rendezvous import Rendezvous, recv, recv_value, send, send_value
 
 
@@ -327,7 +327,7 @@ class _Part:
         self.timed = timed       # [(op, node name, bytes in, bytes out, shapes text, source)]
 
     def __repr__(self):
-        return f"<plan part on {self.device}: {len(self.timed)} ops>"
+        return f"<plan part on {getattr(self.device, 'name', self.device)}: {len(self.timed)} ops>"
 
 
 def _on_device(device, fn):
@@ -448,7 +448,8 @@ class _CodeGen:
                 if direct is not None:
                     ns[f"k{n.index}"] = direct
                 else:
-                    ns[f"k{n.index}"] = functools.partial(n.op.kernel, n.device.xp, **n.attrs)
+                    ns[f"k{n.index}"] = in_float32(n) or \
+                        functools.partial(n.op.kernel, n.device.xp, **n.attrs)
                 if n.index in slot_of:
                     call_args.append(f"out=b{slot_of[n.index]}")
                 lines.append(f"{v} = k{n.index}({', '.join(call_args)})")
@@ -519,7 +520,12 @@ def feed_array(node, value):
                                  f"first (e.g. .astype(np.{node.dtype.np}))")
             host = host.astype(node.dtype.np)
         array = host if node.device.type == "cpu" else node.device.xp.asarray(host)
-    if tuple(array.shape) != node.shape:
-        raise GraphError(f"feed for placeholder '{node.name}': expected shape {node.shape}, got "
+    if len(array.shape) != len(node.shape) or any(
+            s is not None and s != a for s, a in zip(node.shape, array.shape)):
+        shown = str(node.shape)
+        if None in node.shape:
+            shown = "(" + ", ".join("?" if s is None else str(s) for s in node.shape) + \
+                (",)" if len(node.shape) == 1 else ")") + " (? takes any size)"
+        raise GraphError(f"feed for placeholder '{node.name}': expected shape {shown}, got "
                          f"{tuple(array.shape)}")
     return array

@@ -6,6 +6,15 @@ and for every other argument its Python value. A call with a new signature trace
 retrace explains itself: ``f.traces`` lists every trace with what changed (``x: shape (32, 10) ->
 (16, 10)``), and a function that retraces often warns, naming the calling line.
 
+Every other Python value the trace read is guarded (``labkit.graph.guards``): globals, closure
+variables, the attributes and dict entries the code reads, the attributes, mode and hooks of
+the modules it calls, an optimiser's flags. A call that finds one changed uses a trace made with
+the values it finds, or traces again, the reason naming the value (``global scale: 2.0 ->
+3.0``). A signature keeps ``lk.config.set_cache_size_limit`` traces (8); past that the oldest is
+dropped, the value that keeps changing is warned about by name, and tracing goes on (values are
+never frozen; ``lk.compile`` runs such calls eagerly instead). An optimiser's numbers (``lr``)
+are inputs of the graph, not guards: setting them never retraces.
+
 The Python body runs once per trace, so what plain Python or NumPy computes there is fixed in the
 graph: a trace that draws from NumPy's or Python's random generators, or reads an outside
 tensor's value into Python (``t.item()``, ``float(t)``), warns (``FrozenValueWarning``) and
@@ -41,9 +50,9 @@ from .. import config
 from ..autodiff import trees
 from ..autodiff.batched import BatchedTensor, VmapMode, vmap
 from ..devices.device import no_device_request
-from ..errors import GraphError, describe_named, source_text, user_frame
+from ..errors import GraphError, LabkitError, api_boundary, describe_named, source_text, user_frame
 from ..profiler.profile import _active as _profiles
-from ..tensor import dispatch
+from ..tensor import autocast, dispatch
 from ..tensor.tensor import Tensor
 from .capture import current_graph, enter_graph
 from .compile import compile_graph
@@ -154,6 +163,7 @@ class Function:
         return Function(fn, self.name)
 
     # ---- calling ---------------------------------------------------------------------------
+    @api_boundary
     def __call__(self, *args, **kwargs):
         if config._state["functions_eagerly"] or current_graph() is not None:
             return self.fn(*args, **kwargs)    # (called while tracing another: traced inline)
@@ -161,9 +171,7 @@ class Function:
             return self._call_batched(args, kwargs)
         leaves = []
         structure = _flatten((args, kwargs), leaves)
-        key = (structure, tuple(_tensor_spec(t) for t in leaves))
-        if self._grad_keyed:
-            key += (dispatch._state.grad_enabled,)
+        key = _key(structure, leaves, self._grad_keyed)
         trace = self._cache.get(key)
         if trace is None or not trace.guards.holds():
             with self._lock:
@@ -307,9 +315,9 @@ class Function:
                 return (1, 0)
             return (0, sum(a != b for old, new in zip(specs, key[1]) for a, b in zip(old, new)))
         previous = min((t.signature for t in reversed(self.traces)), key=distance)
+        if previous[:2] == key[:2] and previous[2:] != key[2:]:
+            return _state_changes(dict(previous[2:]), dict(key[2:]))
         (old_struct, old_specs), (new_struct, new_specs) = previous[:2], key[:2]
-        if previous[:2] == key[:2] and previous[2:] != key[2:]:    # lk.compile: grad mode
-            return f"grad mode {'on' if previous[2] else 'off'} -> {'on' if key[2] else 'off'}"
         leaves, paths = self._paths(args, kwargs)
         if old_struct != new_struct:
             changes = _python_changes(old_struct, new_struct, self._params)
@@ -450,9 +458,7 @@ class Function:
         """
         leaves = []
         structure = _flatten((args, kwargs), leaves)
-        key = (structure, tuple(_tensor_spec(t) for t in leaves))
-        if self._grad_keyed:
-            key += (dispatch._state.grad_enabled,)
+        key = _key(structure, leaves, self._grad_keyed)
         trace = self._lookup(key, args, kwargs)
         if trace.raw_graph is None:
             raise GraphError(f"{self.name} runs eagerly for these arguments (see "
@@ -466,6 +472,40 @@ class Function:
     def explain_traces(self):
         """One line per trace: its number and why it was made."""
         return "\n".join(f"trace {t.number}: {t.reason}" for t in self.traces)
+
+
+def _key(structure, leaves, grad_keyed=False):
+    """The cache key of a call: its signature, then the state the trace depends on as
+    ``(name, value)`` pairs: the autocast state when autocast is on (a trace made inside an
+    autocast region holds its casts), and for ``lk.compile`` whether grad mode is on (a trace
+    made with it is differentiable)."""
+    key = (structure, tuple(_tensor_spec(t) for t in leaves))
+    amp = autocast.key()
+    if amp is not None:
+        key += (("autocast", amp),)
+    if grad_keyed:
+        key += (("grad", dispatch._state.grad_enabled),)
+    return key
+
+
+def _state_changes(old, new):
+    """Why a signature's state differs: ``autocast changed: off -> bfloat16 on cpu``, ``grad
+    mode on -> off``."""
+    parts = []
+    if old.get("autocast") != new.get("autocast"):
+        parts.append(f"autocast changed: {_autocast_text(old.get('autocast'))} -> "
+                     f"{_autocast_text(new.get('autocast'))}")
+    if old.get("grad") != new.get("grad"):
+        parts.append(f"grad mode {'on' if old.get('grad') else 'off'} -> "
+                     f"{'on' if new.get('grad') else 'off'}")
+    return "; ".join(parts)
+
+
+def _autocast_text(amp):
+    if amp is None:
+        return "off"
+    cpu, gpu = amp
+    return ", ".join(f"{d} on {t}" for t, d in (("cpu", cpu), ("gpu", gpu)) if d) or "off"
 
 
 def _release(trace):

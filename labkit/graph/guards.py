@@ -527,19 +527,25 @@ def _fits(fn, code, local):
 
 
 # ---- what other layers declare ------------------------------------------------------------------
-def guard_entry(container, key, what, how=VALUE):
-    """Guard ``container[key]`` (a dict, or a dict subclass with a ``_guard_epoch`` counter)
-    in every trace being recorded on this thread; ``how``: VALUE, IDENTITY or TRUTH (whether it
-    is zero)."""
+def guard_entry(container, key, what, how=VALUE, epoch=None):
+    """Guard ``container[key]`` (a dict) in every trace being recorded on this thread;
+    ``how``: VALUE, IDENTITY or TRUTH (whether it is zero); ``epoch``: the counter whose move
+    says it may have changed (default: the container type's ``_guard_epoch``, or none: checked
+    at every call)."""
     stack = _recording.stack
     if not stack:
         return
     value = dict.get(container, key, MISSING)
     if how == TRUTH:
         value = bool(value)
-    epoch = getattr(type(container), "_guard_epoch", None)
+    epoch = epoch or getattr(type(container), "_guard_epoch", None)
     for r in stack:
         r.add(Guard(what, None, container, key, value, how, epoch))
+
+
+def guarded(container):
+    """Whether the size of ``container`` is guarded already in the traces being recorded."""
+    return all((id(container), LENGTH) in r._seen for r in _recording.stack)
 
 
 def guard_size(container, what, epoch=MODULES):

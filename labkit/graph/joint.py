@@ -71,7 +71,7 @@ def add_backward(graph, mode, out_leaves, arguments):
     if not targets:
         return None
     boundary = len(graph.nodes)
-    with mode.phase("backward"), graph.name_scope("backward"):
+    with dispatch.current_mode().phase("backward"), graph.name_scope("backward"):
         cots = [SymbolicTensor._of(graph.add_node(
             PLACEHOLDER, None, (), {}, out_leaves[i].shape, out_leaves[i].dtype,
             out_leaves[i].device, name=f"grad_output{i}")) for i in roots]

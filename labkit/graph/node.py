@@ -4,6 +4,7 @@ reference, a constant). Everything that walks graphs (passes, the executor, capt
 reads nodes through this module; ``labkit.graph.ir`` holds the ``Graph`` that owns them.
 """
 from ..errors import GraphError
+from ..tensor import low_precision
 from .symbolic import SymbolicTensor
 
 PLACEHOLDER, CAPTURE, CONSTANT = "placeholder", "capture", "constant"
@@ -71,7 +72,7 @@ def arg_text(a):
 def direct_call(node):
     """The function computing ``node`` into a given array (``f(*inputs, out=array)``), from its
     op's declaration (``Op.into``), or None."""
-    if node.kind != "op" or node.op.into is None:
+    if node.kind != "op" or node.op.into is None or in_float32(node) is not None:
         return None
     return node.op.into(node.device.xp, **node.attrs) if node.attrs else \
         node.op.into(node.device.xp)
@@ -81,7 +82,18 @@ def writes_into(node):
     """Whether a plan can have ``node`` write its result into a given array (``out=``)."""
     if node.kind != "op" or node.shape is None or None in node.shape:
         return False
-    return node.op.into is not None
+    return node.op.into is not None and in_float32(node) is None
+
+
+def in_float32(node):
+    """The kernel computing op ``node`` in float32 when it has float16/bfloat16 inputs
+    (``labkit.tensor.low_precision``), or None."""
+    if node.dtype is None:
+        return None
+    return low_precision.kernel_for(
+        node.op, node.device.xp, node.attrs,
+        [a.dtype.np if isinstance(a, Node) and a.dtype is not None else None
+         for a in node.inputs], node.dtype.np)
 
 
 def is_graph(value):

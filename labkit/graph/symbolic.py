@@ -5,9 +5,10 @@ the graph being built. All operators and methods work on it (they go through the
 anything that needs a value now (``bool(t)``, ``t.item()``, ``np.asarray(t)``) is a tracing
 mistake, and raises a TracingError that names the node and says what to use instead.
 """
+import sys
 import threading
 
-from ..errors import LabkitError
+from ..errors import LabkitError, source_text, user_line
 from ..tensor.tensor import Tensor
 
 
@@ -85,13 +86,14 @@ class SymbolicTensor(Tensor):
 
     def _concrete(self, what, instead):
         n = self._gnode
+        where = user_line(sys._getframe(1))
+        at = f" The line: {source_text(where)}." if where is not None else ""
         raise _tracing_error(
             what, n,
             f"{what} needs a concrete value, but this tensor is symbolic: it stands for node "
             f"{n.ref()} '{n.name}' ({n.op_name}, {n.dtype.name}{list(n.shape or ())}) of graph "
-            f"{n.graph.name!r}, whose value exists only when the graph runs. {instead} To debug "
-            f"with real values, run eagerly: lk.config.run_functions_eagerly(True).")
-
+            f"{n.graph.name!r}, whose value exists only when the graph runs. {instead}{at} To "
+            f"debug with real values, run eagerly: lk.config.run_functions_eagerly(True).")
 
     def __bool__(self):
         self._concrete("Python control flow on a tensor (if/while/and/or, bool(t))",
@@ -101,7 +103,7 @@ class SymbolicTensor(Tensor):
     def item(self):
         self._concrete("t.item()", "Return the tensor from the function instead.")
 
-    def numpy(self):
+    def numpy(self, *, force=False):
         self._concrete("t.numpy()", "Return the tensor from the function instead.")
 
     def tolist(self):
@@ -126,7 +128,7 @@ class SymbolicTensor(Tensor):
         n = self._gnode
         shape = ", ".join("?" if s is None else str(s) for s in (n.shape or ()))
         return (f"SymbolicTensor({n.name!r}, op={n.op_name}, shape=({shape}), "
-                f"dtype={n.dtype}, device='{n.device}')")
+                f"dtype={n.dtype}, device='{getattr(n.device, 'name', n.device)}')")
 
     def __str__(self):
         if breaking.depth:

@@ -144,7 +144,7 @@ def _restore_kernel(xp, *arrays, path, names):
     values = []
     for name, array in zip(names, arrays):
         value = saved[name]
-        host = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+        host = value.numpy(force=True) if isinstance(value, Tensor) else np.asarray(value)
         if tuple(host.shape) != tuple(array.shape):
             raise ShapeError(f"restore_variables: variable {name!r} has shape "
                              f"{tuple(array.shape)}, but {path!r} holds shape "

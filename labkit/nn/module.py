@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import display
 from ..devices import Device, get_device, transfer
-from ..errors import DTypeError, LabkitError
+from ..errors import DTypeError, LabkitError, hide_internal_frames
 from ..graph.capture import current_graph
 from ..graph import guards
 from ..tensor.dtypes import DType, as_dtype
@@ -40,6 +40,7 @@ _running = threading.local()      # .stack: the modules whose forward is being c
 _STATE = ("_parameters", "_buffers", "_modules", "_persistent", "training", "_forward_pre_hooks",
           "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 _HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_REGISTRIES = ("_modules", "_parameters", "_buffers")
 # what a trace does not guard by value (labkit/graph/guards.py): the registries (their tensors
 # and modules are read by reference or guarded where called) and the hook tables (by size)
 _UNGUARDED = frozenset(_STATE) - {"training"} | {"_compiled_call"}
@@ -106,13 +107,17 @@ class Module:
         in a name scope named by the module's attribute path in the module that called it
         (``encoder/layers.0/attn``); the outermost module called adds no scope. After
         ``compile()``, the compiled call runs instead."""
-        compiled = self.__dict__.get("_compiled_call")
-        if compiled is not None:
-            return compiled(*args, **kwargs)
-        if (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
-                or self._backward_pre_hooks or current_graph() is not None):
-            return self._call_impl(args, kwargs)
-        return self.forward(*args, **kwargs)
+        try:
+            compiled = self.__dict__.get("_compiled_call")
+            if compiled is not None:
+                return compiled(*args, **kwargs)
+            if (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
+                    or self._backward_pre_hooks or current_graph() is not None):
+                return self._call_impl(args, kwargs)
+            return self.forward(*args, **kwargs)
+        except Exception as e:      # show the user's frames (their forward), not labkit's
+            hide_internal_frames(e)
+            raise
 
     def compile(self, *args, **kwargs):
         """Compile this module's calls in place, with ``lk.compile``'s arguments (PyTorch's
@@ -144,6 +149,9 @@ class Module:
             if scope is None:
                 return self._hooked_forward(args, kwargs)
             with graph.name_scope(scope):
+                # which class made this scope, for pictures: "conv1 (Conv2d)"
+                types = graph.__dict__.setdefault("module_types", {})
+                types.setdefault("/".join(graph._scope), type(self).__name__)
                 return self._hooked_forward(args, kwargs)
         finally:
             stack.pop()
@@ -151,11 +159,27 @@ class Module:
     def _guard(self, graph, scope):
         path = "/".join(graph._scope + ([scope] if scope else []))
         where = f" (module {path})" if path else ""
-        guards.record_attributes(self, (f"{type(self).__name__}.", where), skip=_UNGUARDED,
-                                 mode_key="training")
+        name = type(self).__name__
+        guards.record_attributes(self, (f"{name}.", where), skip=_UNGUARDED, mode_key="training")
         for table in _HOOKS:
             guards.guard_size(self.__dict__[table], f"{table[1:].replace('_', ' ')} of "
-                              f"{type(self).__name__}{where}")
+                              f"{name}{where}")
+        # a layer, parameter or buffer added or replaced anywhere below (in a ModuleList the
+        # trace iterated, which it did not call): each registry's size and entries
+        stack = [(path, self)]
+        while stack:
+            at, m = stack.pop()
+            if guards.guarded(m.__dict__["_modules"]):
+                continue                       # this subtree is guarded already
+            kind, where = type(m).__name__, f" (module {at})" if at else ""
+            for table in _REGISTRIES:
+                entries = m.__dict__[table]
+                guards.guard_size(entries, f"{table[1:]} of {kind}{where}")
+                for key in entries:
+                    guards.guard_entry(entries, key, f"{kind}.{key}{where}", guards.IDENTITY,
+                                       guards.MODULES)
+            stack.extend((f"{at}.{k}" if at else k, c) for k, c in m._modules.items()
+                         if c is not None)
 
     def _scope_in(self, caller):
         """This module's attribute path inside ``caller`` (its class name if it is not there)."""
@@ -295,6 +319,7 @@ class Module:
 
     def _forget(self, name, keep=None):
         """Unregister ``name`` everywhere except ``keep`` (so a replaced layer keeps its place)."""
+        guards.MODULES[0] += 1        # (every registration passes here)
         d = self.__dict__
         d.pop(name, None)
         for registry in ("_parameters", "_buffers", "_modules"):
@@ -575,6 +600,10 @@ class Module:
     def half(self):
         """Cast floating parameters and buffers to float16; returns self."""
         return self.to(dtype="float16")
+
+    def bfloat16(self):
+        """Cast floating parameters and buffers to bfloat16; returns self."""
+        return self.to(dtype="bfloat16")
 
     def double(self):
         """Cast floating parameters and buffers to float64 (handy for gradient checks)."""

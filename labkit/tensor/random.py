@@ -240,7 +240,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
 
 def _host(x):
     """A tensor's values as a float64 NumPy array, or a number as it is."""
-    return x.numpy().astype(np.float64) if isinstance(x, Tensor) else x
+    return x.numpy(force=True).astype(np.float64) if isinstance(x, Tensor) else x
 
 
 def bernoulli(input, p=None, *, generator=None):

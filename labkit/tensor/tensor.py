@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import display
 from ..devices import device_of_array, get_device
-from ..errors import DeviceError, DTypeError, GradError, ShapeError
+from ..errors import DeviceError, DTypeError, GradError, ShapeError, hide_internal_frames
 from . import dispatch
 from .dtypes import DType, from_numpy_dtype
 from .format import format_tensor
@@ -103,15 +103,16 @@ class Tensor:
     @requires_grad.setter
     def requires_grad(self, flag):
         flag = bool(flag)
-        if flag and not self.dtype.is_floating:
+        if flag and not self.dtype.is_differentiable:
             raise DTypeError(
-                f"requires_grad=True needs a floating-point tensor, but this one is {self.dtype} "
-                f"(shape {self.shape}, on {self._device}). Only float16/32/64 tensors have "
-                f"gradients: convert first, e.g. x.float().requires_grad_()")
+                f"requires_grad=True needs a floating-point or complex tensor, but this one is "
+                f"{self.dtype} (shape {self.shape}, on {self._device.name}). Only float16/32/64 and "
+                f"complex64/128 tensors have gradients: convert first, e.g. "
+                f"x.float().requires_grad_()")
         if flag and getattr(self, "_inference", False) and not dispatch._state.inference:
             raise GradError(
                 f"requires_grad=True on an inference tensor (made inside lk.inference_mode(); "
-                f"shape {self.shape}, {self.dtype}, on {self._device}) is not allowed outside "
+                f"shape {self.shape}, {self.dtype}, on {self._device.name}) is not allowed outside "
                 f"inference mode: it could never be saved for backward. Make a normal tensor "
                 f"first, x = x.clone().requires_grad_(), or create it under lk.no_grad() "
                 f"instead of lk.inference_mode().")
@@ -137,8 +138,22 @@ class Tensor:
         return getattr(self, "_inference", False)
 
     # ---- conversion -------------------------------------------------------------------------
-    def numpy(self):
-        """The values as a NumPy array (shares memory on CPU; copies from a GPU)."""
+    def numpy(self, *, force=False):
+        """The values as a NumPy array (shares memory on CPU; copies from a GPU). As in
+        PyTorch, a tensor that requires grad refuses (its array would leave autodiff
+        silently): ``t.detach().numpy()``, or ``t.numpy(force=True)``, which detaches.
+
+        >>> import labkit as lk
+        >>> lk.ones(2, requires_grad=True).detach().numpy()
+        array([1., 1.], dtype=float32)
+        """
+        if self._requires_grad and not force:
+            try:                  # raised and caught here, so the traceback shows the caller
+                raise GradError("Can't call numpy() on Tensor that requires grad. Use "
+                                "tensor.detach().numpy() instead.")
+            except GradError as e:
+                hide_internal_frames(e)
+                raise
         if dispatch._state.watch is not None:
             dispatch.read_to_host(self, "numpy()", sys._getframe(1))
         if self._device.type == "cpu":
@@ -148,7 +163,7 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         if self._device.type != "cpu":
             raise DeviceError(
-                f"np.asarray() of a tensor on {self._device}: NumPy reads host memory only. "
+                f"np.asarray() of a tensor on {self._device.name}: NumPy reads host memory only. "
                 f"Call t.numpy() (copies to the host) or t.to('cpu') first.")
         if dispatch._state.watch is not None:
             dispatch.read_to_host(self, "np.asarray()", sys._getframe(1))
@@ -170,7 +185,7 @@ class Tensor:
         return self._data.reshape(()).item()
 
     def tolist(self):
-        return self.numpy().tolist()
+        return self.numpy(force=True).tolist()
 
     def __float__(self):
         return float(self.item())
@@ -185,8 +200,10 @@ class Tensor:
         return int(self.item())
 
     def __format__(self, spec):
-        """``f"{loss:.4f}"`` formats a one-element tensor's value, as PyTorch does."""
-        if spec and self._data is not None and self._data.size == 1:
+        """As PyTorch: a 0-d tensor formats as its value (``f"{lk.tensor(83.)}"`` is ``83.0``,
+        ``f"{loss:.4f}"``); another tensor as its text (a one-element one takes a number's
+        format spec too)."""
+        if self._data is not None and (self._data.ndim == 0 or spec and self._data.size == 1):
             return format(self.item(), spec)
         return format(repr(self), spec)
 
@@ -201,7 +218,7 @@ class Tensor:
         """This tensor on ``device`` and/or as ``dtype``; differentiable; no copy if unchanged
         (unless ``copy=True``). PyTorch's forms: ``x.to("cpu")``, ``x.to(lk.float64)``,
         ``x.to("cpu", lk.float64)``, ``x.to(other)`` (other's device and dtype)."""
-        from .ops.elementwise import cast, clone, to_device
+        from .ops.elementwise import clone, converted, to_device
         for a in args:
             if isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
@@ -211,7 +228,7 @@ class Tensor:
                 device = a
         out = self
         if dtype is not None:
-            out = cast(out, dtype=dtype)
+            out = converted(out, dtype)
         if device is not None:
             out = to_device(out, device=get_device(device).name)
         # (a cast or move that changes nothing returns a tensor sharing self's memory)
@@ -231,7 +248,11 @@ class Tensor:
     def backward(self, gradient=None, retain_graph=None, create_graph=False):
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""
         from ..autodiff.engine import backward
-        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+        try:
+            backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+        except Exception as e:      # show the user's frames, not the engine's
+            hide_internal_frames(e)
+            raise
 
     def register_post_accumulate_grad_hook(self, hook):
         """Call ``hook(self)`` after each eager ``backward()`` has accumulated into ``self.grad``

@@ -3,11 +3,10 @@ and widgets.
 
 Graph pictures are DOT text laid out by graphviz's ``dot``; timelines, gradient charts and
 training curves are SVG written directly. All show inline as SVG, so a saved notebook keeps
-them; ``GraphWidget`` needs ipywidgets, the live view's curves and Stop button, the timeline
-explorer (``timeline_explorer``, what ``timeline`` and a ``Profile`` show in a live notebook;
-``TimelineWidget`` is another name for it) and the graph explorer (``graph_explorer``, what
-``graph`` and ``placement`` show in a live notebook) anywidget, and each carries a static
-picture too. ``lk.Graph``, ``lk.Tensor``, ``lk.nn.Module`` and ``lk.profile()``'s ``Profile``
+them. In a live notebook the graph explorer (``graph_explorer``, what ``graph`` and
+``placement`` show) and the timeline explorer (``timeline_explorer``, what ``timeline`` and a
+``Profile`` show; ``TimelineWidget`` is another name for it) take their place, with the live
+view's curves and Stop button: they need anywidget, and each carries its static picture too. ``lk.Graph``, ``lk.Tensor``, ``lk.nn.Module`` and ``lk.profile()``'s ``Profile``
 render themselves.
 
 >>> import labkit as lk
@@ -24,10 +23,9 @@ from .tape import TapeGraph, tape_graph
 from .gradients import GradientMonitor, gradient_flow, gradients
 from .live import TrainingView, live
 from .timeline import TimelinePicture, timeline
-from .explorer import timeline_explorer
+from .timeline_explorer import timeline_explorer
 from .graph_explorer import graph_explorer
 TimelineWidget = timeline_explorer      # the one interactive timeline, by its older name
-from .widgets import GraphWidget
 from .. import display as _display
 
 # how the layers below show their objects in a notebook (they do not import viz)
@@ -36,7 +34,7 @@ _display.register("profile", timeline)
 _display.register("tensor", tensor_html)
 _display.register("module", module_html)
 
-__all__ = ["GradientMonitor", "GraphPicture", "GraphWidget", "GraphvizNotFound", "RenderError",
+__all__ = ["GradientMonitor", "GraphPicture", "GraphvizNotFound", "RenderError",
            "TapeGraph", "TimelinePicture", "TimelineWidget", "TrainingView", "as_graph",
            "find_dot", "gradient_flow", "graph_explorer", "gradients", "graph", "live",
            "module_html",

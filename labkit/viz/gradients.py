@@ -11,7 +11,9 @@ picture (SVG written directly; shown inline, ``.svg()``, ``.save(path)``) has
   ``vanish``) and exploding (above ``explode``) bands are shaded, and a step whose gradient has a
   NaN or an Inf is marked with a red cross;
 - one strip per parameter: the histogram of ``log10 |g|`` at each step (columns = steps,
-  darker = more entries), framed in red when a NaN or an Inf appeared.
+  darker = more entries, as its colour scale shows), ticks at whole powers of ten, exact zeros
+  (a dead ReLU's gradients) in a row of their own under it, framed in red when a NaN or an Inf
+  appeared.
 
 ``monitor.flags()`` lists what went wrong, as text. ``gradient_flow(f, *args)`` draws the graph of
 an ``lk.function`` with every edge that carries a gradient coloured and thickened by the
@@ -57,7 +59,8 @@ class GradientMonitor:
     (named ``p0``, ``p1``...). ``.steps``: the step numbers recorded; ``.norms[name]``,
     ``.param_norms[name]``, ``.nan[name]``, ``.inf[name]``: one entry per recorded step
     (``nan`` as the norm of a missing gradient); ``.hist[name]``: one row of ``len(BINS) - 1``
-    counts per step.
+    counts per step of the entries that are not zero (those below the first bin count in it);
+    ``.zeros[name]``: how many entries were exactly zero.
     """
 
     def __init__(self, params, vanish=VANISH, explode=EXPLODE, bins=BINS):
@@ -79,6 +82,7 @@ class GradientMonitor:
         self.nan = {n: [] for n in self.names}
         self.inf = {n: [] for n in self.names}
         self.hist = {n: [] for n in self.names}
+        self.zeros = {n: [] for n in self.names}
 
     def record(self, step=None):
         """Read every parameter's ``.grad`` now (after ``backward()``). ``step``: its number
@@ -93,6 +97,7 @@ class GradientMonitor:
                 self.nan[name].append(0)
                 self.inf[name].append(0)
                 self.hist[name].append(np.zeros(len(self.bins) - 1, dtype=np.int64))
+                self.zeros[name].append(0)
                 continue
             a = _host(g._data).astype(np.float64, copy=False).reshape(-1)
             nan, inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
@@ -100,6 +105,8 @@ class GradientMonitor:
             self.inf[name].append(inf)
             self.norms[name].append(float(np.sqrt((a * a).sum())))   # nan or inf if any is
             finite = np.abs(a[np.isfinite(a)])
+            self.zeros[name].append(int((finite == 0).sum()))
+            finite = finite[finite > 0]          # zeros have no log: counted apart
             logs = np.log10(np.maximum(finite, 10.0 ** self.bins[0]))
             logs = np.minimum(logs, self.bins[-1])
             self.hist[name].append(np.histogram(logs, self.bins)[0])
@@ -259,7 +266,8 @@ def gradients_svg(mon, width=760, max_params=12):
     # histograms: one strip per parameter, columns = steps, rows = log10 |g| bins
     y = top + ch + 40
     out.append(f'<text x="4" y="{y}" {font} font-size="12" font-weight="bold" '
-               f'fill="{style.TEXT}">histograms of log10 |gradient| per step</text>')
+               f'fill="{style.TEXT}">histograms of |gradient| per step (log scale)</text>')
+    out.append(_shade_scale(width - 250, y - 10, font))
     y += 8
     cols, gap = 2, 14
     sw = (width - 8 - gap * (cols - 1)) / cols
@@ -274,7 +282,7 @@ def gradients_svg(mon, width=760, max_params=12):
         out.append(f'<text x="{cx}" y="{cy + 12}" {font} font-size="10" '
                    f'fill="{NONFINITE if bad else style.TEXT}">{_esc(_clip(name, 36))} · last '
                    f'norm {last:.2e}{" · NaN/Inf seen" if bad else ""}</text>')
-        px, py, pw = cx + 30, cy + 16, sw - 30
+        px, py, pw = cx + 36, cy + 16, sw - 36
         out.append(f'<rect x="{px}" y="{py}" width="{pw:.1f}" height="{sh}" fill="white" '
                    f'stroke="{NONFINITE if bad else "#d1d5db"}" '
                    f'stroke-width="{2 if bad else 1}"/>')
@@ -290,23 +298,58 @@ def gradients_svg(mon, width=760, max_params=12):
                 c = hist[i, b]
                 if c <= 0:
                     continue
-                shade = 0.15 + 0.85 * (c / peak) ** 0.5
+                shade = _shade(c / peak)
                 cells.append(f'<rect x="{px + i * colw:.1f}" y="{py + (b1 - 1 - b) * rowh:.1f}" '
                              f'width="{colw + 0.3:.1f}" height="{rowh + 0.3:.1f}" '
                              f'fill="{style.ROLE["backward"][1]}" fill-opacity="{shade:.2f}">'
                              f'<title>step {mon.steps[i]}: {int(c)} entries with |g| in '
-                             f'1e{mon.bins[b]:.1f}..1e{mon.bins[b + 1]:.1f}</title></rect>')
+                             f'{_power(mon.bins[b])}..{_power(mon.bins[b + 1])}</title></rect>')
+            z = mon.zeros[name][i]
+            if z:
+                cells.append(f'<rect x="{px + i * colw:.1f}" y="{py + sh + 2}" '
+                             f'width="{colw + 0.3:.1f}" height="5" fill="{style.MUTED}" '
+                             f'fill-opacity="{_shade(z / max(z, peak)):.2f}"><title>step '
+                             f'{mon.steps[i]}: {z} entries exactly 0</title></rect>')
             if mon.nan[name][i] or mon.inf[name][i]:
                 cells.append(f'<rect x="{px + i * colw:.1f}" y="{py}" width="{max(colw, 2):.1f}" '
                              f'height="3" fill="{NONFINITE}"><title>step {mon.steps[i]}: '
                              f'{mon.nan[name][i]} NaN, {mon.inf[name][i]} Inf</title></rect>')
         out.extend(cells)
-        out.append(f'<text x="{px - 3}" y="{py + 8}" {font} font-size="8" fill="{style.MUTED}" '
-                   f'text-anchor="end">1e{mon.bins[b1]:g}</text><text x="{px - 3}" '
-                   f'y="{py + sh}" {font} font-size="8" fill="{style.MUTED}" text-anchor="end">'
-                   f'1e{mon.bins[b0]:g}</text>')
+        lo, hi = mon.bins[b0], mon.bins[b1]
+        ticks = [e for e in range(math.ceil(lo), math.floor(hi) + 1)] or [lo, hi]
+        for e in ticks:                  # whole powers of ten (both ends if there are none)
+            ty = py + sh * (hi - e) / (hi - lo)
+            out.append(f'<line x1="{px - 2}" y1="{ty:.1f}" x2="{px}" y2="{ty:.1f}" '
+                       f'stroke="{style.MUTED}"/><text x="{px - 3}" y="{ty + 3:.1f}" {font} '
+                       f'font-size="8" fill="{style.MUTED}" text-anchor="end">'
+                       f'{_power(e)}</text>')
+        if any(mon.zeros[name]):
+            out.append(f'<text x="{px - 3}" y="{py + sh + 7}" {font} font-size="8" '
+                       f'fill="{style.MUTED}" text-anchor="end">= 0</text>')
     height = y + ((len(names) + cols - 1) // cols) * (sh + 30) + 4
     return _svg(width, height, out)
+
+
+def _shade(f):
+    """The opacity of a histogram cell holding the fraction ``f`` of the strip's fullest."""
+    return 0.15 + 0.85 * f ** 0.5
+
+
+def _power(e):
+    """A power of ten for a tick: ``1e-3`` for a whole exponent, else its value (``0.32``)."""
+    return f"1e{int(round(e))}" if abs(e - round(e)) < 1e-9 else f"{10.0 ** e:.2g}"
+
+
+def _shade_scale(x, y, font):
+    """The histograms' colour scale: few entries light, many dark."""
+    color = style.ROLE["backward"][1]
+    cells = "".join(f'<rect x="{x + 64 + 12 * k}" y="{y}" width="12" height="9" fill="{color}" '
+                    f'fill-opacity="{_shade(f):.2f}"/>'
+                    for k, f in enumerate((0.02, 0.1, 0.25, 0.5, 0.75, 1.0)))
+    return (f'<g class="lk-shade-scale"><text x="{x + 60}" y="{y + 8}" {font} font-size="9" '
+            f'fill="{style.MUTED}" text-anchor="end">entries: few</text>{cells}'
+            f'<text x="{x + 64 + 12 * 6 + 4}" y="{y + 8}" {font} font-size="9" '
+            f'fill="{style.MUTED}">many (per step)</text></g>')
 
 
 def _clip(text, n):

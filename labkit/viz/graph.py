@@ -80,7 +80,7 @@ def type_text(node):
 
 def _device_name(node):
     d = getattr(node, "device", None)
-    return None if d is None else getattr(d, "name", str(d))
+    return None if d is None else getattr(d, "name", None) or str(d)
 
 
 def _op_name(node):
@@ -654,14 +654,18 @@ def as_graph(obj, *example_args, **example_kwargs):
 
 
 def graph(obj, *example_args, collapse=None, max_nodes=MAX_NODES, edge_labels=None,
-          rankdir="TB", title=None, **example_kwargs):
-    """Draw a dataflow graph; returns a ``GraphPicture`` (renders itself in a notebook).
+          rankdir="TB", title=None, expand=None, profile=None, **example_kwargs):
+    """Draw a dataflow graph; returns a ``GraphPicture`` (renders itself in a notebook: as the
+    graph explorer in a live one, as this SVG in a saved one).
 
     ``obj``: an ``lk.Graph``; an ``lk.function`` (traced with ``example_args``, or its latest
     trace); a plain Python function or a Module (traced with ``example_args``); an eager tensor
-    (its autodiff tape; draw before ``backward()`` frees it). ``collapse``: None (collapse every
-    top-level name scope of graphs over ``COLLAPSE_OVER`` nodes), True, False, or the scope paths
-    to collapse. ``max_nodes``: at most this many boxes are drawn.
+    (its autodiff tape; draw before ``backward()`` frees it). ``collapse``: None (the SVG
+    collapses every top-level name scope of graphs over ``COLLAPSE_OVER`` nodes; the explorer
+    opens as many scopes as stay readable), True, False, or the scope paths to collapse.
+    ``expand``: scope paths the explorer opens at first. ``profile``: an ``lk.profile()`` of
+    runs of this graph: the explorer opens coloured by each node's time. ``max_nodes``: at
+    most this many boxes are drawn in the SVG.
 
     >>> import labkit as lk
     >>> pic = lk.viz.graph(lambda x: lk.relu(x @ x.T).sum(), lk.ones(3, 2))
@@ -673,4 +677,6 @@ def graph(obj, *example_args, collapse=None, max_nodes=MAX_NODES, edge_labels=No
     g = as_graph(obj, *example_args, **example_kwargs)
     dot = to_dot(g, collapse=collapse, max_nodes=max_nodes, edge_labels=edge_labels,
                  rankdir=rankdir, title=title)
-    return GraphPicture(dot, graph=g, kind="graph", source=(obj, example_args, example_kwargs))
+    explore = {"collapse": collapse, "expand": expand, "profile": profile, "title": title}
+    return GraphPicture(dot, graph=g, kind="graph", source=(obj, example_args, example_kwargs),
+                        explore={k: v for k, v in explore.items() if v is not None})

@@ -7,13 +7,16 @@ every node without asking the kernel again.
      "nodes": {"name", "op", "cat", "role", "device", "reason", "type", "source", "attrs":
                one string index per node (-1: none); "group": the scope each node sits in
                (an index into "groups", -1: the top level); "alive": per node a bit mask of
-               the stages it exists in; "time": ns per node when a profile was given},
+               the stages it exists in; "stateful": 1 for a node with a side effect (a
+               random draw, an assign); "time": ns per node when a profile was given},
      "edges": [source, target, ...] (node indices, flat), "edge_alive": a mask per edge,
      "groups": [{"path", "label", "parent", "kind": "scope" | "control" | "body", "owner":
                  the control-flow node a "control" group opens into (else -1), "count",
-                 "roles": {role: count}}],
-     "expanded": the group paths open at first (none for a big graph, as ``lk.viz.graph``
-                 collapses it), "stages": [{"name", "summary", "marks": [[node, mark, note]]}],
+                 "roles": {role: count}, "type": the class of the nn.Module whose call made
+                 the scope (or None)}],
+     "expanded": the group paths open at first, "auto_open": true when the explorer picks
+                 them itself (as many as stay readable on the real canvas),
+     "stages": [{"name", "summary", "marks": [[node, mark, note]]}],
      "colors": {"role", "kind", "device", "marks"}}
 
 Name scopes become groups (unscoped backward and update nodes go into the pseudo-scopes
@@ -35,11 +38,9 @@ pass ``k`` made, and each node and edge says in which stages it exists.
 >>> p["strings"][p["nodes"]["type"][2]]
 'f32 2×3'
 """
-import linecache
-import os
-
+from ..errors import source_text
 from . import style
-from .graph import (COLLAPSE_OVER, ROLE_SCOPES, _device_name, _literal, _op_name, category,
+from .graph import (ROLE_SCOPES, _device_name, _literal, _op_name, _prefixes, category,
                     display_roles, type_text)
 from .placement import placement_reason
 from .widgets import CHANGE_STYLE, pass_marks
@@ -64,15 +65,11 @@ class _Strings:
         return k
 
 
-def source_text(node):
-    """``'train.py:12  loss = model(x)'``: the user's line that made ``node``, or None."""
+def node_source(node):
+    """The user's line that made ``node`` as every labkit picture and error writes it
+    (``'Cell In[5], line 3: loss = model(x)'``, ``'train.py:12: ...'``), or None."""
     src = getattr(node, "source", None)
-    if not src:
-        return None
-    filename, line = src
-    code = linecache.getline(filename, line).strip()
-    where = f"{os.path.basename(filename)}:{line}"
-    return f"{where}  {code}" if code else where
+    return source_text(src) if src else None
 
 
 def _attrs_text(node):
@@ -108,7 +105,9 @@ def _body_nodes(sub):
 class _Builder:
     """The union of one or more graphs (the stages of a pipeline), node by node."""
 
-    def __init__(self, times):
+    def __init__(self, times, module_types):
+        self.module_types = module_types    # scope path -> the nn.Module class that made it
+        self.control_scopes = {}            # a control-flow node's name -> its group
         self.s = _Strings()
         self.times = times
         self.key_of = {}        # node key -> index
@@ -122,7 +121,8 @@ class _Builder:
         if k is None:
             k = self.group_of[path] = len(self.groups)
             self.groups.append({"path": path, "label": label, "parent": parent, "kind": kind,
-                                "owner": owner, "count": 0, "roles": {}})
+                                "owner": owner, "count": 0, "roles": {},
+                                "type": self.module_types.get(path)})
         elif owner >= 0:
             self.groups[k]["owner"] = owner
         return k
@@ -152,6 +152,7 @@ class _Builder:
                     path = (self.groups[g]["path"] + "/" if g >= 0 else "") + f"[{n.name}]"
                     cg = self.group(path, n.name.rsplit("/", 1)[-1], g, "control", owner=i)
                     self.rows[i]["group"] = cg
+                    self.control_scopes[n.name] = cg
                     for label, sub in subs:
                         bg = self.group(f"{path}/{label}", label, cg, "body")
                         inner = _body_nodes(sub)
@@ -174,13 +175,18 @@ class _Builder:
             group = body_group
         else:
             scope = getattr(n, "scope", "") or ROLE_SCOPES.get(role, "")
-            group = self.scope_group(scope)
+            # the nodes made under a control-flow node's name (its outputs, 'while/output_1')
+            # belong in its box, not in a second box of the same name
+            owner = next((self.control_scopes[p] for p in _prefixes(scope)
+                          if p in self.control_scopes), None) if scope else None
+            group = owner if owner is not None else self.scope_group(scope)
         s = self.s
         self.rows[i] = {
             "name": s(n.name), "op": s(_op_name(n)), "cat": s(category(n)), "role": s(role),
             "device": s(_device_name(n)), "reason": s(placement_reason(n)),
-            "type": s(type_text(n)), "source": s(source_text(n)), "attrs": s(_attrs_text(n)),
-            "group": group, "time": self.times.get(n.name, 0.0) if self.times else None}
+            "type": s(type_text(n)), "source": s(node_source(n)), "attrs": s(_attrs_text(n)),
+            "group": group, "time": self.times.get(n.name, 0.0) if self.times else None,
+            "stateful": int(bool(getattr(n, "stateful", False)))}
         return i
 
 
@@ -198,11 +204,13 @@ def graph_payload(graph, *, stages=None, profile=None, title=None, expanded=None
     ``stages``: a list of ``widgets.Stage`` (each pass's graphs before and after); the payload
     then holds every stage, and ``graph`` is only used for its name. ``profile``: an
     ``lk.profile()`` whose events give each node's time (colour by time). ``expanded``: the
-    group paths open at first (default: all of them for a graph of at most ``COLLAPSE_OVER``
-    nodes, none for a bigger one).
+    group paths open at first (default: the explorer opens as many as stay readable).
     """
-    b = _Builder(_profile_times(profile) if profile is not None else None)
     graphs = [stages[0].before] + [st.after for st in stages] if stages else [graph]
+    module_types = {}
+    for g in graphs:
+        module_types.update(getattr(g, "module_types", None) or {})
+    b = _Builder(_profile_times(profile) if profile is not None else None, module_types)
     for bit, g in enumerate(graphs):
         b.add_graph(g, bit)
     # group sizes and roles, counted over the last stage's nodes
@@ -229,14 +237,15 @@ def graph_payload(graph, *, stages=None, profile=None, title=None, expanded=None
         found = {**pass_marks(rec, after=False), **pass_marks(rec, after=True)}
         marks.append([[index[name], mark, b.s(note)] for name, (mark, note) in found.items()
                       if name in index])
-    if expanded is None:
-        size = sum(1 for a in b.alive if a & last)
-        expanded = [grp["path"] for grp in b.groups] if size <= COLLAPSE_OVER else []
+    auto = expanded is None
+    known = {grp["path"] for grp in b.groups}
+    expanded = [] if auto else [path for path in expanded if path in known]
     name = title if title is not None else getattr(graphs[-1], "name", "graph")
     cols = {key: [r[key] for r in b.rows] for key in
             ("name", "op", "cat", "role", "device", "reason", "type", "source", "attrs",
              "group")}
     cols["alive"] = b.alive
+    cols["stateful"] = [r["stateful"] for r in b.rows]
     if b.times is not None:
         cols["time"] = [r["time"] for r in b.rows]
     devices = [b.s.values[d] for d in dict.fromkeys(cols["device"]) if d >= 0]
@@ -246,7 +255,7 @@ def graph_payload(graph, *, stages=None, profile=None, title=None, expanded=None
         "n": n, "strings": b.s.values, "nodes": cols,
         "edges": [v for (src, dst), _ in edges for v in (src, dst)],
         "edge_alive": [mask for _, mask in edges],
-        "groups": b.groups, "expanded": list(expanded),
+        "groups": b.groups, "expanded": expanded, "auto_open": auto,
         "stages": [{"name": "traced", "summary": "the graph as traced, before any pass"}]
         + [{"name": st.name, "summary": st.record.summary() if st.record else st.name,
             "marks": marks[k]} for k, st in enumerate(stages or [])],

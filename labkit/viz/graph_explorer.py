@@ -3,13 +3,16 @@ widget).
 
 The front end (``labkit/viz/static/graph.js``, built from ``frontend/``) lays the graph out in
 the browser (a layered layout, one open group at a time) and draws it as SVG: wheel to zoom,
-drag to pan, a minimap for big graphs; name scopes start collapsed (as ``lk.viz.graph`` collapses them) and
-open in place on a click; a click on a node shows its details beside the picture (op, inputs
+drag to pan, a minimap beside it. A module's scope is a box named ``conv1 (Conv2d)``; at
+first the explorer opens as many as keep box text at least 10 px high on the canvas it
+measures (``collapse=`` / ``expand=`` choose instead), and a click opens one in place and
+moves the view to it. A click on a node shows its details beside the picture (op, inputs
 and outputs with shapes and dtypes, device and placement reason, the user's source line, what
 each pass did to it, and its value's statistics on request); search by name or op; colour by
-role, device or time (with ``profile=``); the selected node's ancestors and descendants are
-highlighted (the path from the inputs to the loss); a slider steps through the passes.
-Nothing is fetched from the network.
+role, device or time (with ``profile=``), explained by a legend (with the marks of the pass
+shown); the selected node's ancestors and descendants are highlighted (the path from the
+inputs to the loss); a slider steps through the passes; an input of many boxes is a stub at
+each of them. Nothing is fetched from the network.
 
 What the person does comes back as traits: ``expanded`` (the open group paths), ``selected``
 (a node name, "" for none), ``query``, ``color_by`` (``"role"``, ``"device"`` or ``"time"``)
@@ -32,7 +35,7 @@ value: float32 (3,)
 ...
 """
 from ..errors import LabkitError
-from .explorer import widget_class
+from .timeline_explorer import widget_class
 from .graph import as_graph
 from .graph_data import graph_payload
 from .widgets import _feeds_for, node_values, pass_stages, value_summary
@@ -92,22 +95,53 @@ def _value_text(w, name, stage):
             return value_summary(values[name])
     value = getattr(node, "value", None)
     if value is not None and getattr(node, "kind", "op") != "op":
-        return value_summary(value.numpy() if hasattr(value, "numpy") else value)
+        return value_summary(value.numpy(force=True) if hasattr(value, "numpy") else value)
     if w.function is None:
         return ("value: not known here (values are computed for an lk.function given with "
                 "example arguments: lk.viz.graph_explorer(f, x, ...))")
     return "value: not computed (a side effect, or depends on one)"
 
 
+def open_paths(paths, collapse=None, expand=None):
+    """The group paths open at first, or None where the explorer should choose (as many as stay
+    readable). ``collapse``: True (every scope closed), False (every scope open) or the scope
+    paths to keep closed (the others open); ``expand``: scope paths to open (with the scopes
+    around them), the others closed unless ``collapse`` opened them.
+
+    >>> open_paths(["enc", "enc/0", "dec"], collapse=["enc/0"])
+    ['enc', 'dec']
+    >>> open_paths(["enc", "enc/0", "dec"], expand=["enc/0"])
+    ['enc', 'enc/0']
+    """
+    if collapse is None and expand is None:
+        return None
+    if isinstance(collapse, str):
+        collapse = [collapse]
+    if collapse is False:
+        opened = set(paths)
+    elif collapse is None or collapse is True:
+        opened = set()
+    else:
+        shut = [str(c).strip("/") for c in collapse]
+        opened = {p for p in paths if not any(p == c or p.startswith(c + "/") for c in shut)}
+    for e in ([expand] if isinstance(expand, str) else expand or ()):
+        parts = str(e).strip("/").split("/")
+        opened.update("/".join(parts[:k]) for k in range(1, len(parts) + 1))
+    return [p for p in paths if p in opened]
+
+
 def graph_explorer(obj, *example_args, passes=None, stages=None, profile=None,
-                   color_by=None, title=None, expanded=None, **example_kwargs):
+                   color_by=None, title=None, expanded=None, collapse=None, expand=None,
+                   **example_kwargs):
     """The explorer widget of ``obj``'s graph (whatever ``lk.viz.graph`` accepts).
 
     ``passes``: for an ``lk.function`` with example arguments, the pipeline whose passes the
     slider steps through (default: the enabled passes); ``stages=False`` leaves the slider out
     (``True`` makes it for an ``lk.Graph`` too). ``profile``: an ``lk.profile()`` of runs of
     this graph, for colour by time. ``color_by``: ``"role"`` (default), ``"device"`` or
-    ``"time"`` (the default with a profile). ``expanded``: the group paths open at first.
+    ``"time"`` (the default with a profile). What is open at first: by default as many scopes
+    as stay readable (text at least 10 px) on the canvas; ``collapse`` / ``expand`` as for
+    ``open_paths``, or ``expanded``, the exact list of group paths.
 
     Besides the synced traits it has ``.graph`` (the graph drawn), ``.graphs`` (one per stage)
     and ``.value_text(name)``.
@@ -129,6 +163,10 @@ def graph_explorer(obj, *example_args, passes=None, stages=None, profile=None,
                          "graph_explorer(f, x, profile=prof) with prof from lk.profile()")
     payload = graph_payload(g, stages=found or None, profile=profile, title=title,
                             expanded=expanded)
+    if expanded is None:
+        chosen = open_paths([grp["path"] for grp in payload["groups"]], collapse, expand)
+        if chosen is not None:
+            payload["expanded"], payload["auto_open"] = chosen, False
     w = cls(data=payload, expanded=list(payload["expanded"]), color_by=mode,
             stage=len(payload["stages"]) - 1)
     w.graph, w.function = g, function

@@ -137,6 +137,7 @@ class TrainingView:
         """Yield step numbers ``0 .. n-1`` until done or stopped; keeps the view up to date."""
         self.total, self.stopped, self.stop_reason = n, False, None
         self._t0 = time.perf_counter()
+        self._t1 = None
         self._run += 1
         self._running = True
         if self.widget is not None:
@@ -154,6 +155,7 @@ class TrainingView:
                     self._maybe_draw()
         finally:
             self._running = False
+            self._t1 = time.perf_counter()      # steps/s stays what it was when the loop ended
             self._finish(step)
 
     def log(self, step=None, **values):
@@ -212,7 +214,8 @@ class TrainingView:
         parts = [f"step {done}" + (f"/{self.total}" if self.total else "")]
         parts += [f"{m} {v:.4g}" for m, v in self.latest().items()]
         if self._t0 is not None and done:
-            parts.append(f"{done / max(time.perf_counter() - self._t0, 1e-9):.1f} steps/s")
+            end = self._t1 if getattr(self, "_t1", None) is not None else time.perf_counter()
+            parts.append(f"{done / max(end - self._t0, 1e-9):.1f} steps/s")
         if self.stopped and self._running:
             again = " (interrupt again to raise KeyboardInterrupt)" \
                 if self.stop_reason == INTERRUPT else ""
@@ -241,8 +244,9 @@ class TrainingView:
         if self.widget is not None:
             if force or now - self._last_draw >= self.refresh:
                 self._last_draw = now
-                self.widget.svg = self.svg()
-                self.widget.status = self.status()
+                text = self.status()           # one reading for the picture and the line
+                self.widget.svg = self.svg(text)
+                self.widget.status = text
                 if self._running:
                     self.widget.state = "stopping" if self.stopped else "running"
         elif self._display and (force or now - self._last_print >= self.print_every):
@@ -268,15 +272,19 @@ class TrainingView:
                   flush=True)
 
     # ---- the picture -----------------------------------------------------------------------------
-    def svg(self):
-        """The curves as SVG: one panel per metric, step on the x axis."""
+    def svg(self, status=None):
+        """The curves as SVG: one panel per metric logged (before anything is logged, one per
+        metric named), step on the x axis; ``status``: the line under the title (default:
+        ``status()``)."""
         font = f'font-family="{style.FONT}"'
-        metrics = [m for m in self.metrics if m in self.history] or ["loss"]
+        status = self.status() if status is None else status
+        metrics = ([m for m in self.metrics if self.history.get(m)]
+                   or [m for m in self.metrics if m in self.history] or ["loss"])
         cols = min(len(metrics), 2)
         pw = (self.width - 10 * (cols - 1)) / cols
         ph = 180
         out = [f'<text x="4" y="15" {font} font-size="12" font-weight="bold" '
-               f'fill="{style.TEXT}">{_esc(self.title)} · {_esc(self.status())}</text>']
+               f'fill="{style.TEXT}">{_esc(self.title)} · {_esc(status)}</text>']
         for k, m in enumerate(metrics):
             x0 = (k % cols) * (pw + 10)
             y0 = 24 + (k // cols) * (ph + 10)

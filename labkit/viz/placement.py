@@ -52,7 +52,7 @@ def placement_reason(node):
 
 
 def placement(obj, *example_args, collapse=None, max_nodes=MAX_NODES, edge_labels=None,
-              rankdir="TB", title=None, **example_kwargs):
+              rankdir="TB", title=None, expand=None, **example_kwargs):
     """Draw ``obj``'s graph coloured by device; returns a ``GraphPicture``.
 
     Accepts what ``lk.viz.graph`` accepts (a Graph, an ``lk.function`` with example arguments,
@@ -63,4 +63,6 @@ def placement(obj, *example_args, collapse=None, max_nodes=MAX_NODES, edge_label
                  edge_labels=edge_labels, rankdir=rankdir,
                  title=title if title is not None else f"{getattr(g, 'name', 'graph')} placement",
                  reasons=placement_reason)
-    return GraphPicture(dot, graph=g, kind="placement")
+    explore = {"collapse": collapse, "expand": expand, "title": title}
+    return GraphPicture(dot, graph=g, kind="placement",
+                        explore={k: v for k, v in explore.items() if v is not None})

@@ -67,10 +67,12 @@ class GraphPicture:
     ``.png``, ``.pdf`` or ``.dot`` / ``.gv`` (chosen by the extension); ``.graph``: what was drawn.
     """
 
-    def __init__(self, dot, graph=None, kind="graph", timeout=TIMEOUT, source=None):
+    def __init__(self, dot, graph=None, kind="graph", timeout=TIMEOUT, source=None,
+                 explore=None):
         self.dot = dot
         self.graph = graph
         self.source = source          # (obj, example args, example kwargs) it was drawn from
+        self.explore = dict(explore or {})   # graph_explorer's options (collapse, profile...)
         self.kind = kind
         self.timeout = timeout
         self._svg = None
@@ -117,18 +119,20 @@ class GraphPicture:
         picture of an ``lk.function`` drawn with example arguments gets the pass slider."""
         from ..graph import Function
         from .graph_explorer import graph_explorer
-        color_by = "device" if self.kind == "placement" else "role"
+        options = dict(self.explore)
+        if self.kind == "placement":
+            options.setdefault("color_by", "device")
         if self.source is not None and isinstance(self.source[0], Function) and (
                 self.source[1] or self.source[2]):
             obj, args, kwargs = self.source
-            return graph_explorer(obj, *args, color_by=color_by, **kwargs)
-        return graph_explorer(self.graph, stages=False, color_by=color_by)
+            return graph_explorer(obj, *args, **options, **kwargs)
+        return graph_explorer(self.graph, stages=False, **options)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         """The SVG, and for a graph or placement picture with anywidget installed the graph
         explorer too: a live notebook shows the explorer, anything without a widget front end
         (nbval, nbconvert, GitHub) the SVG. Without graphviz: the DOT text and what to install."""
-        from .explorer import have_anywidget
+        from .timeline_explorer import have_anywidget
         from .widgets import widget_bundle
         box = (self.explorer() if self.kind in EXPLORABLE and self.graph is not None
                and getattr(self.graph, "nodes", None) and have_anywidget() else None)

@@ -9,7 +9,7 @@ the ``recv`` that takes its value (events named ``send_X`` / ``recv_X``, as part
 them) are joined by a purple arrow from one lane to the other.
 
 ``timeline(prof, step=k)`` draws one step only. In a live notebook with anywidget installed
-the picture shows as the timeline explorer (``labkit.viz.explorer``: canvas, zoom and pan,
+the picture shows as the timeline explorer (``lk.viz.timeline_explorer``: canvas, zoom and pan,
 range totals, search, details), with this SVG beside it in the output for nbval, nbconvert
 and GitHub; ``.explorer()`` returns that widget. A ``Profile`` shown in a notebook (``prof`` as
 a cell's last line) is this picture.
@@ -58,15 +58,16 @@ _PHASE_KIND = {"ps.pull": "pull / push", "ps.push": "pull / push", "ps.compute":
 # A primitive's kind is that of the module of labkit/tensor/ops that declares its kernel...
 _MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "einsum": "matmul / conv",
                 "quantized": "matmul / conv",
-                "decompositions": "matmul / conv",
+                "decompositions": "matmul / conv", "fft": "matmul / conv",
                 "elementwise": "elementwise", "elementwise_math": "elementwise",
+                "complex": "elementwise",
                 "bitwise": "elementwise", "nn_kernels": "elementwise", "composite": "elementwise",
                 "reduce": "reduction", "statistics": "reduction", "scan": "reduction",
                 "norm": "reduction", "softmax": "reduction", "nll": "reduction",
                 "loss": "reduction",
                 "shape": "shape / index", "index": "shape / index", "layout": "shape / index",
                 "scatter": "shape / index", "sorting": "shape / index",
-                "state": "state"}
+                "state": "state", "checks": "state"}
 # ... but for the ops of a module that holds more than one kind.
 _OP_KIND = {"layer_norm": "reduction", "layer_norm_backward": "reduction"}
 
@@ -347,8 +348,8 @@ class TimelinePicture:
 
     def explorer(self):
         """The interactive timeline explorer of this profile (needs anywidget; see
-        ``labkit.viz.explorer``), opened at this picture's step."""
-        from .explorer import timeline_explorer
+        ``lk.viz.timeline_explorer``), opened at this picture's step."""
+        from .timeline_explorer import timeline_explorer
         return timeline_explorer(self.profile, self.step, self.title)
 
     def _repr_svg_(self):
@@ -357,7 +358,7 @@ class TimelinePicture:
     def _repr_mimebundle_(self, include=None, exclude=None):
         """The SVG, and with anywidget installed the explorer too: a live notebook shows the
         explorer, anything without a widget front end (nbval, nbconvert, GitHub) the SVG."""
-        from .explorer import have_anywidget
+        from .timeline_explorer import have_anywidget
         from .widgets import widget_bundle
         box = self.explorer() if have_anywidget() and self.profile.events else None
         return widget_bundle(box, self.svg(), repr(self), mime="image/svg+xml")

@@ -28,8 +28,18 @@ from . import style
 from .timeline import KIND_COLORS, _lane_key, op_kind, time_text
 
 _DTYPES = {"f64": "<f8", "i32": "<i4"}
-# Optional per-event facts, shown in the details panel when the profiler recorded them.
-_OPTIONAL = ("shape", "line")
+# Optional per-event facts, shown in the details panel when the profiler recorded them, and
+# the name scope (module path) an op of a captured graph ran in, from its node's name.
+_OPTIONAL = ("shape", "line", "scope")
+
+
+def event_scope(e):
+    """The name scope of the graph node an event ran (``'encoder/layers.0'`` of the node
+    ``'encoder/layers.0/matmul'``): the module it belongs to. None for eager ops and for
+    nodes outside every scope."""
+    if e.source == "eager" or not e.name or "/" not in e.name:
+        return None
+    return e.name.rpartition("/")[0]
 
 
 def decode_column(payload, name):
@@ -83,7 +93,7 @@ def timeline_payload(prof, title=None):
         cols["bytes_out"][i] = e.bytes_out or 0
         cols["source"][i] = tables["source"](e.source)
         for name in _OPTIONAL:
-            value = getattr(e, name, None)
+            value = event_scope(e) if name == "scope" else getattr(e, name, None)
             if value is not None:
                 optional[name][i] = tables[name](value)
     for name, column in optional.items():

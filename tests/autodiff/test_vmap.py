@@ -472,7 +472,7 @@ def test_ensemble_with_stack_module_state():
     out = lk.func.vmap(run, in_dims=(0, 0, None))(params, buffers, x)
     assert out.shape == (4, 5, 2)
     for i, m in enumerate(models):
-        np.testing.assert_allclose(out[i].numpy(), m(x).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(out[i].detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
 
 
 def test_functional_call_errors():

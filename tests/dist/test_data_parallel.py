@@ -44,7 +44,7 @@ def train(make_model, steps, global_batch, optimizer, how="hooks"):
             model.backward(loss)
         opt.step()
         losses.append(lk.dist.allreduce(loss.detach(), op="mean").item())
-    return losses, [p.numpy().copy() for p in model.parameters()]
+    return losses, [p.detach().numpy().copy() for p in model.parameters()]
 
 
 @pytest.mark.parametrize("optimizer, how", [("adam", "hooks"), ("sgd", "dp.backward")])
@@ -64,13 +64,13 @@ def test_data_parallel_matches_single_process_training(cluster, optimizer, how):
 def _replicas_start_equal():
     lk.manual_seed(lk.dist.rank())                   # different initial weights on each rank
     model = lk.dist.DataParallel(lk.nn.Sequential(lk.nn.Linear(3, 4), lk.nn.Linear(4, 2)))
-    return [p.numpy().copy() for p in model.parameters()]
+    return [p.detach().numpy().copy() for p in model.parameters()]
 
 
 def test_parameters_are_broadcast_from_rank_zero(cluster):
     ranks = cluster.run(_replicas_start_equal)
     lk.manual_seed(0)
-    want = [p.numpy() for p in lk.nn.Sequential(lk.nn.Linear(3, 4),
+    want = [p.detach().numpy() for p in lk.nn.Sequential(lk.nn.Linear(3, 4),
                                                 lk.nn.Linear(4, 2)).parameters()]
     for params in ranks:
         for a, b in zip(params, want):

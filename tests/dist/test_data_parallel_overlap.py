@@ -42,7 +42,7 @@ def _accumulate(micro_batches, global_batch=24):
                 loss.backward()
         syncs = dp._syncs
         opt.step()
-    return syncs, local if micro_batches > 1 else None, [p.numpy().copy()
+    return syncs, local if micro_batches > 1 else None, [p.detach().numpy().copy()
                                                           for p in dp.parameters()]
 
 

@@ -236,7 +236,8 @@ def _example():
 
 
 @pytest.mark.dist
-def test_torchrun_script_with_ddp_trains_like_one_process(tmp_path):
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "torch.compile"])
+def test_torchrun_script_with_ddp_trains_like_one_process(tmp_path, compiled):
     steps = 5
     script = tmp_path / "wrapper.py"
     script.write_text(WRAPPER.format(folder=str(tmp_path), example=EXAMPLE))
@@ -248,7 +249,7 @@ def test_torchrun_script_with_ddp_trains_like_one_process(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "labkit.dist.run", "--standalone", "--nnodes=1",
          "--nproc_per_node=2", "--master_port", "29731", str(script), "--steps", str(steps),
-         "--save", str(saved)],
+         "--save", str(saved)] + (["--compile"] if compiled else []),
         capture_output=True, text=True, env=env, timeout=180)
     assert done.returncode == 0, done.stderr
     for rank in (0, 1):
@@ -256,7 +257,7 @@ def test_torchrun_script_with_ddp_trains_like_one_process(tmp_path):
         assert seen == {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
                         "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
                         "MASTER_PORT": "29731", "TORCHELASTIC_RUN_ID": "none"}
-    losses, params = _example().train(steps, log=False)      # one process, all micro-batches
+    losses, params = _example().train(steps, log=False, compile=compiled)  # one process
     ddp = np.load(saved)
     np.testing.assert_allclose(ddp["losses"], losses, rtol=0, atol=1e-6)
     for i, want in enumerate(params):

@@ -74,7 +74,7 @@ def test_data_parallel_in_one_process_is_plain_training():
         if model is wrapped:
             model.sync_gradients()
         opt.step()
-    assert np.array_equal(plain.weight.numpy(), wrapped.module.weight.numpy())
+    assert np.array_equal(plain.weight.detach().numpy(), wrapped.module.weight.detach().numpy())
     assert list(wrapped.state_dict()) == ["module.weight", "module.bias"]
     with pytest.raises(TypeError, match="wraps an lk.nn.Module"):
         lk.dist.DataParallel(lambda x: x)

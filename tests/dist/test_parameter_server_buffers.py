@@ -14,7 +14,7 @@ def test_dense_parameters_are_balanced_by_bytes():
     model = nn.Sequential(nn.Linear(64, 32), nn.Linear(32, 32), nn.Linear(32, 10),
                           nn.Linear(10, 200))
     layout = Layout(model, num_ps=2)
-    sizes = {name: p.numpy().nbytes for name, p in model.named_parameters()}
+    sizes = {name: p.detach().numpy().nbytes for name, p in model.named_parameters()}
     assert list(layout.dense) == list(sizes)                 # the model's order
     load = [sum(sizes[n] for n in layout.dense_of(s)) for s in range(2)]
     assert load == layout.load
@@ -62,7 +62,7 @@ def reference(dataset, steps, batch_size, workers, seed=0):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return {n: p.numpy() for n, p in model.named_parameters()}
+    return {n: p.detach().numpy() for n, p in model.named_parameters()}
 
 
 @pytest.mark.dist
@@ -76,5 +76,5 @@ def test_sync_training_on_two_servers_matches_one_process():
     want = reference(train_set, steps, batch_size, workers=2)
     got = dict(result.model.named_parameters())
     for name, value in want.items():
-        np.testing.assert_allclose(got[name].numpy(), value, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(got[name].detach().numpy(), value, rtol=0, atol=1e-5)
     assert not np.allclose(want["1.weight"], mlp().state_dict()["1.weight"].numpy())

@@ -103,8 +103,8 @@ def torch_weights(model):
 def assert_params_match(theirs, ours, rtol, atol):
     ours = dict(ours.named_parameters())
     for name, p in theirs.named_parameters():
-        np.testing.assert_allclose(ours[name].numpy(), p.detach().numpy(), rtol=rtol, atol=atol,
-                                   err_msg=name)
+        np.testing.assert_allclose(ours[name].detach().numpy(), p.detach().numpy(), rtol=rtol,
+                                   atol=atol, err_msg=name)
 
 
 def _run_main(module, argv, capsys):

@@ -203,7 +203,7 @@ def _train_net(compiled, steps=6):
     model.eval()
     with lk.no_grad():
         out, _ = model(x)
-    return losses, out.numpy(), [p.numpy().copy() for p in net.parameters()], model
+    return losses, out.numpy(), [p.detach().numpy().copy() for p in net.parameters()], model
 
 
 def test_compiled_model_trains_exactly_as_the_eager_model():
@@ -238,7 +238,7 @@ def test_optimized_module_is_pytorchs_wrapper():
     saved = model.state_dict()
     fresh = Net()
     fresh.load_state_dict({k[len("_orig_mod."):]: v for k, v in saved.items()})
-    np.testing.assert_array_equal(fresh.fc2.bias.numpy(), net.fc2.bias.numpy())
+    np.testing.assert_array_equal(fresh.fc2.bias.detach().numpy(), net.fc2.bias.detach().numpy())
 
 
 def test_module_compile_in_place():
@@ -248,7 +248,7 @@ def test_module_compile_in_place():
     want, _ = net(x)
     assert net.compile() is None
     got, _ = net(x)
-    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
     assert type(net) is Net and list(net.state_dict())[0] == "fc1.weight"
     assert len(net._compiled_call.traces) == 1
 
@@ -261,7 +261,7 @@ def test_gradients_of_inputs_and_parameters_through_a_compiled_module():
     w = lk.randn(5, 2)
     (fast(x) * w).sum().backward()
     got = [x.grad.numpy()] + [p.grad.numpy() for p in layer.parameters()]
-    x2 = lk.tensor(x.numpy(), requires_grad=True)
+    x2 = lk.tensor(x.detach().numpy(), requires_grad=True)
     for p in layer.parameters():
         p.grad = None
     (layer(x2) * w).sum().backward()
@@ -330,3 +330,28 @@ def test_a_compiled_training_step():
     losses, step = run(lk.compile)
     np.testing.assert_allclose(losses, eager, rtol=1e-6)
     assert len(step.traces) == 1 and step.traces[0].joint is None
+
+
+def test_a_compiled_model_under_autocast_trains_as_eager():
+    def run(compiled):
+        lk.manual_seed(0)
+        net = lk.nn.Sequential(lk.nn.Linear(8, 32), lk.nn.GELU(), lk.nn.Linear(32, 4))
+        model = lk.compile(net) if compiled else net
+        opt = lk.optim.AdamW(net.parameters(), lr=1e-2)
+        x, y = lk.randn(16, 8), lk.randint(0, 4, (16,))
+        losses = []
+        for _ in range(4):
+            with lk.autocast("cpu", dtype=lk.bfloat16):
+                logits = model(x)
+                loss = lk.nn.functional.cross_entropy(logits, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        with lk.no_grad():
+            plain = model(x)
+        return losses, logits.dtype, plain.dtype, [p.grad.dtype for p in net.parameters()], model
+    eager, compiled = run(False), run(True)
+    assert compiled[:4] == eager[:4] and compiled[1] is lk.bfloat16
+    assert [t.reason for t in compiled[4].forward.traces] == [
+        "first call", "autocast changed: bfloat16 on cpu -> off; grad mode on -> off"]

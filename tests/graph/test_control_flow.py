@@ -15,7 +15,7 @@ def t64(data, device="cpu:0", requires_grad=False):
 
 
 def close(a, b, **kw):
-    np.testing.assert_allclose(np.asarray(a.numpy()), np.asarray(b.numpy()), rtol=1e-10,
+    np.testing.assert_allclose(np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy()), rtol=1e-10,
                                atol=1e-12, **kw)
 
 

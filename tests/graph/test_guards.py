@@ -30,7 +30,8 @@ SETTINGS = Settings()
 
 
 def _same(f, eager, *args):
-    np.testing.assert_allclose(f(*args).numpy(), eager(*args).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(f(*args).detach().numpy(), eager(*args).detach().numpy(),
+                               rtol=1e-6)
 
 
 def test_global_number_retraces_naming_it_and_reuses_the_old_trace():
@@ -236,6 +237,29 @@ def test_hook_added_after_the_trace_retraces():
     m.register_forward_hook(lambda mod, args, out: out * 0.0)
     assert f(lk.ones(1, 2)).tolist() == [[0.0, 0.0]]
     assert f.traces[1].reason == "number of forward hooks of Linear: 0 -> 1"
+
+
+def test_a_layer_replaced_or_added_after_the_trace_retraces():
+    class Stack(lk.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = lk.nn.ModuleList([lk.nn.Linear(2, 2)])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    m = Stack()
+    f = lk.function(m)
+    _same(f, m, lk.ones(1, 2))
+    m.layers[0] = lk.nn.Linear(2, 2)          # another layer, other weights
+    _same(f, m, lk.ones(1, 2))
+    m.layers.append(lk.nn.Linear(2, 2))
+    _same(f, m, lk.ones(1, 2))
+    assert [t.reason for t in f.traces[1:]] == [
+        "ModuleList.0 (module layers): now another Linear object",
+        "number of modules of ModuleList (module layers): 1 -> 2"]
 
 
 def test_guard_details_are_listed():

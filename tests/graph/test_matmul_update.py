@@ -48,7 +48,7 @@ def _mlp_step(seed=0, steps=3, scheduled=False):
         losses.append(step(x, y).item())
         if scheduled:
             sched.step()
-    return [p.numpy() for p in params], losses, step.graph(x, y)
+    return [p.detach().numpy() for p in params], losses, step.graph(x, y)
 
 
 def test_sgd_step_updates_as_with_the_pass_off():

@@ -249,7 +249,7 @@ def test_captured_sgd_step_scales_the_small_operand_and_matches_eager():
             return loss
         f = lk.function(step) if capture else step
         losses = [f().item() for _ in range(3)]
-        results.append((losses, w.numpy()))
+        results.append((losses, w.detach().numpy()))
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-12)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-12)
     fused = _record(f.graph(), "arithmetic").fused
@@ -692,6 +692,6 @@ def test_mlp_training_step_optimised_is_smaller_and_equal(capsys):
     assert len(off.traces[0].graph) == len(off.traces[0].raw_graph)
     np.testing.assert_allclose(losses_on, losses_off, rtol=1e-5)
     for p_on, p_off, g_off in zip(params_on, params_off, grads_off):
-        np.testing.assert_allclose(p_on.numpy(), p_off.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(p_on.detach().numpy(), p_off.detach().numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(p_on.grad.numpy(), g_off, rtol=1e-5, atol=1e-6)
     assert losses_on[-1] < losses_on[0]

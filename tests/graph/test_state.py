@@ -302,7 +302,7 @@ def test_a_producer_thread_feeds_a_captured_training_step():
     assert len(step.traces) == 1 and len(losses) == len(batches)
     np.testing.assert_allclose(losses, eager, rtol=0, atol=1e-5)
     for p, e in zip(model.parameters(), eager_model.parameters()):
-        np.testing.assert_allclose(p.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(p.detach().numpy(), e.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 # ---- Save / Restore ----------------------------------------------------------------------------
@@ -318,7 +318,7 @@ def test_save_and_restore_variables_eagerly(tmp_path):
     step.assign(0)
     lk.restore_variables([w, step], path)
     assert w._data is buffer                            # restored in place
-    np.testing.assert_array_equal(w.numpy(), np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(w.detach().numpy(), np.arange(6.0).reshape(2, 3))
     assert step.item() == 7
     # a dict names plain tensors too; lk.save's files restore as well
     t = lk.zeros(2, 3)

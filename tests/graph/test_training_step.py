@@ -50,14 +50,14 @@ def train(batches, captured, make_model=make_cnn, make_opt=None, seed=0):
 
 def test_captured_step_trains_the_digits_cnn_like_eager(digit_batches):
     lk.manual_seed(0)
-    initial = make_cnn()[0].weight.numpy().copy()
+    initial = make_cnn()[0].weight.detach().numpy().copy()
     eager, eager_model, eager_opt, _ = train(digit_batches, captured=False)
     captured, model, opt, step = train(digit_batches, captured=True)
-    assert np.abs(model[0].weight.numpy() - initial).max() > 1e-3      # the weights moved
+    assert np.abs(model[0].weight.detach().numpy() - initial).max() > 1e-3      # the weights moved
     np.testing.assert_allclose(captured, eager, rtol=0, atol=1e-5)
     assert len(step.traces) == 1                             # one graph for all ten steps
     for (name, p), q in zip(model.named_parameters(), eager_model.parameters()):
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-6,
                                    err_msg=name)
     # the optimiser's state advanced inside the graph: step counts and moments
@@ -118,7 +118,7 @@ def test_every_optimiser_captured_equals_eager(name, kwargs, small_batches):
     captured, model, opt, step = train(small_batches, True, small_mlp, make_opt)
     np.testing.assert_allclose(captured, eager, rtol=1e-12, atol=0)
     for p, q in zip(model.parameters(), eager_model.parameters()):
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-12, atol=1e-15)
     assert len(step.traces) == 1
     saved, eager_saved = opt.state_dict(), eager_opt.state_dict()
     assert saved["state"].keys() == eager_saved["state"].keys()
@@ -148,7 +148,7 @@ def test_zero_grad_after_the_step_inside_the_function(small_batches):
         step(x, y)
         assert all(p.grad is None for p in model.parameters())
     for p, q in zip(model.parameters(), eager_model.parameters()):
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-12)
 
 
 def test_zero_grad_set_to_none_false_inside_the_function(small_batches):
@@ -179,7 +179,7 @@ def test_state_saved_from_a_captured_run_loads_back_into_it(small_batches, tmp_p
     lk.save({"model": model.state_dict(), "opt": opt.state_dict()}, tmp_path / "ckpt.lk")
     for x, y in small_batches[3:]:
         step(x, y)
-    np.testing.assert_allclose(model[0].weight.numpy(), eager_model[0].weight.numpy(),
+    np.testing.assert_allclose(model[0].weight.detach().numpy(), eager_model[0].weight.detach().numpy(),
                                rtol=1e-12)
     ckpt = lk.load(tmp_path / "ckpt.lk")
     model.load_state_dict(ckpt["model"])
@@ -189,7 +189,7 @@ def test_state_saved_from_a_captured_run_loads_back_into_it(small_batches, tmp_p
         step(x, y)
     assert len(step.traces) == 1
     for p, q in zip(model.parameters(), eager_model.parameters()):
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-12)
 
 
 def test_a_tensor_learning_rate_changes_a_captured_step():
@@ -204,15 +204,15 @@ def test_a_tensor_learning_rate_changes_a_captured_step():
         opt.step()
 
     step()
-    np.testing.assert_allclose(w.numpy(), [0.8, -1.6])          # w - 0.1 * 2w
+    np.testing.assert_allclose(w.detach().numpy(), [0.8, -1.6])          # w - 0.1 * 2w
     saved = opt.state_dict()
     lr.assign(0.0)
     step()
-    np.testing.assert_allclose(w.numpy(), [0.8, -1.6])          # lr 0: no move
+    np.testing.assert_allclose(w.detach().numpy(), [0.8, -1.6])          # lr 0: no move
     opt.load_state_dict(saved)                                   # lr 0.1 again, in place
     assert opt.param_groups[0]["lr"] is lr and lr.item() == 0.1
     step()
-    assert not np.allclose(w.numpy(), [0.8, -1.6])
+    assert not np.allclose(w.detach().numpy(), [0.8, -1.6])
     assert len(step.traces) == 1
     assert "lr: 0.1 (a tensor)" in repr(opt)
 
@@ -226,13 +226,13 @@ def test_old_and_pytorch_style_state_dicts_load(small_batches):
         assert sorted(slots) == ["momentum_buffer"]
     fresh = optim.SGD(model.parameters(), lr=0.05, momentum=0.9, dampening=0.5)
     fresh.load_state_dict(saved)
-    before = model[0].weight.numpy().copy()
+    before = model[0].weight.detach().numpy().copy()
     buf = fresh.state[model[0].weight]["momentum_buffer"].numpy().copy()
     x, y = small_batches[2]
     F.cross_entropy(model(x), y).backward()
     g = model[0].weight.grad.numpy().copy()
     fresh.step()        # a loaded buffer has had its first step: the gradient is damped
-    np.testing.assert_allclose(model[0].weight.numpy(),
+    np.testing.assert_allclose(model[0].weight.detach().numpy(),
                                before - 0.05 * (0.9 * buf + 0.5 * g), rtol=1e-12)
     adam = optim.Adam(model.parameters())
     state = {0: {"step": 4, "exp_avg": np.zeros((8, 4)), "exp_avg_sq": np.ones((8, 4))}}
@@ -255,7 +255,7 @@ def test_a_captured_step_alone_reads_the_gradients_of_each_call(small_batches):
     assert len(update.traces) == 1
     assert "read_grad" in {n.op_name for n in update.traces[0].graph.nodes}
     for p, q in zip(model.parameters(), eager_model.parameters()):
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-12)
     opt.zero_grad()
     with pytest.raises(lk.GradError, match="has no .grad now"):
         update()

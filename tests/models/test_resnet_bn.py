@@ -80,7 +80,7 @@ def test_resnet_with_batchnorm_trains_step_for_step_with_pytorch(device):
                                        rtol=1e-4, atol=1e-5, err_msg=name)
         assert int(model.layer2.shortcut[1].num_batches_tracked) == STEPS
         x = lk.tensor(test_images).to(device)
-        out = model(x).numpy()
+        out = model(x).detach().numpy()
         np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
         assert (out.argmax(1) == expected.argmax(1)).mean() > 0.99
         np.testing.assert_allclose(lk.function(model)(x).numpy(), out, rtol=1e-6, atol=1e-6)

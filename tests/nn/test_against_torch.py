@@ -30,7 +30,7 @@ def test_layers_match_torch(make, make_torch, shape):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     out, ref = ours(lk.tensor(x)), theirs(torch.tensor(x))
     out, ref = (out[0], ref[0]) if isinstance(out, tuple) else (out, ref)
-    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-4, atol=1e-5)
     (out * out).sum().backward()
     (ref * ref).sum().backward()
     for name, p in ours.named_parameters():

@@ -24,7 +24,7 @@ def pair(a, grad=True):
 
 def close(ours, theirs, tol=1e-12):
     theirs = theirs.detach().numpy() if isinstance(theirs, torch.Tensor) else theirs
-    np.testing.assert_allclose(ours.numpy(), theirs, rtol=tol, atol=tol)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs, rtol=tol, atol=tol)
 
 
 def check_sdpa(shapes, mask=None, **kw):
@@ -87,7 +87,7 @@ def test_sdpa_row_with_nothing_to_attend_gives_zeros_as_torch(kind):
     allowed[2] = False                               # query 2 may attend to nothing
     mask = allowed if kind == "bool" else np.where(allowed, 0.0, -np.inf)
     out = check_sdpa([(B, H, L, E), (B, H, S, E), (B, H, S, E)], mask)
-    assert not np.any(out.numpy()[:, :, 2]) and np.all(np.isfinite(out.numpy()))
+    assert not np.any(out.detach().numpy()[:, :, 2]) and np.all(np.isfinite(out.detach().numpy()))
 
 
 def test_sdpa_row_with_nothing_to_attend_under_capture():
@@ -148,10 +148,10 @@ def test_mha_query_with_nothing_to_attend_as_torch(need_weights):
                   need_weights=need_weights)
     ref, tw = theirs(*(torch.tensor(x),) * 3, key_padding_mask=torch.tensor(kpm),
                      need_weights=need_weights)
-    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-12, atol=1e-12)
-    assert np.isnan(out.numpy()[:, 1]).all() == need_weights
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-12, atol=1e-12)
+    assert np.isnan(out.detach().numpy()[:, 1]).all() == need_weights
     if need_weights:
-        np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-12, atol=1e-12)
     else:
         assert w is None and tw is None
 
@@ -229,11 +229,11 @@ def test_mha_initialisation_as_torch():
     lk.manual_seed(0)
     mha = nn.MultiheadAttention(16, 4, add_bias_kv=True)
     bound = math.sqrt(6.0 / (16 + 48))                  # Xavier-uniform of (3E, E)
-    w = mha.in_proj_weight.numpy()
+    w = mha.in_proj_weight.detach().numpy()
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
-    assert not np.any(mha.in_proj_bias.numpy()) and not np.any(mha.out_proj.bias.numpy())
-    assert mha.bias_k.shape == (1, 1, 16) and np.any(mha.bias_k.numpy())
-    assert np.abs(mha.out_proj.weight.numpy()).max() <= 1 / math.sqrt(16)   # Linear's default
+    assert not np.any(mha.in_proj_bias.detach().numpy()) and not np.any(mha.out_proj.bias.detach().numpy())
+    assert mha.bias_k.shape == (1, 1, 16) and np.any(mha.bias_k.detach().numpy())
+    assert np.abs(mha.out_proj.weight.detach().numpy()).max() <= 1 / math.sqrt(16)   # Linear's default
     cross = nn.MultiheadAttention(16, 4, kdim=5, vdim=7)
     assert cross.in_proj_weight is None and cross.k_proj_weight.shape == (16, 5)
     assert [k for k, _ in cross.state_dict().items()] == [
@@ -261,10 +261,10 @@ def test_transformer_structure_and_initialisation_as_torch():
     for name, p in ours.named_parameters():
         if p.ndim > 1:                      # every matrix Xavier-uniform
             bound = math.sqrt(6.0 / sum(p.shape))
-            assert np.abs(p.numpy()).max() <= bound, name
+            assert np.abs(p.detach().numpy()).max() <= bound, name
     layers = ours.encoder.layers
-    layers[0].linear1.weight.numpy()[...] = 0.0        # the stack's layers are copies
-    assert np.any(layers[1].linear1.weight.numpy())
+    layers[0].linear1.weight.detach().numpy()[...] = 0.0        # the stack's layers are copies
+    assert np.any(layers[1].linear1.weight.detach().numpy())
 
 
 def test_transformer_errors():
@@ -284,12 +284,12 @@ def test_transformer_dropout_is_seeded_and_off_in_eval():
     layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.5)
     x = lk.randn(4, 2, 8)
     lk.manual_seed(2)
-    a = layer(x).numpy()
+    a = layer(x).detach().numpy()
     lk.manual_seed(2)
-    np.testing.assert_array_equal(a, layer(x).numpy())
+    np.testing.assert_array_equal(a, layer(x).detach().numpy())
     layer.eval()
-    np.testing.assert_array_equal(layer(x).numpy(), layer(x).numpy())
-    assert not np.allclose(a, layer(x).numpy())
+    np.testing.assert_array_equal(layer(x).detach().numpy(), layer(x).detach().numpy())
+    assert not np.allclose(a, layer(x).detach().numpy())
 
 
 @pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask")

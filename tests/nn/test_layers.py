@@ -17,8 +17,8 @@ def test_linear_matches_numpy(device):
     layer = nn.Linear(5, 3).to(device)
     x = np.random.default_rng(0).standard_normal((2, 4, 5)).astype(np.float32)
     out = layer(lk.tensor(x, device=device))
-    w, b = layer.weight.numpy(), layer.bias.numpy()
-    np.testing.assert_allclose(out.numpy(), x @ w.T + b, rtol=1e-5, atol=1e-6)
+    w, b = layer.weight.detach().numpy(), layer.bias.detach().numpy()
+    np.testing.assert_allclose(out.detach().numpy(), x @ w.T + b, rtol=1e-5, atol=1e-6)
     out.sum().backward()
     np.testing.assert_allclose(layer.weight.grad.numpy(), np.ones((3, 8)) @ x.reshape(8, 5),
                                rtol=1e-5)
@@ -29,7 +29,7 @@ def test_linear_without_bias_and_shape_error():
     layer = nn.Linear(4, 2, bias=False)
     assert [n for n, _ in layer.named_parameters()] == ["weight"]
     x = np.ones((3, 4), np.float32)
-    np.testing.assert_allclose(layer(lk.tensor(x)).numpy(), x @ layer.weight.numpy().T,
+    np.testing.assert_allclose(layer(lk.tensor(x)).detach().numpy(), x @ layer.weight.detach().numpy().T,
                                rtol=1e-6)
     with pytest.raises(lk.ShapeError, match="in_features=4.*flatten"):
         layer(lk.ones(3, 5))
@@ -39,29 +39,29 @@ def test_default_init_is_pytorchs_and_seeded():
     lk.manual_seed(1)
     a = nn.Linear(100, 50)
     bound = 1 / math.sqrt(100)
-    w = a.weight.numpy()
+    w = a.weight.detach().numpy()
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
     assert abs(w.std() - bound / math.sqrt(3)) < 0.1 * bound      # uniform(-b, b) has std b/sqrt 3
-    assert np.abs(a.bias.numpy()).max() <= bound
+    assert np.abs(a.bias.detach().numpy()).max() <= bound
     lk.manual_seed(1)
     b = nn.Linear(100, 50)
-    np.testing.assert_array_equal(a.weight.numpy(), b.weight.numpy())
+    np.testing.assert_array_equal(a.weight.detach().numpy(), b.weight.detach().numpy())
     conv = nn.Conv2d(3, 8, 3)
     conv_bound = 1 / math.sqrt(3 * 9)
-    assert np.abs(conv.weight.numpy()).max() <= conv_bound
-    assert np.abs(conv.bias.numpy()).max() <= conv_bound
+    assert np.abs(conv.weight.detach().numpy()).max() <= conv_bound
+    assert np.abs(conv.bias.detach().numpy()).max() <= conv_bound
     emb = nn.Embedding(1000, 8)
-    assert abs(emb.weight.numpy().std() - 1.0) < 0.05
+    assert abs(emb.weight.detach().numpy().std() - 1.0) < 0.05
 
 
 def test_init_functions():
     t = nn.Parameter(lk.zeros(64, 32))
     nn.init.xavier_uniform_(t)
-    assert np.abs(t.numpy()).max() <= math.sqrt(6 / 96)
+    assert np.abs(t.detach().numpy()).max() <= math.sqrt(6 / 96)
     nn.init.kaiming_normal_(t, nonlinearity="relu")
-    assert abs(t.numpy().std() - math.sqrt(2 / 32)) < 0.02
+    assert abs(t.detach().numpy().std() - math.sqrt(2 / 32)) < 0.02
     nn.init.constant_(t, 0.5)
-    assert set(np.unique(t.numpy())) == {0.5}
+    assert set(np.unique(t.detach().numpy())) == {0.5}
     with pytest.raises(lk.ShapeError, match="fewer than 2 dimensions"):
         nn.init.kaiming_uniform_(nn.Parameter(lk.zeros(3)))
     with pytest.raises(ValueError, match="unknown nonlinearity"):
@@ -91,9 +91,9 @@ def test_conv2d_matches_numpy(kernel, stride, padding, dilation, bias, device):
                      bias=bias).to(device)
     x = np.random.default_rng(0).standard_normal((2, 3, 9, 8)).astype(np.float32)
     out = conv(lk.tensor(x, device=device))
-    ref = conv2d_reference(x, conv.weight.numpy(), conv.bias.numpy() if bias else None,
+    ref = conv2d_reference(x, conv.weight.detach().numpy(), conv.bias.detach().numpy() if bias else None,
                            conv.stride, conv.padding, conv.dilation)
-    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.detach().numpy(), ref, rtol=1e-4, atol=1e-5)
 
 
 def test_conv2d_gradients_and_errors():
@@ -129,7 +129,7 @@ def test_embedding_matches_numpy_and_accumulates(device):
     emb = nn.Embedding(6, 3).to(device)
     idx = np.array([[1, 2, 1], [5, 0, 1]])
     out = emb(lk.tensor(idx, device=device))
-    np.testing.assert_array_equal(out.numpy(), emb.weight.numpy()[idx])
+    np.testing.assert_array_equal(out.detach().numpy(), emb.weight.detach().numpy()[idx])
     out.sum().backward()
     counts = np.bincount(idx.ravel(), minlength=6).astype(np.float32)
     np.testing.assert_array_equal(emb.weight.grad.numpy(), np.repeat(counts[:, None], 3, 1))
@@ -137,7 +137,7 @@ def test_embedding_matches_numpy_and_accumulates(device):
 
 def test_embedding_padding_and_errors():
     emb = nn.Embedding(5, 2, padding_idx=0)
-    assert emb.weight.numpy()[0].tolist() == [0.0, 0.0]
+    assert emb.weight.detach().numpy()[0].tolist() == [0.0, 0.0]
     out = emb(lk.tensor([0, 3, 0]))
     (out * 2).sum().backward()
     assert emb.weight.grad.numpy()[0].tolist() == [0.0, 0.0]
@@ -150,7 +150,7 @@ def test_embedding_padding_and_errors():
 
 # ---- RNN / LSTM ----------------------------------------------------------------------------------
 def _weights(module, k):
-    get = lambda n: getattr(module, f"{n}_l{k}").numpy().astype(np.float64)  # noqa: E731
+    get = lambda n: getattr(module, f"{n}_l{k}").detach().numpy().astype(np.float64)  # noqa: E731
     return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
 
 
@@ -198,11 +198,11 @@ def test_rnn_matches_numpy(batch_first):
     ref_out, ref_h = rnn_reference(rnn, x.astype(np.float64), h0.astype(np.float64))
     if batch_first:
         ref_out = ref_out.transpose(1, 0, 2)
-    np.testing.assert_allclose(out.numpy(), ref_out, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(h.numpy(), ref_h, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), ref_out, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h.detach().numpy(), ref_h, rtol=1e-5, atol=1e-6)
     out0, h_zero = rnn(lk.tensor(inp))                           # default h0 = zeros
     ref0, _ = rnn_reference(rnn, x.astype(np.float64), np.zeros((2, 2, 4)))
-    np.testing.assert_allclose(out0.numpy(), ref0.transpose(1, 0, 2) if batch_first else ref0,
+    np.testing.assert_allclose(out0.detach().numpy(), ref0.transpose(1, 0, 2) if batch_first else ref0,
                                rtol=1e-5, atol=1e-6)
 
 
@@ -219,9 +219,9 @@ def test_lstm_matches_numpy(batch_first, device):
     ref_out, ref_h, ref_c = lstm_reference(lstm, x.astype(np.float64), h0, c0)
     if batch_first:
         ref_out = ref_out.transpose(1, 0, 2)
-    np.testing.assert_allclose(out.numpy(), ref_out, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(h.numpy(), ref_h, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(c.numpy(), ref_c, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), ref_out, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h.detach().numpy(), ref_h, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(c.detach().numpy(), ref_c, rtol=1e-5, atol=1e-6)
 
 
 def check_parameter_gradients(model, loss_fn, eps=1e-6):

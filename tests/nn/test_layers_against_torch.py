@@ -47,8 +47,9 @@ def test_activations_keep_nan_and_accept_inplace():
         theirs = getattr(TF, name)(torch.tensor(x), *args).numpy()
         np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs), err_msg=name)
     x = lk.tensor([-1.0, 2.0])
-    assert F.relu(x, inplace=True).tolist() == [0.0, 2.0]
-    assert F.leaky_relu(x, 0.5, True).tolist() == [-0.5, 2.0]
+    assert F.relu(x, inplace=True) is x and x.tolist() == [0.0, 2.0]   # written in place
+    x = lk.tensor([-1.0, 2.0])
+    assert F.leaky_relu(x, 0.5, True) is x and x.tolist() == [-0.5, 2.0]
 
 
 def test_softmax_family_prelu_glu():
@@ -293,7 +294,7 @@ def test_batchnorm_running_stats_over_training_steps_eager_and_captured(momentum
     theirs.eval()
     x = rng.standard_normal((3, 2, 5, 5))
     for model in (eager.eval(), captured.eval()):
-        np.testing.assert_allclose(model(lk.tensor(x)).numpy(),
+        np.testing.assert_allclose(model(lk.tensor(x)).detach().numpy(),
                                    theirs(torch.tensor(x)).detach().numpy(), rtol=1e-8)
 
 
@@ -332,7 +333,7 @@ def test_modules_captured_equal_eager(name, build, data):
         (out * out).sum().backward()
         return out
     model.zero_grad()
-    eager = run(x).numpy()
+    eager = run(x).detach().numpy()
     eager_grads = [p.grad.numpy().copy() for p in model.parameters()]
     state = {k: v.numpy().copy() for k, v in model.state_dict().items()}
     model.load_state_dict({k: lk.tensor(v) for k, v in state.items()})
@@ -408,28 +409,28 @@ def test_init_functions_match_pytorchs_distributions():
              ("kaiming_normal_", dict(nonlinearity="relu")),
              ("kaiming_uniform_", dict(nonlinearity="selu")), ("orthogonal_", dict(gain=3.0))]
     for name, kw in cases:
-        a = getattr(nn.init, name)(nn.Parameter(lk.zeros(*shape)), **kw).numpy()
+        a = getattr(nn.init, name)(nn.Parameter(lk.zeros(*shape)), **kw).detach().numpy()
         b = getattr(torch.nn.init, name)(torch.empty(*shape), **kw).numpy()
         bounded = "uniform" in name or "a" in kw and "trunc" in name   # extremes: the bounds
         for stat in (np.mean, np.std) + ((np.min, np.max) if bounded else ()):
             np.testing.assert_allclose(stat(a), stat(b), atol=0.04 * b.std(), rtol=0.03,
                                        err_msg=f"{name} {kw} {stat.__name__}")
-    w = nn.init.orthogonal_(nn.Parameter(lk.zeros(6, 2, 5))).numpy().reshape(6, 10)
+    w = nn.init.orthogonal_(nn.Parameter(lk.zeros(6, 2, 5))).detach().numpy().reshape(6, 10)
     np.testing.assert_allclose(w.T @ w if w.shape[0] > w.shape[1] else w @ w.T, np.eye(6),
                                atol=1e-5)
     for name, args in (("eye_", ()), ("dirac_", ()), ("dirac_", (2,)), ("zeros_", ()),
                        ("ones_", ()), ("constant_", (0.3,))):
         shape = (4, 5) if name == "eye_" else (4, 3, 3, 2)
-        a = getattr(nn.init, name)(nn.Parameter(lk.zeros(*shape)), *args).numpy()
+        a = getattr(nn.init, name)(nn.Parameter(lk.zeros(*shape)), *args).detach().numpy()
         b = getattr(torch.nn.init, name)(torch.empty(*shape), *args).numpy()
         np.testing.assert_array_equal(a, b, err_msg=name)
 
 
 def test_init_takes_a_generator():
     g = lk.Generator().manual_seed(3)
-    a = nn.init.normal_(nn.Parameter(lk.zeros(5)), generator=g).numpy()
+    a = nn.init.normal_(nn.Parameter(lk.zeros(5)), generator=g).detach().numpy()
     lk.manual_seed(0)
-    b = nn.init.normal_(nn.Parameter(lk.zeros(5)), generator=g.manual_seed(3)).numpy()
+    b = nn.init.normal_(nn.Parameter(lk.zeros(5)), generator=g.manual_seed(3)).detach().numpy()
     np.testing.assert_array_equal(a, b)
 
 

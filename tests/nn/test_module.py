@@ -86,28 +86,28 @@ def test_state_dict_round_trip():
     assert list(sd) == ["steps", "conv.weight", "conv.bias", "body.1.weight", "body.1.bias",
                         "head.weight", "head.bias"]
     assert not any(t.requires_grad for t in sd.values())
-    assert np.shares_memory(sd["head.weight"].numpy(), a.head.weight.numpy())
+    assert np.shares_memory(sd["head.weight"].detach().numpy(), a.head.weight.detach().numpy())
     weight_object = b.head.weight
     result = b.load_state_dict(sd)
     assert result.missing_keys == [] and result.unexpected_keys == []
     assert b.head.weight is weight_object                      # loaded in place
     x = lk.randn(2, 1, 8, 8)
-    np.testing.assert_array_equal(a(x).numpy(), b(x).numpy())
+    np.testing.assert_array_equal(a(x).detach().numpy(), b(x).detach().numpy())
     # loaded values are copies: changing a afterwards leaves b alone
     a.head.weight._data += 1
-    assert not np.allclose(a.head.weight.numpy(), b.head.weight.numpy())
+    assert not np.allclose(a.head.weight.detach().numpy(), b.head.weight.detach().numpy())
 
 
 def test_load_state_dict_accepts_numpy_and_casts():
     lin = nn.Linear(2, 3)
     lin.load_state_dict({"weight": np.ones((3, 2)), "bias": np.arange(3)})
-    assert lin.weight.dtype is lk.float32 and lin.weight.numpy().sum() == 6
+    assert lin.weight.dtype is lk.float32 and lin.weight.detach().numpy().sum() == 6
     assert lin.bias.tolist() == [0.0, 1.0, 2.0]
 
 
 def test_load_state_dict_errors_name_keys_and_shapes():
     net = Net()
-    before = net.head.weight.numpy().copy()
+    before = net.head.weight.detach().numpy().copy()
     sd = net.state_dict()
     sd = {k: v for k, v in sd.items() if k != "head.bias"}
     sd["head.extra"] = lk.zeros(1)
@@ -118,11 +118,11 @@ def test_load_state_dict_errors_name_keys_and_shapes():
     assert "missing keys" in text and "head.bias" in text
     assert "unexpected keys" in text and "head.extra" in text
     assert "strict=False" in text
-    np.testing.assert_array_equal(net.head.weight.numpy(), before)   # nothing loaded
+    np.testing.assert_array_equal(net.head.weight.detach().numpy(), before)   # nothing loaded
 
     result = net.load_state_dict(sd, strict=False)
     assert result.missing_keys == ["head.bias"] and result.unexpected_keys == ["head.extra"]
-    assert float(net.head.weight.numpy().min()) == 5.0
+    assert float(net.head.weight.detach().numpy().min()) == 5.0
 
     wrong = nn.Linear(2, 4).state_dict()
     with pytest.raises(lk.nn.StateDictError, match=r"weight: the model has \(3, 2\), the state "
@@ -173,7 +173,7 @@ def test_to_device(device):
     assert net.head.weight.grad.device.name == device
     restored = Net()
     restored.load_state_dict(net.state_dict())            # across devices
-    np.testing.assert_allclose(restored.head.weight.numpy(), net.head.weight.numpy())
+    np.testing.assert_allclose(restored.head.weight.detach().numpy(), net.head.weight.detach().numpy())
 
 
 def test_repr_like_pytorch():
@@ -216,9 +216,9 @@ def test_deepcopy_gives_an_independent_model():
     net = Net()
     twin = copy.deepcopy(net)
     assert isinstance(twin.head.weight, nn.Parameter) and twin.head.weight is not net.head.weight
-    np.testing.assert_array_equal(twin.head.weight.numpy(), net.head.weight.numpy())
+    np.testing.assert_array_equal(twin.head.weight.detach().numpy(), net.head.weight.detach().numpy())
     twin.head.weight._data += 1
-    assert not np.array_equal(twin.head.weight.numpy(), net.head.weight.numpy())
+    assert not np.array_equal(twin.head.weight.detach().numpy(), net.head.weight.detach().numpy())
 
 
 def test_apply_visits_every_module():
@@ -231,7 +231,7 @@ def test_parameter():
     t = lk.ones(3)
     p = nn.Parameter(t)
     assert p.requires_grad and p.is_leaf and isinstance(p, lk.Tensor)
-    assert np.shares_memory(p.numpy(), t.numpy())
+    assert np.shares_memory(p.detach().numpy(), t.detach().numpy())
     frozen = nn.Parameter(lk.ones(2), requires_grad=False)
     assert not frozen.requires_grad
     with pytest.raises(lk.DTypeError, match="floating"):

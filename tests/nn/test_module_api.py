@@ -48,7 +48,7 @@ def test_forward_hooks_run_in_order_can_replace_and_are_removed():
         m(lk.tensor(x) if lib is nn else torch.tensor(x, dtype=torch.float32))
     assert events["lk"] == events["torch"] == ["pre0", "pre1", ("fwd", (2, 4)), "kw", "pre0",
                                                ("fwd", (2, 4)), "kw"]
-    np.testing.assert_array_equal(outs["lk"].numpy(), outs["torch"].detach().numpy())
+    np.testing.assert_array_equal(outs["lk"].detach().numpy(), outs["torch"].detach().numpy())
 
 
 def test_forward_pre_hook_with_kwargs_and_handle_as_context():
@@ -214,7 +214,7 @@ def test_training_step_with_scopes_matches_eager():
     for _ in range(3):
         np.testing.assert_allclose(captured(x).item(), step(twin, opt_b, x).item(), rtol=1e-6)
     for (name, p), q in zip(torch_free.named_parameters(), twin.parameters()):
-        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=1e-5, atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-7, err_msg=name)
 
 
 # ---- buffers ------------------------------------------------------------------------------------
@@ -290,7 +290,7 @@ def test_load_state_dict_assign_replaces_the_tensors():
     new = {"weight": lk.ones(2, 2, dtype=lk.float64), "bias": lk.zeros(2, dtype=lk.float64)}
     m.load_state_dict(new, assign=True)
     assert isinstance(m.weight, nn.Parameter) and m.weight.dtype is lk.float64
-    assert m.weight.requires_grad and np.shares_memory(m.weight.numpy(), new["weight"].numpy())
+    assert m.weight.requires_grad and np.shares_memory(m.weight.detach().numpy(), new["weight"].detach().numpy())
 
 
 def test_state_dict_prefix_keep_vars_and_destination():

@@ -46,7 +46,7 @@ def _run(case, lib, module, arrays):
 
 
 def _numpy(t):
-    return t.detach().numpy() if isinstance(t, torch.Tensor) else t.numpy()
+    return t.detach().numpy() if isinstance(t, torch.Tensor) else t.detach().numpy()
 
 
 @pytest.mark.parametrize("case", ALL, ids=repr)

@@ -21,7 +21,7 @@ def pair(a):
 
 def close(ours, theirs, **kw):
     theirs = theirs.detach().numpy() if isinstance(theirs, torch.Tensor) else theirs
-    np.testing.assert_allclose(ours.numpy() if hasattr(ours, "numpy") else ours, theirs,
+    np.testing.assert_allclose(ours.detach().numpy() if hasattr(ours, "numpy") else ours, theirs,
                                rtol=kw.get("rtol", 1e-12), atol=kw.get("atol", 1e-12))
 
 
@@ -147,9 +147,9 @@ def test_repr_state_dict_and_weights_as_torch(make):
 def test_initialisation_is_uniform_in_one_over_sqrt_hidden():
     lk.manual_seed(0)
     for p in nn.GRU(8, 16, bidirectional=True).parameters():
-        values = p.numpy()
+        values = p.detach().numpy()
         assert np.abs(values).max() <= 0.25 and np.abs(values).max() > 0.2
-    big = nn.LSTM(50, 100).weight_ih_l0.numpy()
+    big = nn.LSTM(50, 100).weight_ih_l0.detach().numpy()
     assert abs(big.mean()) < 0.005 and abs(big.std() - 0.1 / np.sqrt(3)) < 0.002
 
 
@@ -165,13 +165,13 @@ def test_dropout_between_layers_but_not_after_the_last():
     close(out, tout)
     close(h, th)
     ours.eval()
-    assert not np.allclose(ours(lk.tensor(x))[0].numpy(), out.numpy())
+    assert not np.allclose(ours(lk.tensor(x))[0].detach().numpy(), out.detach().numpy())
     lk.manual_seed(1)
     ours.train()
     ours.dropout = 0.5
-    a = ours(lk.tensor(x))[0].numpy()
+    a = ours(lk.tensor(x))[0].detach().numpy()
     lk.manual_seed(1)
-    np.testing.assert_array_equal(a, ours(lk.tensor(x))[0].numpy())      # seeded masks
+    np.testing.assert_array_equal(a, ours(lk.tensor(x))[0].detach().numpy())      # seeded masks
 
 
 def test_constructor_errors_as_torch():
@@ -232,9 +232,9 @@ def test_final_state_is_each_sequences_last_real_step():
     padded, _ = lrnn.pad_packed_sequence(out)
     for b, n in enumerate(lengths):
         alone, h_alone = gru(x[:n, b])                   # the sequence by itself
-        close(padded[:n, b], alone.numpy())
-        close(h[0, b], h_alone[0].numpy())
-        assert not np.any(padded[n:, b].numpy())            # zeros past its length
+        close(padded[:n, b], alone.detach().numpy())
+        close(h[0, b], h_alone[0].detach().numpy())
+        assert not np.any(padded[n:, b].detach().numpy())            # zeros past its length
 
 
 # ---- captured equals eager ---------------------------------------------------------------------

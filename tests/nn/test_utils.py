@@ -147,7 +147,7 @@ def _train(capture, clip, backward_inside=True, steps=8):
     for _ in range(steps):
         loss, total = run(x, y)
         out.append((loss.item(), np.nan if total is None else total.item()))
-    return np.array(out), [p.numpy() for p in model.parameters()], \
+    return np.array(out), [p.detach().numpy() for p in model.parameters()], \
         (run if backward_inside else captured)
 
 

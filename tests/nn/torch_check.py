@@ -24,7 +24,7 @@ def against_torch(ours, theirs, *arrays, rtol=1e-7, atol=1e-9, grad=True, **kwar
     assert len(l_out) == len(t_out)
     for a, b in zip(l_out, t_out):
         assert tuple(a.shape) == tuple(b.shape), (a.shape, b.shape)
-        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=rtol, atol=atol)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=rtol, atol=atol)
     if not grad:
         return l_out
     pairs = [(a, b) for a, b in zip(l_out, t_out) if b.requires_grad]

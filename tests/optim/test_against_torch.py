@@ -95,7 +95,7 @@ def _lk_run(name, defaults, first, second, steps=STEPS, capture=False):
     trail = []
     for _ in range(steps):
         run()
-        trail.append([p.numpy().copy() for p in params])
+        trail.append([p.detach().numpy().copy() for p in params])
     return trail, opt, run
 
 
@@ -148,7 +148,7 @@ def test_state_dict_has_pytorchs_layout_and_round_trips(name, defaults, first, s
             opt.zero_grad()
             _loss(lk, params).backward()
             opt.step()
-            trail.append([p.numpy().copy() for p in params])
+            trail.append([p.detach().numpy().copy() for p in params])
         _assert_trails(trail, cont[3:])
 
 
@@ -180,7 +180,7 @@ def test_float32_tracks_pytorch():
             opt.step()
     for a, b in zip(lp, tp):
         assert a.dtype is lk.float32
-        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_add_param_group_and_named_parameters():
@@ -253,7 +253,7 @@ def test_lbfgs_state_dict_round_trip_and_capture_error():
         return loss
     opt.step(closure)
     saved = opt.state_dict()
-    q = lk.nn.Parameter(lk.tensor(p.numpy().copy()))
+    q = lk.nn.Parameter(lk.tensor(p.detach().numpy().copy()))
     other = lk.optim.LBFGS([q], max_iter=3, history_size=4)
     other.load_state_dict(saved)
     opt.step(closure)
@@ -264,7 +264,7 @@ def test_lbfgs_state_dict_round_trip_and_capture_error():
         loss.backward()
         return loss
     other.step(closure_q)
-    np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-14)
+    np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-14)
     with pytest.raises(lk.LabkitError, match="LBFGS.step cannot run inside lk.function"):
         lk.function(lambda: opt.step(closure))()
     with pytest.raises(ValueError, match="parameter groups"):
@@ -282,10 +282,10 @@ def test_group_values_stay_numbers_and_captured_steps_follow_them():
     assert f"{group['lr']}" == "0.1" and group["lr"] * 2 == 0.2
     group["lr"] = 0.0
     group["momentum"] = 0.0
-    before = [p.numpy().copy() for p in params]
+    before = [p.detach().numpy().copy() for p in params]
     step()                           # no rate, no momentum: nothing moves
     for a, p in zip(before, params):
-        np.testing.assert_array_equal(p.numpy(), a)
+        np.testing.assert_array_equal(p.detach().numpy(), a)
     # the rate is read at run time; momentum going to zero changes the rule's ops: a retrace
     assert len(step.traces) == 2
     assert step.traces[1].reason.startswith("optimizer SGD param_groups[0]['momentum'] is zero "
@@ -308,7 +308,7 @@ def test_a_switch_changed_after_capture_retraces_and_matches_eager():
         step()
         opt.param_groups[0]["lr"] = 0.5           # a rate is no switch: read at run time
         step()
-        runs.append([p.numpy().copy() for p in params])
+        runs.append([p.detach().numpy().copy() for p in params])
     for a, b in zip(*runs):
         np.testing.assert_allclose(b, a, rtol=1e-6)
     assert len(step.traces) == 2
@@ -322,7 +322,7 @@ def test_tensor_learning_rate_under_capture():
     step = lk.function(lambda: (opt.zero_grad(), _loss(lk, params).backward(), opt.step()))
     step()
     lr.assign(0.0)
-    before = [p.numpy().copy() for p in params]
+    before = [p.detach().numpy().copy() for p in params]
     step()
     for a, p in zip(before, params):
-        np.testing.assert_array_equal(p.numpy(), a)
+        np.testing.assert_array_equal(p.detach().numpy(), a)

@@ -229,7 +229,7 @@ def _training(capture, sched_name, steps=24):
     for _ in range(steps):
         losses.append(run(x, y).item())
         sched.step()
-    return np.array(losses), [p.numpy() for p in model.parameters()], run
+    return np.array(losses), [p.detach().numpy() for p in model.parameters()], run
 
 
 @pytest.mark.parametrize("sched_name", ["StepLR", "OneCycleLR"])

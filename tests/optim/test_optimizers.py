@@ -111,7 +111,7 @@ def run(cls, kwargs, steps):
                          ids=[f"{c.__name__}-{i}" for i, (c, _, _) in enumerate(CASES)])
 def test_steps_match_pytorch_formulas(cls, ref, kwargs):
     p, _ = run(cls, kwargs, steps=5)
-    np.testing.assert_allclose(p.numpy(), ref(5, **kwargs), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(p.detach().numpy(), ref(5, **kwargs), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("cls,ref,kwargs", CASES[1::3], ids=lambda v: getattr(v, "__name__", ""))
@@ -119,21 +119,21 @@ def test_float32_and_device(cls, ref, kwargs, device):
     p = nn.Parameter(lk.tensor(P0, dtype=lk.float32, device=device))
     more_steps(p, cls([p], **kwargs), 5)
     assert p.dtype is lk.float32 and p.device.name == device
-    np.testing.assert_allclose(p.numpy(), ref(5, **kwargs), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(p.detach().numpy(), ref(5, **kwargs), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("cls,ref,kwargs", CASES, ids=lambda v: getattr(v, "__name__", ""))
 def test_state_dict_round_trip_continues_identically(cls, ref, kwargs):
     p1, opt1 = run(cls, kwargs, steps=3)
     saved = opt1.state_dict()
-    p2 = nn.Parameter(lk.tensor(p1.numpy().copy(), dtype=lk.float64))
+    p2 = nn.Parameter(lk.tensor(p1.detach().numpy().copy(), dtype=lk.float64))
     opt2 = cls([p2], lr=123.0)                 # hyperparameters come back from the state dict
     opt2.load_state_dict(saved)
     assert opt2.param_groups[0]["lr"] == kwargs["lr"]
     more_steps(p1, opt1, 2)
     more_steps(p2, opt2, 2)
-    np.testing.assert_array_equal(p2.numpy(), p1.numpy())
-    np.testing.assert_allclose(p2.numpy(), ref(5, **kwargs), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(p2.detach().numpy(), p1.detach().numpy())
+    np.testing.assert_allclose(p2.detach().numpy(), ref(5, **kwargs), rtol=1e-12, atol=1e-12)
 
 
 def test_state_dict_is_a_snapshot():
@@ -179,7 +179,7 @@ def test_step_never_writes_into_gradients():
     optim.SGD([a, b], lr=0.1, momentum=0.9, weight_decay=0.5, nesterov=True).step()
     np.testing.assert_array_equal(a.grad.numpy(), before[0])
     np.testing.assert_array_equal(b.grad.numpy(), before[1])
-    np.testing.assert_allclose(a.numpy(), b.numpy())
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy())
 
 
 def test_param_groups_and_closure():
@@ -187,7 +187,7 @@ def test_param_groups_and_closure():
     opt = optim.SGD([{"params": body.parameters()},
                      {"params": head.parameters(), "lr": 0.0}], lr=0.1, momentum=0.5)
     assert opt.param_groups[1]["momentum"] == 0.5 and opt.param_groups[1]["lr"] == 0.0
-    before = head.weight.numpy().copy(), body.weight.numpy().copy()
+    before = head.weight.detach().numpy().copy(), body.weight.detach().numpy().copy()
 
     def closure():
         opt.zero_grad()
@@ -196,8 +196,8 @@ def test_param_groups_and_closure():
         return loss
     loss = opt.step(closure)
     assert isinstance(loss, lk.Tensor)
-    np.testing.assert_array_equal(head.weight.numpy(), before[0])
-    assert not np.array_equal(body.weight.numpy(), before[1])
+    np.testing.assert_array_equal(head.weight.detach().numpy(), before[0])
+    assert not np.array_equal(body.weight.detach().numpy(), before[1])
     assert "Parameter Group 1" in repr(opt) and "lr: 0.0" in repr(opt)
 
 

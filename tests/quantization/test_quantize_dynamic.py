@@ -48,7 +48,7 @@ def test_mlp_on_digits_loses_less_than_a_point(digits_model, qconfig):
     assert _accuracy(qmodel, x, y) > before - 0.01
     agree = (qmodel(x).argmax(1) == model(x).argmax(1)).float().mean().item()
     assert agree > 0.98
-    np.testing.assert_allclose(qmodel(x).numpy(), model(x).numpy(), atol=0.15)
+    np.testing.assert_allclose(qmodel(x).detach().numpy(), model(x).detach().numpy(), atol=0.15)
 
 
 # ---- copies, eval mode, which modules ---------------------------------------------------------
@@ -154,7 +154,7 @@ def test_weights_are_symmetric_int8_with_scale_max_over_127():
     assert per_channel.bias().tolist() != layer.bias.tolist()     # a copy, not the same memory
     zero = QLinear.from_float(layer)
     assert zero.weight_scale.item() == 1.0 and not zero.weight_int8.numpy().any()
-    np.testing.assert_array_equal(zero(lk.ones(1, 3)).numpy(), layer(lk.ones(1, 3)).numpy())
+    np.testing.assert_array_equal(zero(lk.ones(1, 3)).detach().numpy(), layer(lk.ones(1, 3)).detach().numpy())
 
 
 def test_repr_and_names():

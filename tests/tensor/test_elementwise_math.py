@@ -37,7 +37,7 @@ def assert_like_torch(lk_fn, torch_fn, *args, device="cpu:0", grad=True):
     with np.errstate(all="ignore"):
         out = lk_fn(*xs)
     expected = torch_fn(*ts)
-    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-13, atol=0,
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-13, atol=0,
                                equal_nan=True, err_msg="value")
     if not any(want_grad):
         return

@@ -28,7 +28,7 @@ def _value_and_grads(m, f, data, create_graph=False):
     with lk.enable_grad():
         g, = lk.autodiff.gradients((out * w).sum(), [x], create_graph=create_graph)
         second = lk.autodiff.gradients(g.sum(), [x])[0] if create_graph else None
-    return out.numpy(), g.numpy(), None if second is None else second.numpy()
+    return out.detach().numpy(), g.detach().numpy(), None if second is None else second.detach().numpy()
 
 
 def same_as_torch(f, data, second_order=False):

@@ -20,7 +20,7 @@ import time
 import pytest
 
 import labkit as lk
-from labkit.viz.explorer import STATIC
+from labkit.viz.timeline_explorer import STATIC
 from labkit.viz.graph_data import graph_payload
 from labkit.viz.widgets import pass_stages
 from tests.ui import test_jupyterlab as lab
@@ -37,8 +37,12 @@ def training_step(layers=37, width=16):
     for _ in range(layers):
         mods += [lk.nn.Linear(width, width), lk.nn.ReLU()]
     model = lk.nn.Sequential(*mods, lk.nn.Linear(width, 4))
-    opt = lk.optim.Adam(model.parameters(), lr=1e-3)
+    step = captured_step(model, lk.optim.Adam(model.parameters(), lr=1e-3))
+    return step.graph(lk.randn(8, width), lk.tensor([0, 1, 2, 3, 0, 1, 2, 3]))
 
+
+def captured_step(model, opt):
+    """``model``'s training step with ``opt`` under cross-entropy, as an ``lk.function``."""
     @lk.function
     def step(x, y):
         opt.zero_grad()
@@ -46,7 +50,7 @@ def training_step(layers=37, width=16):
         loss.backward()
         opt.step()
         return loss
-    return step.graph(lk.randn(8, width), lk.tensor([0, 1, 2, 3, 0, 1, 2, 3]))
+    return step
 
 
 def small_function():
@@ -276,3 +280,54 @@ def test_the_pass_slider_shows_each_pass_and_what_it_changed(small, graphs, tmp_
     _relayout(page, lambda: slider.fill(str(names.index("fusion"))))
     assert "fusion" in page.locator(".lk-gx-passlabel").inner_text()
     assert page.locator("g.lk-gx-node[data-node^='fused']").count() >= 1
+
+
+def _view_of(page):
+    return [float(v) for v in _data(page, "view").split(",")]
+
+
+@pytest.mark.timeout(120)
+def test_first_views_are_readable_with_a_legend(small, big):
+    """Text at least 10 px high, the small graph whole inside the canvas, a legend shown."""
+    for page, _ in (small, big):
+        assert float(_data(page, "textPx")) >= 10
+        legend = page.locator(".lk-gx-legend")
+        assert legend.is_visible() and int(legend.get_attribute("data-items")) >= 2
+        assert "forward" in legend.inner_text()
+    page, _ = small
+    assert _data(page, "fits") == "true"
+    canvas = page.locator(".lk-gx-canvas").bounding_box()
+    for box in page.locator("g.lk-gx-box rect").all():
+        b = box.bounding_box()
+        assert canvas["x"] <= b["x"] and b["x"] + b["width"] <= canvas["x"] + canvas["width"] + 1
+        assert canvas["y"] <= b["y"] and b["y"] + b["height"] <= canvas["y"] + canvas["height"] + 1
+    # the minimap sits beside the canvas, over none of it
+    mini = page.locator(".lk-gx-mini")
+    if mini.is_visible():
+        m = mini.bounding_box()
+        assert m["x"] >= canvas["x"] + canvas["width"]
+
+
+@pytest.mark.timeout(120)
+def test_opening_a_scope_moves_the_view_to_it(big, graphs):
+    page, _ = big
+    layer = _group_box(page, "3", graphs)
+    layer.scroll_into_view_if_needed()
+    _relayout(page, lambda: layer.click())
+    opened = page.locator('g.lk-gx-open[data-box="' + layer.get_attribute("data-box") + '"]')
+    box, canvas = opened.bounding_box(), page.locator(".lk-gx-canvas").bounding_box()
+    assert canvas["x"] <= box["x"] and box["x"] + box["width"] <= canvas["x"] + canvas["width"]
+    assert canvas["y"] <= box["y"] < canvas["y"] + canvas["height"] / 2
+    assert float(_data(page, "textPx")) >= 10
+
+
+@pytest.mark.timeout(120)
+def test_the_pass_slider_takes_arrow_keys(small, graphs):
+    page, _ = small
+    slider = page.locator("input.lk-gx-slider")
+    last = int(slider.get_attribute("max"))
+    slider.focus()
+    _relayout(page, lambda: page.keyboard.press("ArrowLeft"))
+    assert page.evaluate("window.model.state.stage") == last - 1
+    _relayout(page, lambda: page.keyboard.press("ArrowRight"))
+    assert page.evaluate("window.model.state.stage") == last

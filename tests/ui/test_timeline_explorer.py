@@ -27,14 +27,14 @@ import numpy as np
 import pytest
 
 from labkit.profiler import Profile
-from labkit.viz.explorer import BUNDLE
+from labkit.viz.timeline_explorer import BUNDLE
 from labkit.viz.timeline_data import decode_column, timeline_payload
 from tests.ui import test_jupyterlab as lab
 
 N_EVENTS = 20_000
 LANES = [("cpu:0", "main"), ("cpu:0", "worker-1"), ("cpu:1", "main"), ("cpu:1", "worker-2")]
 OPS = ["matmul", "add", "relu", "sum", "reshape", "exp", "gelu", "softmax"]
-GEOM = {"labelW": 170, "axisH": 26, "rowH": 18, "laneGap": 6, "pad": 8}   # draw.js's GEOM
+GEOM = {"rowH": 18, "pad": 8}   # draw.js's GEOM (the rest is read from the page: _geometry)
 WIDTH = 1200
 
 
@@ -245,11 +245,25 @@ def _view(page):
                          " return [Number(d.viewLo), Number(d.viewHi)]; }")
 
 
+def _geometry(page):
+    """The drawing's geometry as the page reports it: the lane names' width (as wide as the
+    names need), the time axis's height and each lane's first row (pixels from the top)."""
+    d = page.evaluate("() => ({...document.querySelector('.lk-tl').dataset})")
+    return {"labelW": float(d["labelW"]), "axisH": float(d["axisH"]),
+            "rows": json.loads(d["laneTops"])}
+
+
+def _row_y(page, lane):
+    """The page y of the middle of lane ``lane``'s first row."""
+    top = page.locator("canvas.lk-tl-main").bounding_box()["y"]
+    return top + _geometry(page)["rows"][lane] + GEOM["rowH"] / 2
+
+
 def _plot(page):
     """(left, top, width) of the main canvas's plot area, in page pixels."""
     box = page.locator("canvas.lk-tl-main").bounding_box()
-    left = box["x"] + GEOM["labelW"]
-    return left, box["y"], box["width"] - GEOM["labelW"] - GEOM["pad"]
+    label = _geometry(page)["labelW"]
+    return box["x"] + label, box["y"], box["width"] - label - GEOM["pad"]
 
 
 def _set_model(page, **traits):
@@ -352,7 +366,7 @@ def test_clicking_a_bar_shows_its_details(explorer, profile_payload, tmp_path):
     start, dur = decode_column(payload, "start")[k], decode_column(payload, "dur")[k]
     _set_model(page, view=[start - dur, start + 2 * dur])     # the bar fills the middle third
     left, top, width = _plot(page)
-    page.mouse.click(left + width / 2, top + GEOM["axisH"] + GEOM["rowH"] / 2)
+    page.mouse.click(left + width / 2, _row_y(page, 0))
     page.wait_for_timeout(100)
     assert page.evaluate("window.model.state.selected") == k
     text = page.locator(".lk-tl-details").inner_text()
@@ -362,7 +376,7 @@ def test_clicking_a_bar_shows_its_details(explorer, profile_payload, tmp_path):
     page.screenshot(path=str(lab._artifacts(tmp_path) / "timeline-explorer-details.png"),
                     full_page=True)
     # a click where no bar is clears it
-    page.mouse.click(left - 50, top + GEOM["axisH"] + GEOM["rowH"] / 2)   # the lane names
+    page.mouse.click(left - 50, _row_y(page, 0))   # the lane names
     assert page.evaluate("window.model.state.selected") == -1
 
 
@@ -395,13 +409,89 @@ def test_the_overview_window_pans_the_view(explorer):
     box = page.locator("canvas.lk-tl-overview").bounding_box()
     lo, hi = _view(page)
     # the window sits at the very left of the strip: grab it and move it right
-    x = box["x"] + GEOM["labelW"] + 1
+    x = box["x"] + _geometry(page)["labelW"] + 1
     page.mouse.move(x, box["y"] + 15)
     page.mouse.down()
     page.mouse.move(x + 300, box["y"] + 15, steps=5)
     page.mouse.up()
     lo2, hi2 = _view(page)
     assert lo2 > lo + 1e6 and abs((hi2 - lo2) - (hi - lo)) < 1
+
+
+HOVER = """async ([x, y]) => {
+  const c = document.querySelector('canvas.lk-tl-main');
+  const tip = document.querySelector('.lk-tl-tip');
+  const t0 = performance.now();
+  c.dispatchEvent(new MouseEvent('mousemove', {clientX: x, clientY: y, bubbles: true}));
+  while (tip.style.display !== 'block' && performance.now() - t0 < 2000) {
+    await new Promise((r) => requestAnimationFrame(r));
+  }
+  return {ms: performance.now() - t0, text: tip.textContent, shown: tip.style.display}; }"""
+
+
+@pytest.mark.timeout(60)
+def test_hovering_a_bar_shows_its_details_at_once(explorer, profile_payload):
+    page, _ = explorer
+    _, payload, events = profile_payload
+    k = next(i for i, e in enumerate(events) if e.device == "cpu:0" and e.lane == "main"
+             and i > 100)
+    start, dur = decode_column(payload, "start")[k], decode_column(payload, "dur")[k]
+    _set_model(page, view=[start - dur, start + 2 * dur])
+    left, top, width = _plot(page)
+    got = page.evaluate(HOVER, [left + width / 2, _row_y(page, 0)])
+    assert got["shown"] == "block" and got["ms"] < 100, got         # within 100 ms
+    e = events[k]
+    assert f"op: {e.op}" in got["text"] and f"node: {e.name}" in got["text"], got
+    assert "duration:" in got["text"] and "cpu:0 · main" in got["text"]
+    assert page.locator(".lk-tl").get_attribute("data-hover") == str(k)
+    page.mouse.move(left - 60, _row_y(page, 0))                     # off the bars: gone
+    assert page.locator(".lk-tl-tip").is_hidden()
+
+
+@pytest.mark.timeout(60)
+def test_keys_zoom_and_pan_as_in_perfetto(explorer):
+    page, _ = explorer
+    _set_model(page, view=[1e6, 2e6])
+    left, top, width = _plot(page)
+    page.mouse.click(left + width / 2, top + 10)      # on the axis: focus, nothing selected
+    span = lambda v: v[1] - v[0]                      # noqa: E731
+    before = _view(page)
+    for key, check in (("w", lambda a, b: span(b) < 0.85 * span(a)),
+                       ("s", lambda a, b: span(b) > 1.2 * span(a)),
+                       ("d", lambda a, b: b[0] > a[0] and abs(span(b) - span(a)) < 1),
+                       ("a", lambda a, b: b[0] < a[0] and abs(span(b) - span(a)) < 1),
+                       ("ArrowUp", lambda a, b: span(b) < span(a)),
+                       ("ArrowDown", lambda a, b: span(b) > span(a)),
+                       ("ArrowRight", lambda a, b: b[0] > a[0]),
+                       ("ArrowLeft", lambda a, b: b[0] < a[0])):
+        page.keyboard.press(key)
+        page.wait_for_timeout(50)
+        after = _view(page)
+        assert check(before, after), (key, before, after)
+        before = after
+    # the page did not scroll: the keys went to the timeline
+    assert page.evaluate("window.scrollY") == 0
+
+
+@pytest.mark.timeout(60)
+def test_the_first_view_is_the_first_steps_with_their_boundaries(explorer, profile_payload):
+    page, _ = explorer
+    prof, payload, _ = profile_payload
+    lo, hi = _view(page)
+    steps = payload["steps"]
+    assert lo <= steps[0]["start"] and steps[2]["end"] <= hi < steps[4]["start"], (lo, hi)
+    assert "of " in page.locator(".lk-tl-status").inner_text()       # a part of the run
+    # a step boundary is drawn where step 0 ends (its mark), dashed in the step colour
+    mark = steps[0]["mark"]
+    left, top, width = _plot(page)
+    x = round(left + width * (mark - lo) / (hi - lo) - page.locator("canvas.lk-tl-main")
+              .bounding_box()["x"])
+    colour = page.evaluate("""(x) => {
+      const c = document.querySelector('canvas.lk-tl-main');
+      const r = c.width / c.clientWidth, y = Math.round(34 * r);
+      const d = c.getContext('2d').getImageData(Math.round(x * r) - 2, y, 5, 1).data;
+      return [...d];}""", x)
+    assert any(colour[i] < 120 and colour[i + 2] > 150 for i in range(0, len(colour), 4)), colour
 
 
 ZOOM_STEP = """async ([x, y]) => {
@@ -424,7 +514,13 @@ def test_a_10_second_20000_event_distributed_run_is_readable_by_zooming(explorer
     out = lab._artifacts(tmp_path)
     status = page.locator(".lk-tl-status").inner_text()
     assert f"{N_EVENTS:,} of {N_EVENTS:,} events" in status, status
-    assert re.search(r"\((9\.9\d*|10) s\)", status), status
+    assert re.search(r"of (9\.9\d*|10) s\)", status), status     # first: a few steps of it
+    lo, hi = _view(page)
+    assert 0.4e9 < hi - lo < 0.8e9, (lo, hi)                    # three 0.2 s steps
+    page.screenshot(path=str(out / "timeline-explorer-dist-first.png"), full_page=True)
+    page.locator("button.lk-tl-reset").click()                 # the whole run
+    page.wait_for_timeout(100)
+    assert re.search(r"\((9\.9\d*|10) s of", page.locator(".lk-tl-status").inner_text())
     page.screenshot(path=str(out / "timeline-explorer-dist-whole.png"), full_page=True)
     render_ms = page.evaluate("window.timings")["render_ms"]
     left, top, width = _plot(page)
@@ -436,10 +532,8 @@ def test_a_10_second_20000_event_distributed_run_is_readable_by_zooming(explorer
     lo2, hi2 = _view(page)
     assert hi2 - lo2 <= 0.2e9 < hi - lo and lo <= lo2 < hi2 <= hi
     # readable: the ops in view are bars several pixels wide, and a click on one shows it
-    rows = GEOM["axisH"] + GEOM["rowH"] * 0.5
     lanes = page.evaluate("() => window.model.get('data').lanes.map((l) => l.lane)")
-    ops_lane = lanes.index("ops")
-    y = top + rows + ops_lane * (GEOM["rowH"] + GEOM["laneGap"])
+    y = _row_y(page, lanes.index("ops"))
     page.mouse.click(x, y)
     page.wait_for_timeout(150)
     details = page.locator(".lk-tl-details").inner_text()
@@ -520,6 +614,14 @@ def test_graph_and_timeline_show_as_explorers_in_jupyterlab(explorer_lab, browse
         page.wait_for_timeout(300)
         lo2, hi2 = _view(page)
         assert hi2 - lo2 < hi - lo
+        # the keys reach the timeline, not JupyterLab's shortcuts ('a' would add a cell)
+        cells = page.locator(".jp-Notebook .jp-Cell").count()
+        page.mouse.click(canvas["x"] + canvas["width"] / 2, canvas["y"] + 10)
+        for key in ("d", "a", "s"):
+            page.keyboard.press(key)
+        page.wait_for_timeout(300)
+        assert _view(page) != [lo2, hi2]
+        assert page.locator(".jp-Notebook .jp-Cell").count() == cells
         # the graph explorer above it: laid out, the pass slider on the last pass, by name
         page.wait_for_selector(".lk-gx[data-ready='1']", timeout=30_000)
         graph = page.locator(".lk-gx")
@@ -528,6 +630,14 @@ def test_graph_and_timeline_show_as_explorers_in_jupyterlab(explorer_lab, browse
         assert graph.get_attribute("data-stage-name") == last
         assert last in page.locator(".lk-gx-passlabel").inner_text()
         assert int(graph.get_attribute("data-boxes")) >= 4
+        # the pass slider takes the arrow keys in JupyterLab (whose own shortcuts would
+        # otherwise take them), and the legend is there
+        page.locator(".lk-gx-slider").focus()
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_timeout(300)
+        assert graph.get_attribute("data-stage-name") == list(passes.default_passes())[-2]
+        assert page.locator(".jp-Notebook .jp-Cell").count() == cells   # no cell added
+        assert int(page.locator(".lk-gx-legend").get_attribute("data-items")) >= 1
         graph.screenshot(path=str(out / "jupyterlab-graph-explorer.png"))
         shot = out / "jupyterlab-timeline-explorer.png"
         page.locator(".lk-tl").screenshot(path=str(shot))

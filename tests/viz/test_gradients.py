@@ -1,5 +1,6 @@
 """lk.viz.gradients: per-parameter norms and histograms match NumPy, NaN/Inf are flagged and
 drawn red; gradient flow on a captured graph."""
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -37,12 +38,20 @@ def test_monitor_records_norms_and_histograms_matching_numpy():
     for name, grads in expected.items():
         np.testing.assert_allclose(mon.norms[name], [np.linalg.norm(g) for g in grads],
                                    rtol=1e-12)
-        last = np.log10(np.maximum(np.abs(grads[-1].ravel()), 1e-12))
+        g = np.abs(grads[-1].ravel())
+        last = np.log10(np.maximum(g[g > 0], 1e-12))        # zeros are counted apart
         np.testing.assert_array_equal(mon.hist[name][-1], np.histogram(last, BINS)[0])
+        assert mon.zeros[name][-1] == int((g == 0).sum())
     assert mon.flags() == [] and not mon.has_nonfinite()
     assert "0.weight" in mon.summary()
     root = ET.fromstring(mon.svg())
     assert len(root.findall(f".//{SVG}polyline")) == 4           # one norm line per parameter
+    # the histograms' ticks are whole powers of ten, their shades have a scale, and exact
+    # zeros (a dead ReLU's) are a row of their own, not a band at the lowest bin
+    ticks = [t.text for t in root.iter(f"{SVG}text") if t.text and t.text.startswith("1e")]
+    assert ticks and all(re.fullmatch(r"1e-?\d+", t) for t in ticks), ticks
+    assert root.find(f".//{SVG}g[@class='lk-shade-scale']") is not None
+    assert any(mon.zeros[n][-1] for n in mon.names) == ("= 0" in mon.svg())
 
 
 def test_nan_and_inf_are_flagged_and_drawn_red():
@@ -92,11 +101,11 @@ def _train_step(model):
 
 def test_gradient_flow_colours_gradient_edges_by_norm_without_updating():
     model, x, y = _model_and_data()
-    before = [p.numpy().copy() for p in model.parameters()]
+    before = [p.detach().numpy().copy() for p in model.parameters()]
     step = _train_step(model)
     pic = lk.viz.gradient_flow(step, x, y)
     for p, b in zip(model.parameters(), before):
-        np.testing.assert_array_equal(p.numpy(), b)              # no update was run
+        np.testing.assert_array_equal(p.detach().numpy(), b)              # no update was run
     assert pic.norms and all(np.isfinite(v) for v in pic.norms.values())
     assert "gradient norm" in pic.dot and "penwidth=" in pic.dot
     # the weight gradient of the last layer: its norm matches an eager backward

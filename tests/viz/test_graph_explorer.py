@@ -2,6 +2,7 @@
 bodies, pass stages, profile times) checked against the graph it came from, the widget's
 traits and value messages, and what a graph picture shows in a notebook (the explorer beside
 its static SVG)."""
+import importlib
 import importlib.util
 
 import numpy as np
@@ -55,9 +56,10 @@ def test_payload_nodes_edges_and_shapes_match_the_graph():
                   if id(a) in index)
     edges = p["edges"]
     assert sorted(zip(edges[::2], edges[1::2])) == sorted(set(want))
-    # the user's line is kept for traced ops
+    # the user's line is kept for traced ops, written as errors and the profiler write it
     src = _col(p, "source")
-    assert any(s and "test_graph_explorer.py" in s and "model(x)" in s for s in src)
+    assert any(s and s.startswith(f"{__file__}:") and s.endswith(": loss = (model(x) ** 2).mean()")
+               for s in src), src
     assert p["title"].endswith(f"{len(g.nodes):,} nodes")
 
 
@@ -84,9 +86,16 @@ def test_payload_scopes_are_a_tree_with_counts_and_roles():
     for i, n in enumerate(g.nodes):
         if not n.scope and roles[i] == "backward":
             assert p["nodes"]["group"][i] == grads
-    # small graphs open every scope; big ones none (as lk.viz.graph collapses them)
-    assert set(p["expanded"]) == set(paths)
-    assert graph_payload(mlp_step(40)[0].graph(x))["expanded"] == []
+    # by default the explorer chooses what opens (as much as stays readable on its canvas)
+    assert p["auto_open"] and p["expanded"] == []
+    q = graph_payload(g, expanded=["0", "nope"])
+    assert not q["auto_open"] and q["expanded"] == ["0"]
+    # stateful nodes (the update's assigns) are marked for the picture
+    stateful = [n.name for n, flag in zip(g.nodes, p["nodes"]["stateful"]) if flag]
+    assert stateful and all(n.stateful for n in g.nodes if n.name in stateful)
+    # each module's scope knows the module's class: "0 (Linear)"
+    types = {grp["path"]: grp["type"] for grp in groups}
+    assert types["0"] == "Linear" and types["1"] == "ReLU" and types["gradients"] is None
 
 
 def _inside(p, g, k):
@@ -114,7 +123,11 @@ def test_control_flow_bodies_are_groups_inside_their_node():
     in_true = [ops[i] for i in range(p["n"]) if p["nodes"]["group"][i] == body["true"]]
     in_false = [ops[i] for i in range(p["n"]) if p["nodes"]["group"][i] == body["false"]]
     assert "exp" in in_true and "mul" in in_true and "sub" in in_false
-    assert p["groups"][control[0]]["count"] == 1 + len(in_true) + len(in_false)
+    # the cond's own output node sits in its box too (not in a second box named 'cond')
+    outputs = [ops[i] for i in range(p["n"]) if p["nodes"]["group"][i] == control[0]
+               and i != cond]
+    assert outputs == ["output"] and "cond" not in [grp["path"] for grp in p["groups"]]
+    assert p["groups"][control[0]]["count"] == 2 + len(in_true) + len(in_false)
     # a body's own edges are there (mul -> exp inside the true branch)
     pairs = list(zip(p["edges"][::2], p["edges"][1::2]))
     assert any(ops[a] == "mul" and ops[b] == "exp" for a, b in pairs)
@@ -235,8 +248,39 @@ def test_graph_picture_shows_the_explorer_beside_its_svg():
         lk.devices.configure(cpus=1)
 
 
+def test_collapse_and_expand_say_what_opens_first():
+    from labkit.viz.graph_explorer import open_paths
+    paths = ["enc", "enc/0", "enc/1", "dec", "[cond]", "[cond]/true"]
+    assert open_paths(paths) is None                           # the explorer chooses
+    assert open_paths(paths, collapse=True) == []
+    assert open_paths(paths, collapse=False) == paths
+    assert open_paths(paths, collapse=["enc/0", "[cond]"]) == ["enc", "enc/1", "dec"]
+    assert open_paths(paths, collapse="dec") == ["enc", "enc/0", "enc/1", "[cond]",
+                                                 "[cond]/true"]
+    assert open_paths(paths, expand=["enc/1"]) == ["enc", "enc/1"]
+    assert open_paths(paths, collapse=True, expand="[cond]/true") == ["[cond]", "[cond]/true"]
+
+
+@needs_anywidget
+def test_graph_options_reach_the_explorer():
+    step, x = mlp_step()
+    w = lk.viz.graph(step, x, collapse=["0"]).explorer()
+    assert not w.data["auto_open"] and "0" not in w.expanded and "2" in w.expanded
+    w = lk.viz.graph(step, x, expand=["2"]).explorer()
+    assert w.expanded == ["2"]
+    assert lk.viz.graph(step, x).explorer().data["auto_open"]
+    # profile= is taken (it was passed on to the traced function before) and colours by time
+    step(x)
+    with lk.profile() as prof:
+        step(x)
+    pic = lk.viz.graph(step, x, profile=prof)
+    w = pic.explorer()
+    assert w.color_by == "time" and any(t > 0 for t in w.data["nodes"]["time"])
+    assert "digraph" in pic.dot
+
+
 def test_graph_picture_without_anywidget_is_the_static_picture(monkeypatch):
-    from labkit.viz import explorer
+    explorer = importlib.import_module("labkit.viz.timeline_explorer")
     monkeypatch.setattr(explorer, "have_anywidget", lambda: False)
     bundle = lk.viz.graph(lambda x: (x * 2.0).sum(), lk.ones(3))._repr_mimebundle_()
     assert WIDGET_VIEW not in bundle

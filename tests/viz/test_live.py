@@ -156,3 +156,20 @@ def test_first_interrupt_stops_softly_the_second_raises():
                 signal.raise_signal(signal.SIGINT)
                 signal.raise_signal(signal.SIGINT)    # pressed twice: raise at once
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_only_logged_metrics_get_a_panel_and_one_rate_is_reported():
+    view = lk.viz.live(display=False)                 # metrics ("loss", "accuracy") by default
+    for step in view.steps(5):
+        view.log(loss=1.0 / (step + 1))               # the loss alone
+    svg = view.svg()
+    assert 'data-metric="loss"' in svg and 'data-metric="accuracy"' not in svg
+    assert "nothing logged" not in svg
+    # the rate is fixed when the loop ends: the picture and the status line agree, later too
+    rate = view.status().split(" · ")[-1]
+    assert rate.endswith("steps/s") and rate in svg
+    import time
+    time.sleep(0.05)
+    assert view.status().split(" · ")[-1] == rate
+    fresh = lk.viz.live(display=False)                # nothing logged yet: the metrics named
+    assert 'data-metric="loss"' in fresh.svg() and 'data-metric="accuracy"' in fresh.svg()

@@ -1,6 +1,7 @@
 """The timeline explorer's Python side: the columnar payload (values against the profile's
 events), the widget's traits, what a timeline shows in a notebook (the explorer beside its
 static SVG), and the categories of a parameter-server run's phases."""
+import importlib
 import importlib.util
 
 import numpy as np
@@ -91,7 +92,7 @@ def test_a_profile_shown_in_a_notebook_is_the_explorer_beside_its_svg():
 
 def test_timeline_without_anywidget_is_the_static_picture(monkeypatch):
     from labkit.errors import LabkitError
-    from labkit.viz import explorer
+    explorer = importlib.import_module("labkit.viz.timeline_explorer")
     monkeypatch.setattr(explorer, "have_anywidget", lambda: False)
     bundle = lk.viz.timeline(two_device_profile())._repr_mimebundle_()
     assert set(bundle) == {"image/svg+xml", "text/plain"}

@@ -1,20 +1,18 @@
-"""GraphWidget: one picture per optimisation pass with what the pass changed highlighted;
-node details (attributes, shapes, device, placement reason, value after a run); the ipywidgets
-controls when ipywidgets is installed."""
+"""The graph explorer's pass slider and value statistics (what GraphWidget did, now in the
+explorer): one stage per optimisation pass with what the pass changed marked; node details
+(attributes, shapes, device, placement reason) and values for the example arguments."""
 import importlib.util
-import re
 
 import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.errors import LabkitError
 from labkit.graph import passes
-from labkit.viz.render import find_dot
-from labkit.viz.widgets import CHANGE_STYLE, pass_marks
+from labkit.viz.graph_data import graph_payload
+from labkit.viz.widgets import CHANGE_STYLE, pass_marks, pass_stages, value_summary
 
-needs_ipywidgets = pytest.mark.skipif(importlib.util.find_spec("ipywidgets") is None,
-                                      reason="ipywidgets is not installed")
+needs_anywidget = pytest.mark.skipif(importlib.util.find_spec("anywidget") is None,
+                                     reason="anywidget is not installed")
 
 
 @pytest.fixture
@@ -27,97 +25,81 @@ def f():
     return f
 
 
-def _node_color(dot, name, graph):
-    i = next(n.index for n in graph.nodes if n.name == name)
-    m = re.search(rf"^\s*n{i} \[.*$", dot, re.M)
-    return re.findall(r'(?<![a-z])color="(#[0-9a-f]{6})"', m.group(0))[-1]
+def _marks(payload, stage):
+    """``{node name: (mark, note)}`` of one stage of a payload."""
+    text = payload["strings"]
+    names = [text[k] for k in payload["nodes"]["name"]]
+    return {names[i]: (mark, text[note]) for i, mark, note in payload["stages"][stage]["marks"]}
 
 
-def test_pass_slider_gives_one_picture_per_pass(f):
-    w = lk.viz.GraphWidget(f, lk.ones(3))
-    assert [s.name for s in w.stages] == passes.default_passes()
-    pictures = w.pictures
-    assert len(pictures) == len(passes.default_passes())
-    for k, (stage, pic) in enumerate(zip(w.stages, pictures)):
-        assert pic.graph is stage.before
-        assert stage.record.summary().replace(">", "&gt;") in pic.dot   # the caption
+def _alive(payload, name, stage):
+    names = [payload["strings"][k] for k in payload["nodes"]["name"]]
+    return bool(payload["nodes"]["alive"][names.index(name)] >> stage & 1)
+
+
+def test_one_stage_per_pass_each_the_graph_that_pass_made(f):
+    stages = pass_stages(f, lk.ones(3))
+    assert [s.name for s in stages] == passes.default_passes()
+    for k, stage in enumerate(stages):
         want = f.graph(lk.ones(3), passes=passes.default_passes()[:k + 1])
         assert len(stage.after.nodes) == len(want.nodes)
-    assert len(w.stages[-1].after.nodes) == len(f.graph(lk.ones(3)).nodes)
+        assert k == 0 or stage.before is stages[k - 1].after
+    p = graph_payload(None, stages=stages)
+    assert [s["name"] for s in p["stages"]] == ["traced"] + passes.default_passes()
+    for k, stage in enumerate(stages, 1):
+        assert p["stages"][k]["summary"] == stage.record.summary()
+        assert sum(a >> k & 1 for a in p["nodes"]["alive"]) == len(stage.after.nodes)
 
 
-def test_removed_merged_and_fused_nodes_are_highlighted(f):
-    w = lk.viz.GraphWidget(f, lk.ones(3))
-    by_name = {s.name: (k, s) for k, s in enumerate(w.stages)}
-    k, prune = by_name["prune"]
-    assert prune.record.removed
-    gone = prune.record.removed[0]
-    dot = w.picture(k).dot
-    assert _node_color(dot, gone, prune.before) == CHANGE_STYLE["removed"][0]
-    assert "prune: removed" in dot and 'label="removed"' in dot
-    k, cse = by_name["cse"]
-    dropped, kept = cse.record.merged[0]
-    dot = w.picture(k).dot
-    assert _node_color(dot, dropped, cse.before) == CHANGE_STYLE["merged"][0]
-    assert f"cse: merged into {kept}" in dot
-    k, fusion = by_name["fusion"]
-    new, names = fusion.record.fused[0]
-    dot = w.picture(k).dot
-    assert all(_node_color(dot, n, fusion.before) == CHANGE_STYLE["fused"][0] for n in names)
-    after = w.picture(k, after=True)
-    assert after.graph is fusion.after
-    assert _node_color(after.dot, new, fusion.after) == CHANGE_STYLE["new"][0]
-    # an untouched node keeps its role colour
-    assert pass_marks(fusion.record).get("x") is None
+def test_removed_merged_and_fused_nodes_are_marked(f):
+    stages = pass_stages(f, lk.ones(3))
+    p = graph_payload(None, stages=stages)
+    k = {s.name: i for i, s in enumerate(stages, 1)}
+    prune = stages[k["prune"] - 1].record
+    gone = prune.removed[0]
+    assert _marks(p, k["prune"])[gone] == ("removed", "prune: removed")
+    assert _alive(p, gone, 0) and not _alive(p, gone, k["prune"])
+    dropped, kept = stages[k["cse"] - 1].record.merged[0]
+    assert _marks(p, k["cse"])[dropped] == ("merged", f"cse: merged into {kept}")
+    new, names = stages[k["fusion"] - 1].record.fused[0]
+    marks = _marks(p, k["fusion"])
+    assert all(marks[n][0] == "fused" for n in names) and marks[new][0] == "new"
+    assert "x" not in marks                                   # untouched
+    # each mark has its colour and legend text in the payload
+    for mark in ("removed", "merged", "fused", "new"):
+        assert p["colors"]["marks"][mark] == [CHANGE_STYLE[mark][0], CHANGE_STYLE[mark][2]]
+    assert pass_marks(stages[k["fusion"] - 1].record).get("x") is None
 
 
-def test_select_node_shows_attributes_shape_device_reason_and_value(f):
-    w = lk.viz.GraphWidget(f, lk.ones(3))
-    w.show_pass(len(w.stages))                               # the result
+@needs_anywidget
+def test_node_details_and_values_for_the_example_arguments(f):
+    w = lk.viz.graph_explorer(f, lk.ones(3))
+    p = w.data
+    text = p["strings"]
+    names = [text[k] for k in p["nodes"]["name"]]
     fused = next(n.name for n in w.graph.nodes if n.op_name == "fused")
-    text = w.select_node(fused)
-    assert "= fused(" in text and "program=" in text and "float32 (3,)" in text
-    assert "device: cpu:0 (" in text and "users:" in text
-    assert "value:" not in text
-    values = w.run()
+    i = names.index(fused)
+    assert "program=" in text[p["nodes"]["attrs"][i]]
+    assert text[p["nodes"]["type"][i]] == "f32 3"
+    assert text[p["nodes"]["device"][i]] == "cpu:0" and text[p["nodes"]["reason"][i]]
+    value = w.value_text(fused)
     x = np.ones(3)
     want = np.tanh((np.exp(x) + np.exp(x)) * 2.0) + 1.0
-    np.testing.assert_allclose(values[fused], want, rtol=1e-6)
-    text = w.node_text(fused)
-    assert "value: float32 (3,)" in text and "norm" in text
-    assert f'color="{lk.viz.style.TEXT}"' in w.picture().dot        # the selection is outlined
-    with pytest.raises(KeyError, match="no node named"):
-        w.select_node("nope")
+    assert value == value_summary(want.astype(np.float32))
+    assert "value: float32 (3,)" in value and "norm" in value
+    with pytest.raises(lk.LabkitError, match="no node named"):
+        w.value_text("nope")
 
 
-def test_explicit_graph_and_stateful_nodes_are_not_run():
+@needs_anywidget
+def test_an_explicit_graph_steps_through_passes_and_runs_no_side_effect():
     v = lk.Variable(lk.ones(2))
     with lk.Graph() as g:
         x = lk.placeholder((2,), name="x")
         y = (x + 1.0) * (x + 1.0)
         v.assign_add(y)
-    w = lk.viz.GraphWidget(g, passes=["cse", "dce"])
-    assert len(w.pictures) == 2 and w.stages[0].record.merged
-    with pytest.raises(LabkitError, match="needs an lk.function"):
-        w.run()                                              # needs an lk.function
-
-
-@needs_ipywidgets
-def test_controls_drive_the_same_state(f):
-    w = lk.viz.GraphWidget(f, lk.ones(3))
-    box = w.widget()
-    c = w._controls
-    assert c["slider"].max == len(w.stages)
-    c["slider"].value = 2                                    # as a person moving the slider
-    assert w.index == 2 and "cse" in c["caption"].value
-    name = w.stages[2].record.merged[0][0]
-    c["nodes"].value = name
-    assert w.selected == name and "merged into" in c["details"].value
-    c["after"].value = True                                  # the merged node is gone after
-    assert w.selected is None and w.after
-    c["run"].click()
-    assert w.values
-    bundle = w._repr_mimebundle_()
-    assert "text/html" in bundle and box is w.widget()
-    if find_dot() is not None:
-        assert "<svg" in bundle["text/html"]
+    w = lk.viz.graph_explorer(g, stages=True, passes=["cse", "dce"])
+    assert [s["name"] for s in w.data["stages"]] == ["traced", "cse", "dce"]
+    assert w.data["stages"][1]["marks"]                     # cse merged the two (x + 1.0)
+    assert "not known here" in w.value_text("x")            # no example arguments
+    np.testing.assert_array_equal(v.detach().numpy(), [1.0, 1.0])   # nothing was assigned

@@ -1,35 +1,48 @@
-// The graph explorer as an anywidget view: render({model, el}) builds the controls, the SVG
-// picture with its minimap and the details panel beside it, and keeps them in step with the
-// model's traits (data, expanded, selected, query, color_by, stage).
+// The graph explorer as an anywidget view: render({model, el}) builds the controls, the
+// legend, the SVG picture, and beside it the minimap and the details panel, and keeps them in
+// step with the model's traits (data, expanded, selected, query, color_by, stage).
 //
-// Wheel zooms about the pointer, drag pans; a click on a collapsed group opens it, on an open
-// group's title closes it, on a node selects it (its ancestors and descendants stay bright).
+// Wheel zooms about the pointer, drag pans; a click on a collapsed group opens it (and the
+// view moves to it), on an open group's title closes it, on a node selects it (its ancestors
+// and descendants stay bright). The first view opens as many scopes as stay readable on the
+// canvas actually there (measured, and again when it changes size until the person moves
+// the view).
 
 import { h, s } from "../shared/dom.js";
 import { gestures } from "../shared/pointer.js";
-import { wheelFactor } from "../shared/scale.js";
+import { timeText, wheelFactor } from "../shared/scale.js";
 import {
-  boxColor, decode, lineage, nodeColor, nodeFacts, pathsToShow, search, stageMarks,
-  visibleGraph,
+  CROSS, boxColor, decode, legendItems, lineage, nodeColor, nodeFacts, pathsToShow, search,
+  stageMarks, textColor, visibleGraph,
 } from "./model.js";
-import { layout } from "./layout.js";
-import { centreOn, fit, toGraph, zoomAt } from "./view.js";
+import { FONT_PX, layout } from "./layout.js";
+import { READ_K, chooseOpen, layoutKey } from "./firstview.js";
+import { centreOn, fitScale, showRegion, toGraph, zoomAt } from "./view.js";
 
-const HEIGHT = 620, MINI_W = 180, MINI_H = 130;
+// The canvas is as tall as the first view needs to show the graph readably, within these
+const MIN_HEIGHT = 360, MAX_HEIGHT = 860, SIDE_W = 300, MINI_H = 150, PAD = 16;
 
 const CSS = `
 .lk-gx { font: 12px system-ui, -apple-system, 'Segoe UI', sans-serif; color: #111827; }
+.lk-gx-title { font-weight: 600; margin: 2px 0; }
 .lk-gx-bar { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; margin: 4px 0; }
 .lk-gx-bar input[type=search] { width: 200px; }
 .lk-gx-status, .lk-gx-hint { color: #6b7280; }
 .lk-gx-hint { font-size: 11px; }
+.lk-gx-legend { display: flex; gap: 4px 14px; flex-wrap: wrap; align-items: center; margin: 2px 0 6px;
+  color: #374151; font-size: 11.5px; }
+.lk-gx-legend > span { display: inline-flex; align-items: center; gap: 5px; white-space: nowrap; }
+.lk-gx-legend .sw { display: inline-block; width: 16px; height: 11px; border-radius: 2px; box-sizing: border-box; }
+.lk-gx-legend .ramp { display: inline-block; width: 90px; height: 11px; border: 1px solid #9ca3af; }
 .lk-gx-body { display: flex; gap: 10px; align-items: flex-start; }
-.lk-gx-canvas { position: relative; flex: 1 1 auto; min-width: 0; height: ${HEIGHT}px;
+.lk-gx-canvas { position: relative; flex: 1 1 auto; min-width: 0; height: ${MAX_HEIGHT}px;
   border: 1px solid #e5e7eb; overflow: hidden; cursor: grab; background: white; }
 .lk-gx-canvas > svg.lk-gx-main { width: 100%; height: 100%; display: block; user-select: none; }
-.lk-gx-mini { position: absolute; right: 6px; bottom: 6px; width: ${MINI_W}px; height: ${MINI_H}px;
-  border: 1px solid #cbd5e1; background: rgba(255,255,255,0.92); cursor: pointer; }
-.lk-gx-details { flex: 0 0 300px; max-height: ${HEIGHT}px; overflow: auto; font-size: 11px; }
+.lk-gx-side { flex: 0 0 ${SIDE_W}px; width: ${SIDE_W}px; max-height: ${MAX_HEIGHT}px; display: flex;
+  flex-direction: column; gap: 6px; }
+.lk-gx-mini { width: ${SIDE_W - 2}px; height: ${MINI_H}px; border: 1px solid #cbd5e1; background: #fafafa;
+  cursor: pointer; flex: 0 0 auto; }
+.lk-gx-details { overflow: auto; font-size: 11.5px; flex: 1 1 auto; }
 .lk-gx-details h4 { margin: 2px 0 4px; font-size: 13px; word-break: break-all; }
 .lk-gx-details table { border-collapse: collapse; }
 .lk-gx-details td { padding: 1px 6px 1px 0; vertical-align: top; word-break: break-word; }
@@ -38,19 +51,19 @@ const CSS = `
 .lk-gx-stage { min-width: 260px; }
 .lk-gx-stage input { width: 160px; vertical-align: middle; }
 .lk-gx-passlabel { font-weight: 600; }
-g.lk-gx-box text { font-size: 10.5px; pointer-events: none; }
+g.lk-gx-box text { font-size: ${FONT_PX}px; pointer-events: none; }
 g.lk-gx-box { cursor: pointer; }
 g.lk-gx-dim { opacity: 0.25; }
 g.lk-gx-found rect { stroke: #f59e0b !important; stroke-width: 4 !important; }
 g.lk-gx-selected rect { stroke: #111827 !important; stroke-width: 3.5 !important; }
 path.lk-gx-edge { fill: none; stroke: #9ca3af; stroke-width: 1; }
-path.lk-gx-edge.lk-gx-lit { stroke: #111827; stroke-width: 1.8; }
-path.lk-gx-edge.lk-gx-dim { opacity: 0.15; }
+path.lk-gx-edge.lk-gx-lit, g.lk-gx-stub.lk-gx-lit line { stroke: #111827; stroke-width: 1.8; }
+path.lk-gx-edge.lk-gx-dim, g.lk-gx-stub.lk-gx-dim { opacity: 0.15; }
 `;
 
 export function render({ model, el }) {
   const started = performance.now();
-  const root = h("div", { className: "lk-gx" });
+  const root = h("div", { className: "lk-gx", "data-lm-suppress-shortcuts": "true" });
   root.append(h("style", { text: CSS }));
   const title = h("div", { className: "lk-gx-title" });
   const searchBox = h("input", { type: "search", placeholder: "search nodes by name or op",
@@ -63,28 +76,33 @@ export function render({ model, el }) {
   const passLabel = h("span", { className: "lk-gx-passlabel" });
   const stageBox = h("span", { className: "lk-gx-stage" }, [h("span", { text: "pass " }), slider, " ", passLabel]);
   const status = h("span", { className: "lk-gx-status" });
+  const legend = h("div", { className: "lk-gx-legend" });
   const svg = s("svg", { class: "lk-gx-main" });
   const world = s("g", { class: "lk-gx-world" });
   const defs = s("defs");
   const marker = s("marker", { id: "lk-gx-arrow", viewBox: "0 0 10 10", refX: "9", refY: "5",
-                               markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" });
+                               markerWidth: "7", markerHeight: "7", markerUnits: "userSpaceOnUse",
+                               orient: "auto-start-reverse" });
   marker.append(s("path", { d: "M0,0 L10,5 L0,10 z", fill: "#6b7280" }));
   defs.append(marker);
   svg.append(defs, world);
   const mini = s("svg", { class: "lk-gx-mini" });
-  const canvas = h("div", { className: "lk-gx-canvas" }, [svg, mini]);
+  const canvas = h("div", { className: "lk-gx-canvas" }, [svg]);
   const details = h("div", { className: "lk-gx-details" });
+  const side = h("div", { className: "lk-gx-side" }, [mini, details]);
   root.append(title,
     h("div", { className: "lk-gx-bar" }, [searchBox, h("label", { text: "colour " }, [colorSel]),
       fitBtn, collapseBtn, stageBox, status]),
-    h("div", { className: "lk-gx-body" }, [canvas, details]),
+    legend,
+    h("div", { className: "lk-gx-body" }, [canvas, side]),
     h("div", { className: "lk-gx-hint", text: "wheel: zoom · drag: pan · click a ▸ box: open it · "
       + "click an open box's title: close it · click a node: details, its inputs and users lit · "
-      + "Enter in search: next match" }));
+      + "Enter in search: next match · the minimap: jump there" }));
   el.append(root);
 
   const st = { m: null, vis: null, lay: null, t: { x: 0, y: 0, k: 1 }, matches: [], found: -1,
-               pending: 0, firstDone: false, cache: new Map(), value: null };
+               firstDone: false, cache: new Map(), value: null, touched: false, auto: false,
+               nextView: null, size: null, anchor: null };
 
   // ---- the model --------------------------------------------------------------------------
   const expandedSet = () => new Set(model.get("expanded") || []);
@@ -93,40 +111,82 @@ export function render({ model, el }) {
 
   function load() {
     st.m = decode(model.get("data") || {});
-    st.maxTime = st.m.time ? Math.max(0, ...st.m.time) : 0;
-    title.textContent = st.m.title;
-    const modes = ["role", "device"].concat(st.m.time ? ["time"] : []);
+    const m = st.m;
+    st.maxTime = m.time ? Math.max(0, ...m.time) : 0;
+    title.textContent = m.title;
+    const modes = ["role", "device"].concat(m.time ? ["time"] : []);
     colorSel.replaceChildren(...modes.map((c) => h("option", { value: c, text: c })));
     colorSel.value = model.get("color_by");
-    const n = st.m.stages.length;
+    const n = m.stages.length;
     slider.max = String(Math.max(0, n - 1));
-    stageBox.style.display = n > 1 ? "" : "none";
+    // the slider is for pipelines that changed something: a tiny function's passes often don't
+    const full = n ? (1 << n) - 1 : 1;
+    const changed = m.stages.some((sg) => (sg.marks || []).length) || m.alive.some((a) => a !== full);
+    stageBox.style.display = n > 1 && changed ? "" : "none";
     st.cache.clear();
-    relayout(true);
+    st.auto = !!(model.get("data") || {}).auto_open && !(model.get("expanded") || []).length;
+    st.touched = false;
+    relayout("fit");
   }
 
   // ---- layout and drawing -------------------------------------------------------------------
-  async function relayout(refit) {
+  function viewport() {
+    const r = canvas.getBoundingClientRect();
+    if (r.width > 50 && r.height > 50) return [r.width, r.height];
+    // not in the page yet (a notebook may draw before it attaches): what it will be
+    const outer = root.getBoundingClientRect().width || el.getBoundingClientRect?.().width || 0;
+    return [Math.max((outer || 960) - SIDE_W - 12, 320), canvas.clientHeight || MAX_HEIGHT];
+  }
+
+  /** The canvas made as tall as the whole laid-out graph needs at a readable zoom (within
+   * MIN_HEIGHT..MAX_HEIGHT), once for the first view, so a small graph takes little room. */
+  function sizeCanvas(lay, vw) {
+    const k = Math.min(1, (vw - 2 * PAD) / Math.max(lay.width, 1));
+    const want = Math.ceil(lay.height * Math.max(Math.min(k, 1), READ_K) + 2 * PAD);
+    const height = Math.max(MIN_HEIGHT, Math.min(MAX_HEIGHT, want));
+    canvas.style.height = `${height}px`;
+    side.style.maxHeight = `${height}px`;
+    return height;
+  }
+
+  function relayout(view = "keep") {
     const t0 = performance.now();
-    const key = `${stage()}|${[...expandedSet()].sort().join("\n")}`;
-    const ticket = ++st.pending;
-    const vis = visibleGraph(st.m, expandedSet(), stage());
+    let [vw, vh] = viewport();
+    const first = view === "fit" && !st.touched;
+    if (st.auto) {                   // open as much as stays readable on this canvas
+      st.auto = false;
+      const open = chooseOpen(st.m, stage(), vw, MAX_HEIGHT, st.cache);
+      const list = st.m.groups.map((g) => g.path).filter((p) => open.has(p));
+      st.chosenFor = vw;
+      st.silent = true;              // this layout follows: change:expanded need not make one
+      try { save("expanded", list); } finally { st.silent = false; }
+    }
+    const open = expandedSet();
+    const vis = visibleGraph(st.m, open, stage());
+    const key = layoutKey(stage(), open);
     let lay = st.cache.get(key);
     if (!lay) {
-      lay = await layout(st.m, vis);
+      lay = layout(st.m, vis);
       st.cache.set(key, lay);
     }
-    if (ticket !== st.pending) return;         // a newer request won
-    const oldCentre = st.lay && st.anchor ? st.lay.boxes.get(st.anchor) : null;
+    const before = st.lay && st.anchor ? st.lay.boxes.get(st.anchor) : null;
     st.vis = vis;
     st.lay = lay;
+    if (first) vh = sizeCanvas(lay, vw);
     draw();
-    const box = st.anchor ? lay.boxes.get(st.anchor) : null;
-    if (refit || !st.firstDone) {
+    if (view === "fit" || !st.firstDone) {
       fitView();
-    } else if (box && oldCentre) {              // keep the clicked box where it was
-      const [sx, sy] = [oldCentre.x * st.t.k + st.t.x, oldCentre.y * st.t.k + st.t.y];
-      st.t = { k: st.t.k, x: sx - box.x * st.t.k, y: sy - box.y * st.t.k };
+    } else if (view.startsWith("open:")) {
+      const box = lay.boxes.get(view.slice(5));
+      if (box) setView(showRegion(box, vw, vh, READ_K));
+    } else {
+      const box = st.anchor ? lay.boxes.get(st.anchor) : null;
+      if (box && before) {              // keep the clicked box where it was
+        const [sx, sy] = [before.x * st.t.k + st.t.x, before.y * st.t.k + st.t.y];
+        st.t = { k: st.t.k, x: sx - box.x * st.t.k, y: sy - box.y * st.t.k };
+      } else if (!st.touched) {
+        fitView();
+      }
     }
     if (st.centreNext !== undefined) { centreNode(st.centreNext); st.centreNext = undefined; }
     applyTransform();
@@ -149,33 +209,39 @@ export function render({ model, el }) {
     return boxColor(st.m, b.members.length ? b.members : [b.node], mode, st.maxTime);
   }
 
+  function text(x, y, content, attrs) {
+    const t = s("text", { x, y, ...attrs });
+    t.textContent = content;
+    return t;
+  }
+
   function draw() {
     const { m, vis, lay } = st;
-    const marks = stageMarks(m, stage());
     const k = stage();
+    const marks = stageMarks(m, k);
     world.replaceChildren();
-    // open groups underneath, then the edges, then the boxes (clickable above the edges)
+    // open groups underneath, outermost first; then the edges; then the boxes above them
     const groupLayer = s("g"), edgeLayer = s("g"), boxLayer = s("g");
-    // open groups first (underneath), outermost first
-    const depth = (b) => { let d = 0; for (let p = b.parent; p; p = vis.byId.get(p).parent) d++; return d; };
+    const depth = (b) => { let d = 0; for (let p = b.parent; p && vis.byId.get(p); p = vis.byId.get(p).parent) d++; return d; };
     const open = vis.boxes.filter((b) => b.kind === "open").sort((a, b) => depth(a) - depth(b));
     for (const b of open) {
-      const p = lay.boxes.get(b.id);
-      if (!p) continue;
+      const p = lay.boxes.get(b.id), lines = lay.labels.get(b.id);
+      if (!p || !lines) continue;
       const g = s("g", { class: "lk-gx-box lk-gx-open", "data-box": b.id });
       const ctrl = b.node >= 0;
       g.append(s("rect", { x: p.x, y: p.y, width: p.width, height: p.height, rx: 6,
         fill: ctrl ? "#fffbeb" : "#f8fafc", stroke: ctrl ? m.colors.control?.[1] || "#a16207" : "#94a3b8",
         "stroke-width": ctrl ? 2 : 1 }));
-      const label = s("text", { x: p.x + 8, y: p.y + 15, fill: "#374151", "font-weight": "600" });
-      label.textContent = `▾ ${b.lines[0]}`;
-      g.append(label);
+      g.append(text(p.x + 8, p.y + 16, `▾ ${lines[0]}`, { fill: "#374151", "font-weight": "600" }));
+      const tip = s("title");
+      tip.textContent = `${m.groups[b.group].path}: click this title to close it`;
+      g.append(tip);
       groupLayer.append(g);
     }
     for (const b of vis.boxes) {
       if (b.kind === "open") continue;
-      const p = lay.boxes.get(b.id);
-      if (!p) continue;
+      const p = lay.boxes.get(b.id), lines = lay.labels.get(b.id);
+      if (!p || !lines) continue;
       const [fill, stroke] = colours(b);
       const cls = ["lk-gx-box", b.kind === "group" ? "lk-gx-group" : "lk-gx-node"];
       const g = s("g", { class: cls.join(" "), "data-box": b.id });
@@ -187,25 +253,29 @@ export function render({ model, el }) {
       if (ghost) { border = mark ? border : "#dc2626"; width = 2.5; dash = "5 3"; }
       const cat = b.kind === "node" ? m.text("cat", b.node) : "";
       const rx = cat === "constant" ? p.height / 2 : cat === "placeholder" ? 2 : 4;
+      const ctrl = b.kind === "group" && b.node >= 0;
       g.append(s("rect", { x: p.x, y: p.y, width: p.width, height: p.height, rx, fill,
-        stroke: b.kind === "group" && b.node < 0 ? stroke : border,
+        stroke: b.kind === "group" && !ctrl ? stroke : ctrl ? m.colors.control?.[1] || "#a16207" : border,
         "stroke-width": b.kind === "group" ? 2 : width, "stroke-dasharray": dash }));
       if (b.kind === "group") {
         g.append(s("rect", { x: p.x + 3, y: p.y + 3, width: p.width - 6, height: p.height - 6, rx: 3,
-          fill: "none", stroke, "stroke-width": 0.8 }));
+          fill: "none", stroke: ctrl ? m.colors.control?.[1] || "#a16207" : stroke, "stroke-width": 0.8 }));
+      } else if (m.stateful[b.node]) {      // a side effect: a bar down its left side
+        g.append(s("rect", { class: "lk-gx-stateful", x: p.x + 1.5, y: p.y + 1.5, width: 4,
+          height: p.height - 3, rx: 1, fill: "#374151" }));
       }
-      const t1 = s("text", { x: p.x + p.width / 2, y: p.y + (b.lines[1] ? 14 : p.height / 2 + 4),
-        "text-anchor": "middle", "font-weight": "600", fill: "#111827" });
-      t1.textContent = b.lines[0];
-      g.append(t1);
-      if (b.lines[1]) {
-        const t2 = s("text", { x: p.x + p.width / 2, y: p.y + 27, "text-anchor": "middle", fill: "#4b5563" });
-        t2.textContent = b.lines[1];
-        g.append(t2);
+      const ink = textColor(fill);
+      g.append(text(p.x + p.width / 2, p.y + (lines[1] ? 13.5 : p.height / 2 + 4.5), lines[0],
+        { "text-anchor": "middle", "font-weight": "600", fill: ink }));
+      if (lines[1]) {
+        g.append(text(p.x + p.width / 2, p.y + 26.5, lines[1],
+          { "text-anchor": "middle", fill: ink === "#ffffff" ? "#f3f4f6" : "#4b5563" }));
       }
       const tip = s("title");
+      const users = b.extracted ? vis.stubs.filter((e) => e.src === b.id).length : 0;
       tip.textContent = b.kind === "node"
-        ? `${m.text("name", b.node)}: ${m.text("op", b.node)} ${m.text("type", b.node)}` + (mark ? `\n${mark[1]}` : "") + (ghost ? "\nremoved by this pass" : "")
+        ? `${m.text("name", b.node)}: ${m.text("op", b.node)} ${m.text("type", b.node)}` + (mark ? `\n${mark[1]}` : "")
+          + (ghost ? "\nremoved by this pass" : "") + (users ? `\nused by ${users} boxes: drawn as a stub at each` : "")
         : `${m.groups[b.group].path}: ${m.groups[b.group].count} nodes (click to open)`;
       g.append(tip);
       boxLayer.append(g);
@@ -214,18 +284,40 @@ export function render({ model, el }) {
       const pts = lay.edges.get(e.id);
       if (!pts || !pts.length) continue;
       const [a, c1, c2, b] = pts.map((q) => `${q.x.toFixed(1)},${q.y.toFixed(1)}`);
-      const d = `M${a}C${c1} ${c2} ${b}`;
-      const path = s("path", { d, class: "lk-gx-edge", "marker-end": "url(#lk-gx-arrow)",
-                               "data-edge": e.id });
+      const path = s("path", { d: `M${a}C${c1} ${c2} ${b}`, class: "lk-gx-edge",
+                               "marker-end": "url(#lk-gx-arrow)", "data-edge": e.id });
       if (e.count > 1) path.setAttribute("stroke-width", String(Math.min(1 + 0.3 * e.count, 3)));
+      if (e.cross && model.get("color_by") === "device") {
+        path.classList.add("lk-gx-cross");
+        path.setAttribute("style", `stroke: ${CROSS}; stroke-dasharray: 5 3; stroke-width: 1.8`);
+      }
       const tip = s("title");
       tip.textContent = e.nodes.slice(0, 6).map((i) => `${m.text("name", i)}: ${m.text("type", i)}`).join(", ")
         + (e.nodes.length > 6 ? `, … (${e.nodes.length} tensors)` : "");
       path.append(tip);
       edgeLayer.append(path);
     }
+    // stubs: a short arrow into each user of an extracted node, a dot of its colour on top
+    const slots = new Map();
+    for (const e of vis.stubs) {
+      const q = lay.boxes.get(e.dst), src = vis.byId.get(e.src);
+      if (!q || !src) continue;
+      const j = slots.get(e.dst) || 0;
+      slots.set(e.dst, j + 1);
+      const x = q.x + 10 + 9 * j, y = q.y;
+      const g = s("g", { class: "lk-gx-stub", "data-edge": e.id });
+      g.append(s("line", { x1: x, y1: y - 13, x2: x, y2: y - 1, stroke: "#9ca3af", "stroke-width": 1,
+                           "marker-end": "url(#lk-gx-arrow)" }));
+      const [fill, stroke] = colours(src);
+      g.append(s("circle", { cx: x, cy: y - 15, r: 3.5, fill, stroke, "stroke-width": 1 }));
+      const tip = s("title");
+      tip.textContent = `from ${m.text("name", src.node)} (${m.text("type", src.node)}), an input of many`;
+      g.append(tip);
+      edgeLayer.append(g);
+    }
     world.append(groupLayer, edgeLayer, boxLayer);
     drawMini();
+    drawLegend();
     highlight();
     const shown = vis.boxes.filter((b) => b.kind !== "open").length;
     const alive = m.alive.filter((a) => (a >> k) & 1).length;
@@ -237,10 +329,44 @@ export function render({ model, el }) {
     root.dataset.stageName = stg ? stg.name : "";
   }
 
+  function drawLegend() {
+    const mode = model.get("color_by");
+    const items = legendItems(st.m, mode, stage(), st.vis.boxes, st.maxTime,
+                              st.vis.edges.some((e) => e.cross));
+    legend.replaceChildren(...items.map((it) => {
+      if (it.gradient) {
+        const ramp = h("span", { className: "ramp" });
+        ramp.style.background = `linear-gradient(to right, ${it.gradient.join(", ")})`;
+        return h("span", {}, [h("span", { text: "0" }), ramp, h("span", { text: `${timeText(it.hi)} · ${it.text}` })]);
+      }
+      if (it.line) {
+        const sw = s("svg", { width: 22, height: 10 });
+        sw.append(s("line", { x1: 1, y1: 5, x2: 21, y2: 5, stroke: it.stroke, "stroke-width": 1.8,
+                              "stroke-dasharray": it.dash || "" }));
+        return h("span", {}, [sw, it.text]);
+      }
+      if (it.stub) {
+        const sw = s("svg", { width: 12, height: 14 });
+        sw.append(s("circle", { cx: 6, cy: 4, r: 3.5, fill: "#ffffff", stroke: "#374151" }),
+                  s("line", { x1: 6, y1: 7.5, x2: 6, y2: 14, stroke: "#9ca3af" }));
+        return h("span", {}, [sw, it.text]);
+      }
+      const sw = h("span", { className: "sw" });
+      sw.style.background = it.fill || "#fff";
+      sw.style.border = `${it.width || 1.2}px ${it.dash ? "dashed" : it.double ? "double" : "solid"} ${it.stroke}`;
+      if (it.double) sw.style.borderWidth = "3px";
+      if (it.radius === "constant") sw.style.borderRadius = "6px";
+      if (it.bar) sw.style.borderLeft = `4px solid ${it.stroke}`;
+      return h("span", {}, [sw, it.text]);
+    }));
+    legend.dataset.items = String(items.length);
+  }
+
   function drawMini() {
     const { lay, vis } = st;
-    const big = vis.boxes.length > 40;
+    const big = vis.boxes.length > 12;
     mini.style.display = big ? "" : "none";
+    st.miniView = null;
     if (!big) return;
     mini.setAttribute("viewBox", `0 0 ${lay.width} ${lay.height}`);
     mini.setAttribute("preserveAspectRatio", "xMidYMid meet");
@@ -257,15 +383,11 @@ export function render({ model, el }) {
     mini.append(st.miniView);
   }
 
-  function viewport() {
-    const r = canvas.getBoundingClientRect();
-    return [r.width || 800, r.height || HEIGHT];
-  }
-
   function applyTransform() {
     const { x, y, k } = st.t;
     world.setAttribute("transform", `translate(${x},${y}) scale(${k})`);
     root.dataset.view = `${x.toFixed(2)},${y.toFixed(2)},${k.toFixed(4)}`;
+    root.dataset.textPx = (FONT_PX * k).toFixed(2);
     if (st.miniView) {
       const [vw, vh] = viewport();
       const [gx, gy] = toGraph(st.t, 0, 0);
@@ -276,10 +398,16 @@ export function render({ model, el }) {
     }
   }
 
+  function setView(t) {
+    st.t = t;
+    applyTransform();
+  }
+
   function fitView() {
     const [vw, vh] = viewport();
-    st.t = fit(st.lay.width, st.lay.height, vw, vh);
-    applyTransform();
+    const { width, height } = st.lay;
+    setView(showRegion({ x: 0, y: 0, width, height }, vw, vh, READ_K));
+    root.dataset.fits = String(fitScale(width, height, vw, vh) >= READ_K);
   }
 
   function centreNode(i) {
@@ -287,8 +415,7 @@ export function render({ model, el }) {
     const p = id && st.lay.boxes.get(id);
     if (!p) return;
     const [vw, vh] = viewport();
-    st.t = centreOn(p.x + p.width / 2, p.y + p.height / 2, vw, vh, Math.max(st.t.k, 0.8));
-    applyTransform();
+    setView(centreOn(p.x + p.width / 2, p.y + p.height / 2, vw, vh, Math.max(st.t.k, 0.9)));
     root.dataset.centred = st.m.text("name", i);
   }
 
@@ -309,11 +436,12 @@ export function render({ model, el }) {
     for (const g of world.querySelectorAll("g.lk-gx-box")) {
       const id = g.getAttribute("data-box");
       const b = st.vis.byId.get(id);
+      if (!b) continue;
       g.classList.toggle("lk-gx-dim", !!lit && b.kind !== "open" && !litBoxes.has(id));
       g.classList.toggle("lk-gx-selected", i >= 0 && id === st.vis.boxOf[i] && b.kind !== "open");
       g.classList.toggle("lk-gx-found", foundBoxes.has(id) && b.kind !== "open");
     }
-    for (const p of world.querySelectorAll("path.lk-gx-edge")) {
+    for (const p of world.querySelectorAll("path.lk-gx-edge, g.lk-gx-stub")) {
       const e = p.getAttribute("data-edge").split(">");
       const on = lit && litBoxes.has(e[0]) && litBoxes.has(e[1]);
       p.classList.toggle("lk-gx-lit", !!on);
@@ -361,6 +489,7 @@ export function render({ model, el }) {
     const want = pathsToShow(m, i).filter((p) => m.groups[m.pathIndex.get(p)].owner !== i);
     const have = expandedSet();
     st.centreNext = i;
+    st.touched = true;
     if (want.some((p) => !have.has(p))) {
       save("expanded", [...new Set([...have, ...want])]);   // relayout follows, then centres
     } else {
@@ -373,29 +502,30 @@ export function render({ model, el }) {
   // ---- gestures -----------------------------------------------------------------------------
   gestures(canvas, {
     onWheel: ({ x, y, deltaY, deltaMode }) => {
-      st.t = zoomAt(st.t, x, y, 1 / wheelFactor(deltaY, deltaMode));
-      applyTransform();
+      st.touched = true;
+      setView(zoomAt(st.t, x, y, 1 / wheelFactor(deltaY, deltaMode)));
     },
-    onDrag: ({ phase, dx, dy, event }) => {
-      if (event && event.target && mini.contains(event.target) && phase !== "end") return;
+    onDrag: ({ phase, dx, dy }) => {
       if (phase !== "move") return;
-      st.t = { ...st.t, x: st.t.x + dx, y: st.t.y + dy };
-      applyTransform();
+      st.touched = true;
+      setView({ ...st.t, x: st.t.x + dx, y: st.t.y + dy });
     },
     onClick: ({ x, y, event }) => {
-      if (mini.contains(event.target)) return miniJump(event);
       const g = event.target.closest ? event.target.closest("g.lk-gx-box") : null;
       if (!g) { save("selected", ""); return; }
       const b = st.vis.byId.get(g.getAttribute("data-box"));
+      if (!b) return;
       const path = b.group >= 0 ? st.m.groups[b.group].path : null;
       st.anchor = b.id;
+      st.touched = true;
       if (b.kind === "group") {
         if (b.node >= 0) save("selected", st.m.text("name", b.node));
+        st.nextView = `open:${b.id}`;             // the view moves to what opened
         save("expanded", [...expandedSet(), path]);
       } else if (b.kind === "open") {
         const [, gy] = toGraph(st.t, x, y);
         const p = st.lay.boxes.get(b.id);
-        if (gy - p.y < 22) {       // the title strip closes it (and everything inside)
+        if (p && gy - p.y < 24) {   // the title strip closes it (and everything inside)
           save("expanded", [...expandedSet()].filter((q) => q !== path && !q.startsWith(path + "/")));
         } else if (b.node >= 0) {
           save("selected", st.m.text("name", b.node));
@@ -405,6 +535,10 @@ export function render({ model, el }) {
       }
     },
   });
+  gestures(mini, {
+    onClick: ({ event }) => miniJump(event),
+    onDrag: ({ phase, event }) => { if (phase !== "end") miniJump(event); },
+  });
 
   function miniJump(event) {
     const r = mini.getBoundingClientRect();
@@ -413,20 +547,42 @@ export function render({ model, el }) {
     const ox = (r.width - width * scale) / 2, oy = (r.height - height * scale) / 2;
     const gx = (event.clientX - r.left - ox) / scale, gy = (event.clientY - r.top - oy) / scale;
     const [vw, vh] = viewport();
-    st.t = centreOn(gx, gy, vw, vh, st.t.k);
-    applyTransform();
+    st.touched = true;
+    setView(centreOn(gx, gy, vw, vh, st.t.k));
   }
 
   searchBox.addEventListener("input", () => save("query", searchBox.value));
   searchBox.addEventListener("keydown", (e) => { if (e.key === "Enter") runSearch(true); });
   colorSel.addEventListener("change", () => save("color_by", colorSel.value));
   slider.addEventListener("input", () => save("stage", Number(slider.value)));
-  fitBtn.addEventListener("click", fitView);
-  collapseBtn.addEventListener("click", () => { st.anchor = null; save("expanded", []); });
+  // the arrow keys step through the passes here, whatever a page around would do with them
+  // (a notebook's own shortcuts take arrow keys from elements they reach)
+  slider.addEventListener("keydown", (e) => {
+    const by = { ArrowLeft: -1, ArrowDown: -1, ArrowRight: 1, ArrowUp: 1 }[e.key];
+    if (by === undefined && e.key !== "Home" && e.key !== "End") return;
+    e.preventDefault();
+    e.stopPropagation();
+    const last = Number(slider.max);
+    const k = e.key === "Home" ? 0 : e.key === "End" ? last : Math.max(0, Math.min(last, stage() + by));
+    if (k !== stage()) save("stage", k);
+  });
+  fitBtn.addEventListener("click", () => { st.touched = false; fitView(); });
+  collapseBtn.addEventListener("click", () => {
+    st.anchor = null;
+    st.touched = false;
+    st.nextView = "fit";
+    save("expanded", []);
+  });
 
+  const onExpanded = () => {
+    if (st.silent) return;
+    const view = st.nextView || "keep";
+    st.nextView = null;
+    relayout(view);
+  };
   model.on("change:data", load);
-  model.on("change:expanded", () => relayout(false));
-  model.on("change:stage", () => relayout(false));
+  model.on("change:expanded", onExpanded);
+  model.on("change:stage", () => relayout(st.touched ? "keep" : "fit"));
   model.on("change:selected", () => {
     const i = selectedIndex();
     if (i >= 0 && !st.vis.boxOf[i]) { st.centreNext = i; }
@@ -443,6 +599,24 @@ export function render({ model, el }) {
     const out = details.querySelector(".lk-gx-valuetext");
     if (out && details.dataset.node === msg.name) { out.style.display = ""; out.textContent = msg.text; }
   });
+  // the canvas gets its real size once the notebook shows it (and when the window changes):
+  // until the person moves the view, choose what opens and fit again for that size
+  if (typeof ResizeObserver !== "undefined") {
+    const observer = new ResizeObserver(() => {
+      const r = canvas.getBoundingClientRect();
+      if (r.width < 50 || !st.m) return;
+      const was = st.size;
+      st.size = [r.width, r.height];
+      if (was && Math.abs(was[0] - r.width) < 4 && Math.abs(was[1] - r.height) < 4) return;
+      if (st.touched) { applyTransform(); return; }
+      const chosen = st.chosenFor;
+      if (chosen && Math.abs(chosen - r.width) > 4 && (model.get("data") || {}).auto_open) {
+        st.auto = true;
+      }
+      relayout("fit");
+    });
+    observer.observe(canvas);
+  }
   searchBox.value = model.get("query") || "";
   load();
 }

@@ -10,7 +10,7 @@
 // graph is laid out in tens of milliseconds, where a layout that routes every long edge
 // around boxes (graphviz, ELK) takes seconds.
 
-export const SPACING = { layer: 28, node: 14 };
+export const SPACING = { layer: 18, node: 14 };
 export const PADDING = { top: 24, left: 10, bottom: 10, right: 10 };
 
 /**

@@ -17,6 +17,7 @@ export function decode(data) {
     n, title: data.title || "", strings: s, cols, groups, ownerOf, text,
     edgeSrc: [], edgeDst: [], edgeAlive: data.edge_alive || [],
     alive: cols.alive || new Array(n).fill(1), group: cols.group || new Array(n).fill(-1),
+    stateful: cols.stateful || new Array(n).fill(0),
     time: cols.time || null, stages: data.stages || [], colors: data.colors || {},
     pathIndex: new Map(groups.map((g) => [g.path, g.index])),
     inputs: Array.from({ length: n }, () => []), users: Array.from({ length: n }, () => []),
@@ -93,14 +94,35 @@ export function visibleGraph(m, expanded, stage) {
     if (a === null || b === null || a === b) continue;
     const id = `${a}>${b}`;
     let edge = edges.get(id);
-    if (!edge) { edge = { id, src: a, dst: b, count: 0, nodes: [] }; edges.set(id, edge); }
+    if (!edge) { edge = { id, src: a, dst: b, count: 0, nodes: [], cross: false }; edges.set(id, edge); }
     edge.count += 1;
     edge.nodes.push(m.edgeSrc[e]);
+    const da = m.text("device", m.edgeSrc[e]), db = m.text("device", m.edgeDst[e]);
+    if (da && db && da !== db) edge.cross = true;      // a send / recv pair goes there
   }
   // an edge from a box into a group that holds it (or out of it) is not drawn: the box is inside
   for (const [id, e] of edges) if (inside(boxes, e.src, e.dst) || inside(boxes, e.dst, e.src)) edges.delete(id);
-  return { boxes: [...boxes.values()], edges: [...edges.values()], boxOf, byId: boxes };
+  // a node that feeds many boxes (a shared input, a learning rate) is "extracted", as
+  // TensorBoard does: its edges become short stubs at each user instead of lines across
+  // the whole picture, and it no longer pulls the layout around
+  const fanout = new Map();
+  for (const e of edges.values()) fanout.set(e.src, (fanout.get(e.src) || 0) + 1);
+  const stubs = [];
+  if (boxes.size > EXTRACT_MIN_BOXES) {
+    for (const [id, e] of edges) {
+      const src = boxes.get(e.src);
+      if (src.kind !== "node" || fanout.get(e.src) < EXTRACT_FANOUT) continue;
+      src.extracted = true;
+      stubs.push(e);
+      edges.delete(id);
+    }
+  }
+  return { boxes: [...boxes.values()], edges: [...edges.values()], stubs, boxOf, byId: boxes };
 }
+
+/** A node with at least this many users among the boxes drawn is extracted (see above). */
+export const EXTRACT_FANOUT = 5;
+const EXTRACT_MIN_BOXES = 12;
 
 function inside(boxes, id, container) {
   for (let b = boxes.get(id); b && b.parent; b = boxes.get(b.parent)) if (b.parent === container) return true;
@@ -146,6 +168,21 @@ export function lineage(m, i, stage) {
 
 const HEAT = ["#fff7ec", "#fee8c8", "#fdd49e", "#fdbb84", "#fc8d59", "#ef6548", "#d7301f", "#990000"];
 
+/** The colour of a heat value f in [0, 1] (colour by time). */
+export function heat(f) {
+  return HEAT[Math.max(0, Math.min(HEAT.length - 1, Math.floor(f * HEAT.length)))];
+}
+export const HEAT_STOPS = HEAT;
+
+/** Black or white, whichever reads better on the colour `fill` ('#rrggbb'). */
+export function textColor(fill) {
+  const m = /^#?([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(fill || "");
+  if (!m) return "#111827";
+  const lin = (h) => { const c = parseInt(h, 16) / 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+  const lum = 0.2126 * lin(m[1]) + 0.7152 * lin(m[2]) + 0.0722 * lin(m[3]);
+  return lum < 0.2 ? "#ffffff" : "#111827";      // WCAG: the larger contrast ratio wins
+}
+
 /** [fill, border] of node i in colour mode 'role' | 'device' | 'time' (maxTime: the largest). */
 export function nodeColor(m, i, mode, maxTime = 0) {
   const c = m.colors;
@@ -155,8 +192,7 @@ export function nodeColor(m, i, mode, maxTime = 0) {
   if (mode === "time") {
     const t = m.time ? m.time[i] : 0;
     if (!(t > 0) || !(maxTime > 0)) return unknown;
-    const f = Math.log1p(t) / Math.log1p(maxTime);
-    return [HEAT[Math.min(HEAT.length - 1, Math.floor(f * HEAT.length))], "#7f2704"];
+    return [heat(Math.log1p(t) / Math.log1p(maxTime)), "#7f2704"];
   }
   if (c.kind && c.kind[cat]) return c.kind[cat];
   if (cat === "transfer" && c.transfer) return c.transfer;
@@ -172,6 +208,9 @@ export function boxColor(m, members, mode, maxTime = 0) {
   }
   const counts = new Map();
   let best = null, most = 0;
+  // a scope is coloured by what its ops do, not by the parameters it reads
+  const ops = mode === "role" ? members.filter((i) => !(m.colors.kind || {})[m.text("cat", i)]) : [];
+  if (ops.length) members = ops;
   for (const i of members) {
     const col = nodeColor(m, i, mode, maxTime);
     const key = col.join();
@@ -216,4 +255,55 @@ export function nodeFacts(m, i, stage) {
     .map((e) => [m.text("name", end[e]), m.text("type", end[e])]);
   return { facts, inputs: side(m.inputs[i], m.edgeSrc), users: side(m.users[i], m.edgeDst),
            history: passHistory(m, i) };
+}
+
+/** The colour of an edge that crosses devices (as lk.viz.placement draws it). */
+export const CROSS = "#dc2626";
+
+const KIND_TEXT = { placeholder: "input", capture: "state (parameters, variables)", constant: "constant" };
+const ROLE_TEXT = { forward: "forward", backward: "backward (gradients)", update: "update (optimiser)" };
+
+/**
+ * What the colours and marks of the picture mean, for the legend: a list of
+ * {fill, stroke, text, dash?, width?} swatches, or {gradient: [colours], lo, hi, text} for
+ * colour by time. Only what the drawn boxes use is listed (boxes: visibleGraph's boxes).
+ */
+export function legendItems(m, mode, stage, boxes, maxTime = 0, crossing = false) {
+  const out = [];
+  const c = m.colors;
+  const nodes = [];
+  for (const b of boxes) for (const i of (b.members.length ? b.members : [b.node])) if (i >= 0) nodes.push(i);
+  const cats = new Set(nodes.map((i) => m.text("cat", i)));
+  if (mode === "time") {
+    out.push({ gradient: HEAT, lo: "0", hi: maxTime, text: "time in the profile (log scale)" });
+    out.push({ fill: (c.unknown || ["#f3f4f6"])[0], stroke: (c.unknown || [, "#4b5563"])[1], text: "not run / not timed" });
+  } else if (mode === "device") {
+    const used = new Set(nodes.map((i) => m.text("device", i)));
+    for (const [d, col] of Object.entries(c.device || {})) if (used.has(d)) out.push({ fill: col[0], stroke: col[1], text: d });
+    if (used.has("")) out.push({ fill: (c.unknown || [])[0], stroke: (c.unknown || [])[1], text: "not placed" });
+  } else {
+    const roles = new Set(nodes.filter((i) => !(c.kind || {})[m.text("cat", i)]).map((i) => m.text("role", i)));
+    for (const r of ["forward", "backward", "update"]) {
+      if (roles.has(r) && (c.role || {})[r]) out.push({ fill: c.role[r][0], stroke: c.role[r][1], text: ROLE_TEXT[r] });
+    }
+    for (const [k, text] of Object.entries(KIND_TEXT)) {
+      if (cats.has(k) && (c.kind || {})[k]) out.push({ fill: c.kind[k][0], stroke: c.kind[k][1], text, radius: k });
+    }
+    if (cats.has("transfer") && c.transfer) out.push({ fill: c.transfer[0], stroke: c.transfer[1], text: "send / recv" });
+  }
+  if (mode === "device" && crossing) out.push({ line: true, stroke: CROSS, dash: "5 3", text: "crosses devices (a send / recv pair goes there)" });
+  if (nodes.some((i) => m.stateful[i]) && boxes.some((b) => b.kind === "node" && m.stateful[b.node])) {
+    out.push({ fill: "#ffffff", stroke: "#374151", bar: true, text: "stateful (a random draw, an assign)" });
+  }
+  if (cats.has("control") || cats.has("loop")) out.push({ fill: "#fffbeb", stroke: (c.control || [, "#a16207"])[1], text: "control flow (click to open)", width: 2 });
+  if (boxes.some((b) => b.kind === "group" && b.node < 0)) out.push({ fill: "#ffffff", stroke: "#6b7280", text: "scope (click to open)", double: true });
+  const used = new Set([...stageMarks(m, stage).values()].map(([mark]) => mark));
+  for (const mark of Object.keys(c.marks || {})) {
+    if (used.has(mark)) out.push({ fill: "#ffffff", stroke: c.marks[mark][0], text: c.marks[mark][1], width: 3 });
+  }
+  if (stage > 0 && boxes.some((b) => b.kind === "node" && !isAlive(m, b.node, stage))) {
+    out.push({ fill: "#ffffff", stroke: "#dc2626", text: `removed by ${m.stages[stage]?.name ?? "this pass"}`, width: 2.5, dash: "5 3" });
+  }
+  if (boxes.some((b) => b.extracted)) out.push({ stub: true, text: "input of many: a stub at each user" });
+  return out;
 }

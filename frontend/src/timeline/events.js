@@ -51,6 +51,7 @@ export function decode(payload) {
     source: col("source", "i32"),
     shape: c.shape ? col("shape", "i32") : null,
     line: c.line ? col("line", "i32") : null,
+    scope: c.scope ? col("scope", "i32") : null,
     strings: payload.strings || {},
     lanes: payload.lanes || [],
     kinds: payload.kinds || [],
@@ -66,7 +67,65 @@ export function decode(payload) {
   }
   for (const s of ev.steps) if (s.mark != null && s.mark > last) last = s.mark;
   ev.span = [0, Math.max(last, 1)];
+  // the module an op ran in: the first part of its scope ("encoder" of "encoder/layers.0")
+  ev.modules = [];
+  ev.module = new Int32Array(ev.n).fill(-1);
+  if (ev.scope) {
+    const index = new Map(), byScope = (ev.strings.scope || []).map((text) => {
+      const top = text ? text.split("/")[0] : "";
+      if (!top) return -1;
+      if (!index.has(top)) { index.set(top, ev.modules.length); ev.modules.push(top); }
+      return index.get(top);
+    });
+    for (let i = 0; i < ev.n; i++) ev.module[i] = ev.scope[i] >= 0 ? byScope[ev.scope[i]] : -1;
+  }
   return ev;
+}
+
+/** The scope an event ran in ('encoder/layers.0/attn'), or "". */
+export function scopeText(ev, i) {
+  return ev.scope && ev.scope[i] >= 0 ? ev.strings.scope[ev.scope[i]] : "";
+}
+
+/** The first `count` steps' time, up to where the next steps begin (or everything when
+ * there are no more steps than that): what a timeline shows first, so that ops are bars and
+ * not a barcode. (A step's own end is no guide: a parameter server's step 0 lasts the whole
+ * run.) */
+export function firstSteps(ev, count = 3) {
+  const steps = ev.steps.slice().sort((a, b) => a.step - b.step);
+  if (steps.length <= count) return ev.span.slice();
+  const lo = Math.min(...steps.slice(0, count).map((s) => s.start));
+  const hi = Math.min(...steps.slice(count).map((s) => s.start));
+  if (!(hi > lo)) return ev.span.slice();
+  const pad = (hi - lo) * 0.01;
+  return [Math.max(ev.span[0], lo - pad), Math.min(ev.span[1], hi + pad)];
+}
+
+/** The arrows (pairs of event indices) with some part of their time inside view [lo, hi]. */
+export function arrowsIn(ev, arrows, [lo, hi]) {
+  return arrows.filter(([a, b]) => Math.max(ev.end[a], ev.end[b]) >= lo && Math.min(ev.end[a], ev.end[b]) <= hi);
+}
+
+/** Per lane, the runs of consecutive events (in start order) of one module: the module
+ * track drawn above the lane's ops. [{lane, module, start, end}]. */
+export function moduleRuns(ev, indices) {
+  const byLane = new Map();
+  for (const i of indices) {
+    if (ev.module[i] < 0) continue;
+    if (!byLane.has(ev.lane[i])) byLane.set(ev.lane[i], []);
+    byLane.get(ev.lane[i]).push(i);
+  }
+  const runs = [];
+  for (const [lane, idx] of byLane) {
+    idx.sort((a, b) => ev.start[a] - ev.start[b]);
+    let run = null;
+    for (const i of idx) {
+      if (run && run.module === ev.module[i]) { run.end = Math.max(run.end, ev.end[i]); continue; }
+      run = { lane, module: ev.module[i], start: ev.start[i], end: ev.end[i] };
+      runs.push(run);
+    }
+  }
+  return runs;
 }
 
 /**
@@ -98,7 +157,10 @@ export function layoutLanes(ev, maxRows = 24) {
     top.push(y);
     y += r;
   }
-  return { row, rows, top, total: y };
+  // lanes whose ops ran inside modules get a module track above their rows
+  const band = rows.map(() => 0);
+  if (ev.module) for (let i = 0; i < ev.n; i++) if (ev.module[i] >= 0 && band[ev.lane[i]] === 0) band[ev.lane[i]] = 1;
+  return { row, rows, top, total: y, band };
 }
 
 /** Does a lowercase query occur in this op or node name? An empty query matches all. */
@@ -162,6 +224,7 @@ export function rangeTotals(ev, indices, a, b) {
   return { count, time, byOp: sorted(ops), byLane: sorted(lanes) };
 }
 
+/** The lane's name in full: 'cpu:0 · main'. */
 export function laneLabel(ev, k) {
   const l = ev.lanes[k];
   return l ? `${l.device} · ${l.lane}` : `lane ${k}`;

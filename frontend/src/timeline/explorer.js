@@ -4,20 +4,34 @@
 //
 // Gestures on the main view: wheel zooms about the pointer; drag pans; shift+drag, or a drag
 // on the time axis, selects a range (totals per op and per lane appear); a click on a bar
-// shows its details. On the overview strip: drag the window to pan, drag elsewhere to pick
-// a new window, click to centre it.
+// shows its details, and hovering one shows them at once in a tooltip. Keys as in Perfetto
+// (once the timeline has been clicked): W / S zoom in and out about the pointer, A / D pan
+// (the arrow keys too), Escape clears the selection. On the overview strip: drag the window
+// to pan, drag elsewhere to pick a new window, click to centre it.
+//
+// The first view is the first few steps, not the whole run (a whole run of thousands of ops
+// is a barcode); "whole run" shows everything. Message arrows are drawn for the visible range
+// when there are few enough to read, else only those of the selected bar or range.
 
 import { bytesText, clampView, panBy, timeText, wheelFactor, zoomAt } from "../shared/scale.js";
 import { h } from "../shared/dom.js";
 import { gestures, sizeCanvas } from "../shared/pointer.js";
 import {
-  decode, extent, filterEvents, hitTest, laneLabel, layoutLanes, maskOf, rangeTotals,
-  visibleArrows,
+  arrowsIn, decode, extent, filterEvents, firstSteps, hitTest, laneLabel, layoutLanes, maskOf,
+  moduleRuns, rangeTotals, scopeText, visibleArrows,
 } from "./events.js";
-import { GEOM, drawMain, drawOverview, laneAt, mainHeight, timeScale } from "./draw.js";
+import {
+  GEOM, drawMain, drawOverview, labelWidth, laneAt, mainHeight, placeLanes, timeScale,
+} from "./draw.js";
+
+const MAX_ARROWS = 40;     // more message arrows than this in view: only the selection's
 
 const CSS = `
-.lk-tl { font: 12px system-ui, -apple-system, 'Segoe UI', sans-serif; color: #111827; }
+.lk-tl { font: 12px system-ui, -apple-system, 'Segoe UI', sans-serif; color: #111827; position: relative; }
+.lk-tl-scroll:focus { outline: 2px solid #93c5fd; outline-offset: -2px; }
+.lk-tl-tip { position: absolute; z-index: 10; pointer-events: none; background: rgba(17,24,39,0.94);
+  color: #f9fafb; font-size: 11px; padding: 5px 7px; border-radius: 4px; max-width: 420px;
+  white-space: pre-wrap; line-height: 1.35; display: none; }
 .lk-tl-bar { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; margin: 4px 0; }
 .lk-tl-bar input[type=search] { width: 200px; }
 .lk-tl-status { color: #6b7280; }
@@ -63,22 +77,25 @@ export function eventFacts(ev, i) {
   }
   facts.push(["recorded by", s.source[ev.source[i]]]);
   if (ev.line && ev.line[i] >= 0) facts.push(["source line", s.line[ev.line[i]]]);
+  const scope = scopeText(ev, i);
+  if (scope) facts.splice(2, 0, ["module", scope]);
   return facts;
 }
 
 export function render({ model, el }) {
   const started = performance.now();
-  const root = h("div", { className: "lk-tl" });
+  const root = h("div", { className: "lk-tl", "data-lm-suppress-shortcuts": "true" });
   root.append(h("style", { text: CSS }));
   const stepSelect = h("select", { "aria-label": "step", className: "lk-tl-step" });
   const search = h("input", { type: "search", placeholder: "filter ops by name",
                               "aria-label": "filter ops", className: "lk-tl-search" });
-  const reset = h("button", { text: "reset zoom", className: "lk-tl-reset" });
+  const reset = h("button", { text: "whole run", className: "lk-tl-reset" });
+  const tip = h("div", { className: "lk-tl-tip" });
   const status = h("span", { className: "lk-tl-status" });
   const title = h("div", { className: "lk-tl-title" });
   const overview = h("canvas", { className: "lk-tl-overview" });
   const canvas = h("canvas", { className: "lk-tl-main" });
-  const scroll = h("div", { className: "lk-tl-scroll" }, [canvas]);
+  const scroll = h("div", { className: "lk-tl-scroll", tabindex: "0" }, [canvas]);
   const details = h("div", { className: "lk-tl-details" });
   const totals = h("div", { className: "lk-tl-totals" });
   const legend = h("div", { className: "lk-tl-legend" });
@@ -86,18 +103,24 @@ export function render({ model, el }) {
     h("div", { className: "lk-tl-bar" }, [h("label", { text: "step " }, [stepSelect]),
       search, reset, status]),
     overview, scroll, legend,
-    h("div", { className: "lk-tl-hint", text: "wheel: zoom · drag: pan · shift+drag or drag "
-      + "on the time axis: select a range · click a bar: details" }),
-    h("div", { className: "lk-tl-panels" }, [details, totals]));
+    h("div", { className: "lk-tl-hint", text: "wheel or W / S: zoom · drag or A / D: pan · "
+      + "shift+drag or drag on the time axis: select a range · hover a bar: details · click: keep "
+      + "them · Esc: clear" }),
+    h("div", { className: "lk-tl-panels" }, [details, totals]), tip);
   el.append(root);
 
-  const s = { step: null, query: "", selected: -1, range: null };
+  const s = { step: null, query: "", selected: -1, range: null, hover: -1 };
   let width = 0, mainCtx = null, overCtx = null, overScale = null, frame = 0, firstDone = false;
 
   function load() {
     s.ev = decode(model.get("data") || {});
-    s.layout = layoutLanes(s.ev);
+    s.layout = placeLanes(layoutLanes(s.ev));
     s.bounds = s.ev.span.slice();
+    s.labelW = labelWidth(canvas.getContext("2d"), s.ev, GEOM.labelW,
+                          Math.max(GEOM.labelW, 0.45 * (root.clientWidth || 960)));
+    root.dataset.labelW = String(s.labelW);
+    root.dataset.axisH = String(GEOM.axisH);
+    root.dataset.laneTops = JSON.stringify(s.layout.rowsY);
     stepSelect.replaceChildren(h("option", { value: "", text: "all steps" }),
       ...s.ev.steps.map((st) => h("option", { value: String(st.step), text: `step ${st.step}` })));
     title.textContent = s.ev.title;
@@ -108,12 +131,14 @@ export function render({ model, el }) {
       return h("span", {}, [sw, k.name]);
     }));
     if (s.ev.arrows.length) legend.append(h("span", { text: "→ message between lanes" }));
+    if (s.ev.modules.length) legend.append(h("span", { text: "module track: the module each run of ops ran in" }));
     fromModel();
   }
 
   function viewFromModel() {
     const view = model.get("view") || [];
-    s.view = view.length === 2 ? clampView(view, s.bounds, 1) : s.bounds.slice();
+    if (view.length === 2) s.view = clampView(view, s.bounds, 1);
+    else s.view = s.step === null ? firstSteps(s.ev) : s.bounds.slice();
   }
 
   function refilter() {
@@ -123,6 +148,7 @@ export function render({ model, el }) {
     s.byKind = ev.kinds.map(() => []);
     for (const i of s.indices) s.byKind[ev.kind[i]]?.push(i);
     s.arrows = visibleArrows(ev, s.mask);
+    s.runs = moduleRuns(ev, s.indices);
     s.bounds = s.step === null ? ev.span.slice() : extent(ev, filterEvents(ev, { step: s.step }));
     s.overviewCache = null;
     if (s.selected >= 0 && !s.mask[s.selected]) s.selected = -1;
@@ -171,12 +197,22 @@ export function render({ model, el }) {
     frame = 0;
     const w = width - 2;
     if (!mainCtx || Math.max(root.clientWidth, 480) !== width) resize();
+    const inView = arrowsIn(s.ev, s.arrows, s.view);
+    const few = inView.length <= MAX_ARROWS;
+    s.drawnArrows = few ? inView : inView.filter(([a, b]) => a === s.selected || b === s.selected
+      || (s.range && Math.min(s.ev.end[a], s.ev.end[b]) >= Math.min(...s.range)
+          && Math.max(s.ev.end[a], s.ev.end[b]) <= Math.max(...s.range)));
     drawMain(mainCtx, s, w, mainHeight(s.layout));
     overScale = drawOverview(overCtx, s, w);
     const n = s.indices.length;
     status.textContent = `${n.toLocaleString()} of ${s.ev.n.toLocaleString()} events · `
       + `showing ${timeText(s.view[0])} – ${timeText(s.view[1])} `
-      + `(${timeText(s.view[1] - s.view[0])})`;
+      + `(${timeText(s.view[1] - s.view[0])} of ${timeText(s.bounds[1] - s.bounds[0])})`
+      + (few ? "" : ` · ${inView.length} messages: click a bar or select a range to see its arrows`);
+    root.dataset.arrows = String(s.drawnArrows.length);
+    let events = 0;
+    for (const i of s.indices) if (s.ev.end[i] >= s.view[0] && s.ev.start[i] <= s.view[1]) events++;
+    root.dataset.inView = String(events);
     root.dataset.viewLo = String(s.view[0]);
     root.dataset.viewHi = String(s.view[1]);
     if (!firstDone) {
@@ -224,25 +260,26 @@ export function render({ model, el }) {
   }
 
   // ---- gestures -------------------------------------------------------------------------
-  const toTime = (x) => timeScale(s.view, width - 2).invert(x);
+  const scale = () => timeScale(s.view, width - 2, s.labelW);
+  const toTime = (x) => scale().invert(x);
   let dragMode = null;
   const offMain = gestures(canvas, {
     onWheel({ x, event }) {
       if (Math.abs(event.deltaX) > Math.abs(event.deltaY)) {
-        setView(panBy(s.view, event.deltaX / timeScale(s.view, width - 2).k, s.bounds));
+        setView(panBy(s.view, event.deltaX / scale().k, s.bounds));
         return;
       }
-      const at = toTime(Math.max(x, GEOM.labelW));
+      const at = toTime(Math.max(x, s.labelW));
       setView(zoomAt(s.view, at, wheelFactor(event.deltaY, event.deltaMode), s.bounds, 1));
     },
     onDrag({ phase, x, x0, y0, dx, shiftKey }) {
       if (phase === "start") dragMode = shiftKey || y0 < GEOM.axisH ? "select" : "pan";
       if (dragMode === "pan") {
         canvas.style.cursor = phase === "end" ? "" : "grabbing";
-        if (dx) setView(panBy(s.view, -dx / timeScale(s.view, width - 2).k, s.bounds));
+        if (dx) setView(panBy(s.view, -dx / scale().k, s.bounds));
         return;
       }
-      s.range = [toTime(Math.max(x0, GEOM.labelW)), toTime(Math.max(x, GEOM.labelW))];
+      s.range = [toTime(Math.max(x0, s.labelW)), toTime(Math.max(x, s.labelW))];
       draw();
       if (phase === "end") {
         s.range.sort((p, q) => p - q);
@@ -258,10 +295,7 @@ export function render({ model, el }) {
         draw();
         return;
       }
-      const where = laneAt(s.layout, y);
-      const sc = timeScale(s.view, width - 2);
-      const hit = where && x >= GEOM.labelW
-        ? hitTest(s.ev, s.layout, s.indices, where.lane, where.row, sc.invert(x), 3 / sc.k) : -1;
+      const hit = eventAt(x, y);
       s.selected = hit;
       showDetails();
       save({ selected: hit });
@@ -298,6 +332,75 @@ export function render({ model, el }) {
   });
   search.addEventListener("input", () => save({ query: search.value }));
   reset.addEventListener("click", () => setView(s.bounds.slice(), "now"));
+
+  // ---- hover: the bar under the pointer, its details in a tooltip at once ----------------
+  function eventAt(x, y) {
+    const where = laneAt(s.layout, y);
+    if (!where || where.row < 0 || x < s.labelW) return -1;
+    const sc = scale();
+    return hitTest(s.ev, s.layout, s.indices, where.lane, where.row, sc.invert(x), 3 / sc.k);
+  }
+
+  let pointer = null;          // the last pointer position over the canvas (for W / S)
+  function hover(event) {
+    const r = canvas.getBoundingClientRect();
+    const x = event.clientX - r.left, y = event.clientY - r.top;
+    pointer = { x, y };
+    if (event.buttons) return hideTip();
+    const i = eventAt(x, y);
+    if (i !== s.hover) {
+      s.hover = i;
+      draw();
+    }
+    if (i < 0) return hideTip();
+    const facts = eventFacts(s.ev, i).filter(([k]) => k !== "recorded by" && k !== "starts at");
+    tip.textContent = facts.map(([k, v]) => `${k}: ${v}`).join("\n");
+    tip.style.display = "block";
+    const box = root.getBoundingClientRect();
+    const left = event.clientX - box.left + 14, top = event.clientY - box.top + 14;
+    tip.style.left = `${Math.min(left, Math.max(box.width - tip.offsetWidth - 4, 0))}px`;
+    tip.style.top = `${top}px`;
+    root.dataset.hover = String(i);
+    root.dataset.hoverMs = (performance.now() - event.timeStamp).toFixed(1);
+  }
+  function hideTip() {
+    tip.style.display = "none";
+    root.dataset.hover = "-1";
+    if (s.hover >= 0) {
+      s.hover = -1;
+      draw();
+    }
+  }
+  canvas.addEventListener("mousemove", hover);
+  canvas.addEventListener("mouseleave", () => { pointer = null; hideTip(); });
+
+  // ---- keys, as in Perfetto: W / S zoom about the pointer, A / D pan; arrows too ----------
+  const KEYS = { w: "in", arrowup: "in", s: "out", arrowdown: "out", a: "left", arrowleft: "left",
+                 d: "right", arrowright: "right" };
+  function onKey(event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    const what = KEYS[event.key.toLowerCase()];
+    if (event.key === "Escape") {
+      s.selected = -1;
+      s.range = null;
+      showDetails();
+      showTotals();
+      save({ selected: -1, selection: [] });
+      draw();
+    } else if (!what) {
+      return;
+    } else if (what === "in" || what === "out") {
+      const at = pointer && pointer.x >= s.labelW ? toTime(pointer.x) : (s.view[0] + s.view[1]) / 2;
+      setView(zoomAt(s.view, at, what === "in" ? 0.8 : 1.25, s.bounds, 1));
+    } else {
+      const span = s.view[1] - s.view[0];
+      setView(panBy(s.view, (what === "left" ? -0.15 : 0.15) * span, s.bounds));
+    }
+    event.preventDefault();
+    event.stopPropagation();
+  }
+  scroll.addEventListener("keydown", onKey);
+  canvas.addEventListener("mousedown", () => scroll.focus({ preventScroll: true }));
 
   const onData = () => load();
   const onState = () => fromModel();

@@ -19,8 +19,9 @@ primitive whose gradient stays finite at probabilities 0 and 1.
 import math
 import warnings
 
-from ...errors import DTypeError, ShapeError, describe
+from ...errors import DTypeError, LabkitError, ShapeError, api_boundary, describe
 from ...graph.symbolic import SymbolicTensor
+from ...tensor.autocast import precision
 from ...tensor.creation import arange
 from ...tensor.creation import full as _full
 from ...tensor.ops.composite import mean
@@ -29,6 +30,7 @@ from ...tensor.ops.elementwise import (abs, add, cast, div, eq, exp, gt, log, lt
 from ...tensor.ops.elementwise_math import clamp_min, log1p, xlogy
 from ...tensor.ops.index import getitem
 from ...tensor.ops.loss import binary_cross_entropy as _bce
+from ...tensor.ops.nll import _check as _check_nll
 from ...tensor.ops.nll import nll_loss as _nll_loss
 from ...tensor.ops.reduce import sum as _sum
 from ...tensor.ops.shape import reshape
@@ -104,7 +106,17 @@ def _check_class_weight(name, weight, input):
                          f"got {describe(weight)} for input {describe(input)}")
 
 
+def _check_targets(name, input, target, reduction, weight):
+    """Raise the error of the nll_loss kernel's checks (class targets), naming ``name``."""
+    try:
+        _check_nll(name, tuple(input.shape), input, target, reduction, weight)
+    except LabkitError as e:
+        raise e from None
+
+
 # ---- classification ---------------------------------------------------------------------------
+@api_boundary
+@precision("float32")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """Negative log-likelihood of integer ``target`` classes under log-probabilities ``input``
@@ -124,6 +136,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return _nll_loss(input, target, *w, reduction=reduction, ignore_index=int(ignore_index))
 
 
+@api_boundary
+@precision("float32")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
     """Softmax cross-entropy of logits ``input`` (N, C, d1...) or (C,) against ``target``:
@@ -157,7 +171,11 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if tuple(target.shape) == tuple(input.shape) and target.dtype.is_floating:
         return _soft_cross_entropy(lp, target, weight, reduction, label_smoothing, ignore_index)
     w = () if weight is None else (weight,)
-    loss = _nll_loss(lp, target, *w, reduction=reduction, ignore_index=int(ignore_index))
+    try:
+        loss = _nll_loss(lp, target, *w, reduction=reduction, ignore_index=int(ignore_index))
+    except LabkitError:     # the fused kernel's checks name nll_loss: name the loss called
+        _check_targets("cross_entropy", input, target, reduction, w)
+        raise
     if not label_smoothing:
         return loss
     classes = input.shape[d]
@@ -195,6 +213,8 @@ def _soft_cross_entropy(lp, target, weight, reduction, label_smoothing, ignore_i
     return div(total, rows) if math.prod(lp.shape) else mul(total, math.nan)
 
 
+@api_boundary
+@precision("float32")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """``-weight * (t log x + (1 - t) log(1 - x))`` for probabilities ``x`` (each log at least
@@ -221,6 +241,8 @@ def _log_sigmoid(x):
     return sub(minimum(x, 0.0), log1p(exp(neg(abs(x)))))
 
 
+@api_boundary
+@precision("float32")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
     """Sigmoid and binary cross-entropy in one stable formula:
@@ -247,6 +269,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return reduce_loss("binary_cross_entropy_with_logits", loss, reduction)
 
 
+@api_boundary
+@precision("float32")
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction="mean"):
     """Per example, the mean over classes of the binary cross-entropy of ``sigmoid(input)``
@@ -268,6 +292,8 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     return reduce_loss("multilabel_soft_margin_loss", loss, reduction)
 
 
+@api_boundary
+@precision("float32")
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
                       reduce=None, reduction="mean"):
     """Multi-class hinge loss: per example, the mean over the other classes j of
@@ -306,6 +332,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
 
 
 # ---- regression ---------------------------------------------------------------------------
+@api_boundary
+@precision("float32")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean squared error ``(input - target) ** 2`` (``weight``: per element, 'mean' over the
     weights' sum). A target of another shape broadcasts, with PyTorch's warning.
@@ -324,6 +352,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return reduce_loss("mse_loss", loss, reduction)
 
 
+@api_boundary
+@precision("float32")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error ``|input - target|`` (``weight`` as for mse_loss).
 
@@ -340,6 +370,8 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return reduce_loss("l1_loss", loss, reduction)
 
 
+@api_boundary
+@precision("float32")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (d = input - target;
     ``beta=0`` is the L1 loss).
@@ -361,6 +393,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return reduce_loss("smooth_l1_loss", loss, reduction)
 
 
+@api_boundary
+@precision("float32")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d**2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``; ``weight`` per
     element ('mean' is then the mean of the weighted losses, as PyTorch).
@@ -380,6 +414,8 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     return reduce_loss("huber_loss", loss, reduction)
 
 
+@api_boundary
+@precision("float32")
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
                      reduce=None, reduction="mean"):
     """Poisson negative log-likelihood: ``exp(input) - target * input`` (``log_input``), else
@@ -404,6 +440,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     return reduce_loss("poisson_nll_loss", loss, reduction)
 
 
+@api_boundary
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     """Gaussian negative log-likelihood ``0.5 (log var + (input - target)**2 / var)`` (plus
     ``0.5 log 2 pi`` with ``full``); ``var`` (clamped at ``eps`` without changing its gradient,
@@ -440,6 +477,8 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     return reduce_loss("gaussian_nll_loss", loss, reduction)
 
 
+@api_boundary
+@precision("float32")
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """Kullback-Leibler divergence of ``target`` from log-probabilities ``input``, pointwise
     ``target * (log target - input)`` (``log_target``: the target given as log-probabilities).
@@ -472,6 +511,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 
 
 # ---- margins and embeddings ---------------------------------------------------------------------
+@api_boundary
+@precision("float32")
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                         reduction="mean"):
     """``max(0, -target * (input1 - input2) + margin)``, target 1 (input1 should rank higher)
@@ -492,6 +533,8 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
     return reduce_loss("margin_ranking_loss", loss, reduction)
 
 
+@api_boundary
+@precision("float32")
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
                          reduction="mean"):
     """``input`` where target is 1, ``max(0, margin - input)`` where it is -1 (input: a
@@ -510,6 +553,8 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     return reduce_loss("hinge_embedding_loss", loss, reduction)
 
 
+@api_boundary
+@precision("float32")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Two-class logistic loss ``log(1 + exp(-target * input))``, target 1 or -1.
 
@@ -523,6 +568,8 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     return reduce_loss("soft_margin_loss", loss, reduction)
 
 
+@api_boundary
+@precision("float32")
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                           reduction="mean"):
     """``1 - cos(x1, x2)`` where target is 1, ``max(0, cos(x1, x2) - margin)`` where it is -1
@@ -569,6 +616,8 @@ def _triplet(name, anchor, positive, negative, margin, swap, distance, reduction
     return reduce_loss(name, loss, reduction)
 
 
+@api_boundary
+@precision("float32")
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
                         size_average=None, reduce=None, reduction="mean"):
     """``max(0, margin + d(a, p) - d(a, n))`` with the ``p``-norm ``pairwise_distance``
@@ -585,6 +634,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
                     lambda x, y: pairwise_distance(x, y, p, eps), reduction)
 
 
+@api_boundary
 def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
                                       margin=1.0, swap=False, reduction="mean"):
     """``triplet_margin_loss`` with any ``distance_function(x, y)`` (default

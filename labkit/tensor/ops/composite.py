@@ -3,7 +3,7 @@ import math
 
 from ...errors import ShapeError, describe
 from ..shape_rules import normalize_dim, normalize_dims
-from .elementwise import abs, div, eq, exp, log, maximum, minimum, sub, where
+from .elementwise import abs, div, eq, exp, log, maximum, minimum, real, sub, where
 from .elementwise_math import clamp, clamp_max, clamp_min
 from .index import getitem_slices
 from .reduce import max, reduction_size, sum
@@ -92,7 +92,8 @@ def logsumexp(x, dim=-1, keepdim=False):
     axes = normalize_dims("logsumexp", dim, x.ndim, x)
     if x.ndim and any(x.shape[a] == 0 for a in axes):
         return log(sum(exp(x), dim=dim, keepdim=keepdim))
-    m = max(x, dim=dim, keepdim=True).detach()
+    # (of complex values: the largest real part, as PyTorch's)
+    m = max(real(x) if x.dtype.is_complex else x, dim=dim, keepdim=True).detach()
     m = where(eq(abs(m), math.inf), 0, m)
     out = log(sum(exp(sub(x, m)), dim=dim, keepdim=True)) + m
     return out if keepdim else squeeze(out, dim)

@@ -51,12 +51,13 @@ def split_index(x, index):
             spec.append(("b", bool(item)))       # a new dimension of size 1 (True) or 0 (False)
         elif isinstance(item, (int, np.integer)):
             spec.append(("i", int(item)))
-        elif isinstance(item, (list, tuple, np.ndarray)):
+        elif isinstance(item, (list, tuple, np.ndarray, range)):   # a range as its list
             spec.append(("t", len(tensors)))
             tensors.append(_index_tensor(x, item))
         else:
             raise ShapeError(f"cannot index {describe(x)} with {type(item).__name__} {item!r}: use "
-                             f"ints, slices, None, ..., bools, integer or boolean tensors")
+                             f"ints, slices, None, ..., bools, ranges, lists, integer or boolean "
+                             f"tensors")
     return tuple(spec), tensors
 
 
@@ -414,7 +415,7 @@ def _getitem_vjp_into(xp, acc, g, out, x, *idx, spec):
 
 
 @op("getitem", shape=_getitem_rule, vjp=_getitem_vjp, vjp_into=_getitem_vjp_into,
-    batch=_getitem_batch)
+    batch=_getitem_batch, moves=True)
 def _getitem(xp, x, *idx, spec):
     index = build_index(spec, idx)
     out = x[index]

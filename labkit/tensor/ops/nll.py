@@ -202,7 +202,7 @@ def _nll_batch(inputs, bdims, reduction="mean", ignore_index=-100):
     return (total if reduction == "sum" else div(total, _per_example(w))), 0
 
 
-@op("nll_loss", shape=_nll_rule, vjp=_nll_vjp, batch=_nll_batch)
+@op("nll_loss", shape=_nll_rule, vjp=_nll_vjp, batch=_nll_batch, amp="float32")
 def nll_loss(xp, log_probs, target, *weight, reduction="mean", ignore_index=-100):
     """``-weight[target[i]] * log_probs[i, target[i], ...]`` (0 where ``target`` is
     ``ignore_index``), reduced by ``reduction`` ('mean' over the total weight, 'sum', 'none').

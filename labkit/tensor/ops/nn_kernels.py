@@ -199,7 +199,8 @@ def _trailing_batch(rule_op):
 
 @op("layer_norm", shape=_layer_norm_rule,
     vjp=lambda g, out, x, ndim, eps: (layer_norm_backward(g, x, ndim=ndim, eps=eps),),
-    batch=lambda inputs, bdims, **attrs: _trailing_batch(layer_norm)(inputs, bdims, **attrs))
+    batch=lambda inputs, bdims, **attrs: _trailing_batch(layer_norm)(inputs, bdims, **attrs),
+    amp="float32_gpu")
 def layer_norm(xp, x, ndim, eps):
     """``(x - mean) / sqrt(var + eps)`` over the last ``ndim`` dimensions."""
     out, rstd, _ = _stats(xp, x, ndim, eps)

@@ -15,7 +15,8 @@ from ..dtypes import bool_
 from ..op import op
 from ..shape_rules import normalize_dims, reduced_shape, shape_of
 from .composite import var
-from .elementwise import add, cast, div, eq, mul, ne, sqrt, stop_gradient, sub, where
+from .elementwise import (add, cast, div, eq, holomorphic, mul, ne, sqrt, stop_gradient, sub,
+                          where)
 from .index import getitem_slices, zeros_like
 from .reduce import sum
 from .scan import accumulated_dtype, cumprod, scan_axis
@@ -63,7 +64,8 @@ def _prod_vjp(g, out, x, dim=None, keepdim=False):
     return (mul(g if keepdim else expand_dims(g, axes=(d,)), others),)
 
 
-@op("prod", shape=_prod_rule, vjp=_prod_vjp, batch=ONE_DIM_REDUCTION)
+@op("prod", shape=_prod_rule, vjp=holomorphic(_prod_vjp), batch=ONE_DIM_REDUCTION,
+    amp="float32")
 def prod(xp, x, dim=None, keepdim=False):
     """Product over ``dim`` (None: every element; 1 for none), bool and int32 giving int64."""
     if not isinstance(dim, (int, type(None))):

@@ -8,6 +8,7 @@ attaches the methods; ``labkit.tensor`` exports the rest.
 """
 from .registry import METHODS, PUBLIC, public, tensor_method  # noqa: F401
 from . import comparisons  # noqa: F401,E402
+from . import complex  # noqa: F401,E402
 from . import conversions  # noqa: F401,E402
 from . import elementwise_math  # noqa: F401,E402
 from . import index  # noqa: F401,E402

@@ -98,6 +98,12 @@ def cuda(self, device=None):
 
 
 Tensor.is_cuda = property(lambda self: self.device.type == "gpu",
-                          doc="Whether the tensor is on a GPU.")
+                          doc="Whether the tensor is on a GPU (labkit's GPUs are CUDA's).")
+Tensor.is_cpu = property(lambda self: self.device.type == "cpu",
+                         doc="Whether the tensor is on the CPU (any of its virtual devices).")
+# PyTorch's other device kinds, which labkit has none of (DCGAN asks ``x.is_xpu``)
+for _kind in ("xpu", "mps", "meta", "xla", "ipu", "hpu", "mtia", "vulkan", "mkldnn"):
+    setattr(Tensor, f"is_{_kind}", property(lambda self: False,
+                                            doc=f"False: labkit has no {_kind} devices."))
 Tensor.grad_fn = property(lambda self: self._node,
                           doc="The tape entry that made this tensor (None for a leaf).")

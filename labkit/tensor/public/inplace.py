@@ -20,6 +20,8 @@ node; on a tensor from outside it is an ``assign`` node, run in program order.
 >>> _ = x.mul_(2).clamp_(min=0); x += 1; x.tolist()
 [3.0, 1.0, 7.0]
 """
+import functools
+
 import numpy as np
 
 from ...errors import DTypeError, GradError, ShapeError, describe
@@ -103,17 +105,42 @@ def _recording(target, args):
                                         for a in args)
 
 
+def in_place(target, name, compute, *args, **kwargs):
+    """``compute(target, *args, **kwargs)`` written into ``target``, which is returned: what
+    every in-place method does (``name`` is the op, for errors)."""
+    _check_writable(target, name)
+    source = target
+    if _recording(target, args + tuple(kwargs.values())):
+        source = _before(target, copy=name not in _NO_SNAPSHOT)
+    return write(target, compute(source, *args, **kwargs), name)
+
+
 def inplace(name, compute):
     """The in-place method ``<name>_`` of ``compute(self, *args, **kwargs)``."""
     def method(self, *args, **kwargs):
-        _check_writable(self, name)
-        source = self
-        if _recording(self, args + tuple(kwargs.values())):
-            source = _before(self, copy=name not in _NO_SNAPSHOT)
-        return write(self, compute(source, *args, **kwargs), name)
+        return in_place(self, name, compute, *args, **kwargs)
     method.__name__ = f"{name}_"
     method.__doc__ = f"``x.{name}(...)`` written into ``x`` in place; returns ``x``."
     return method
+
+
+def inplace_flag(fn):
+    """``fn(input, ..., inplace=False)`` with PyTorch's trailing ``inplace`` flag honoured
+    (``F.relu(x, inplace=True)``, ``nn.ReLU(inplace=True)``, dropout): the result is written
+    into ``input``, which is returned, with the checks of every in-place op (a leaf that requires
+    grad is refused; a value autodiff saved and then overwritten makes backward raise)."""
+    n = fn.__code__.co_argcount            # ``inplace`` is the last positional parameter
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if len(args) == n:
+            flag, args = args[-1], args[:-1]
+        else:
+            flag = kwargs.pop("inplace", False)
+        if not flag:
+            return fn(*args, **kwargs)
+        return in_place(args[0], fn.__name__, lambda x: fn(x, *args[1:], **kwargs))
+    return run
 
 
 # ---- the methods ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import numbers
 import numpy as np
 
 from ...errors import ShapeError, describe
+from ..autocast import precision
 from ..creation import zeros
 from ..ops import composite as C
 from ..ops import decompositions as D
@@ -26,6 +27,7 @@ from ..ops import elementwise as E
 from ..ops import norm as N
 from ..ops import reduce as R
 from ..ops.linalg import matmul
+from ..dtypes import finfo
 from ..ops.shape import permute, reshape
 from ..shape_rules import normalize_dim
 from . import return_types
@@ -105,6 +107,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
 
 
 @accept_numpy_names
+@precision("float32_gpu")
 def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     """``torch.linalg.norm``: a vector norm when ``dim`` is one dimension (or ``A`` is 1-D),
     a matrix norm when it is two (or ``A`` is 2-D and ``ord`` is given); with neither ``ord``
@@ -352,7 +355,7 @@ def eigvalsh(A, UPLO="L"):
 def _tolerances(A, atol, rtol):
     """PyTorch's defaults: rtol = eps * max(m, n) unless atol > 0 is given."""
     if rtol is None:
-        rtol = np.finfo(A.dtype.np).eps * max(A.shape[-2:]) if not atol else 0.0
+        rtol = finfo(A.dtype).eps * max(A.shape[-2:]) if not atol else 0.0
     return float(atol or 0.0), float(rtol)
 
 

@@ -14,6 +14,7 @@ import math
 import numbers
 
 from ...errors import ShapeError, describe
+from ..autocast import precision
 from ..creation import arange, eye, tensor
 from ..ops import composite as C
 from ..ops import elementwise as E
@@ -36,6 +37,7 @@ def _need(name, x, ndims, what, instead):
 
 
 @public()
+@precision("low")
 def mm(input, mat2):
     """The product of two matrices (2-D tensors only; ``lk.matmul`` batches and broadcasts).
 
@@ -51,6 +53,7 @@ def mm(input, mat2):
 
 
 @public()
+@precision("low")
 def bmm(input, mat2):
     """Batched matrix product of (b, n, m) and (b, m, p) tensors (no broadcasting).
 
@@ -69,6 +72,7 @@ def bmm(input, mat2):
 
 
 @public()
+@precision("low_gpu")
 def mv(input, vec):
     """A matrix (n, m) times a vector (m,).
 
@@ -83,6 +87,7 @@ def mv(input, vec):
 
 
 @public()
+@precision("low_gpu")
 def dot(input, tensor):
     """The dot product of two 1-D tensors of one length.
 
@@ -107,8 +112,10 @@ def vdot(input, other):
     >>> import labkit as lk
     >>> lk.vdot(lk.tensor([1.0, 2.0]), lk.tensor([3.0, 4.0])).item()
     11.0
+    >>> lk.vdot(lk.tensor([1j]), lk.tensor([1j])).item()
+    (1+0j)
     """
-    return dot(input, other)
+    return dot(E.conjugate(input), other)
 
 
 @public()
@@ -165,6 +172,7 @@ def _plus_scaled(name, input, product, beta, alpha):
 
 
 @public()
+@precision("low")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat1 @ mat2)`` for matrices ``mat1``, ``mat2``.
 
@@ -176,6 +184,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 
 @public()
+@precision("low_gpu")
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat @ vec)``.
 
@@ -187,6 +196,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
 
 
 @public()
+@precision("low_gpu")
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
     """``beta * input + alpha * outer(vec1, vec2)``.
 
@@ -198,6 +208,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
 
 
 @public()
+@precision("low")
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * bmm(batch1, batch2)``.
 
@@ -209,6 +220,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 
 @public()
+@precision("low")
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_i batch1[i] @ batch2[i]`` (one matrix product over the
     batch and the inner dimension together).
@@ -413,6 +425,7 @@ def cross(input, other, dim=None):
 
 
 @public(method=False)
+@precision("float32")
 def cdist(x1, x2, p=2.0, compute_mode=None):
     """The p-norm distance between each row of ``x1`` (..., P, M) and each of ``x2``
     (..., R, M): (..., P, R). The gradient at a zero distance is 0, as in PyTorch.

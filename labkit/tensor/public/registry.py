@@ -15,6 +15,8 @@ the function takes ``dim`` / ``keepdim``.
 import functools
 import inspect
 
+from ...errors import hide_internal_frames
+
 PUBLIC = {}     # name -> function exported as lk.<name>
 METHODS = {}    # name -> function attached as Tensor.<name>
 
@@ -38,7 +40,11 @@ def accept_numpy_names(fn):
                         raise TypeError(f"{fn.__name__}() got both {name}= and {alias}= (NumPy's "
                                         f"name for it); pass only {name}=")
                     kwargs[name] = kwargs.pop(alias)
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:      # the wrapper is there anyway: an API boundary for free
+            hide_internal_frames(e)
+            raise
     return wrapper
 
 

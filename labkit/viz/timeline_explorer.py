@@ -1,11 +1,14 @@
 """``timeline_explorer(prof)``: a profile to explore in JupyterLab (an anywidget widget).
 
 The front end (``labkit/viz/static/timeline.js``, built from ``frontend/``) draws the events
-on a canvas, so a timeline of 20,000 events stays fast: wheel to zoom on the time axis, drag
-to pan (or use the overview strip above), shift+drag (or drag on the axis) to select a range
-and see its totals per op and per lane, click a bar for its details, type to filter ops by
-name, pick a step. Send -> recv arrows join matched transfers. Everything it needs is in the
-package: nothing is fetched from the network.
+on a canvas, so a timeline of 20,000 events stays fast. It opens on the first three steps
+(each labelled, every other one shaded); hovering a bar shows its details at once, a click
+keeps them; wheel or W / S zoom on the time axis, drag or A / D pan (or use the overview strip
+above), as in Perfetto; shift+drag (or drag on the axis) selects a range and totals it per op
+and per lane; type to filter ops by name, pick a step. Lanes are named in full, with a module
+track (the scope each run of a graph's ops ran in); events that nest stack. Send -> recv
+arrows join matched transfers (those of the view when few, else those of the selection).
+Everything it needs is in the package: nothing is fetched from the network.
 
 The events travel as one binary column per field (``timeline_data.timeline_payload``).
 What the person does comes back as traits: ``step`` (-1: all steps), ``query``,
