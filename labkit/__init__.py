@@ -20,7 +20,7 @@ from .autodiff import (custom_vjp, enable_grad, grad, gradcheck, inference_mode,
 from .autodiff.functional import stop_gradient
 from .autodiff.jacobians import hessian, jacfwd, jacrev
 from . import config
-from .graph import (FrozenValueWarning, Function, Graph, GraphError, SymbolicTensor,
+from .graph import (FrozenValueWarning, Function, Graph, GraphBreak, GraphError, SymbolicTensor,
                     TracingError, function, gradients, name_scope, placeholder)
 from .graph import cond, scan, while_loop
 from .graph import FIFOQueue, QueueClosedError, Variable, restore_variables, save_variables
@@ -30,6 +30,8 @@ from . import distributions, fft, linalg
 from . import nn, optim, data
 from . import amp
 from .amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
+from . import compiler, _dynamo
+from .compiler import compile
 from . import accelerator, backends, cpu, cuda
 from .backends.cuda import get_float32_matmul_precision, set_float32_matmul_precision
 from . import utils

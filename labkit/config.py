@@ -9,7 +9,7 @@ import os
 
 from .errors import set_traceback_filtering, traceback_filtering  # noqa: F401 - lk.config's
 
-_state = {"functions_eagerly": False, "retrace_warning": 5,
+_state = {"functions_eagerly": False, "retrace_warning": 5, "cache_size_limit": 8,
           "debug": os.environ.get("LABKIT_DEBUG") == "1"}
 _watchers = {}     # switch name -> [functions called with the new value] (lower layers register)
 
@@ -56,6 +56,21 @@ def functions_run_eagerly():
 def set_retrace_warning(count):
     """Warn (naming the calling line) once a function has been traced ``count`` times."""
     _state["retrace_warning"] = int(count)
+
+
+def set_cache_size_limit(count):
+    """How many traces of one signature a function keeps (``lk.function``: more are made,
+    the oldest dropped, and the value that keeps changing is warned about; ``lk.compile``:
+    how many traces in all before new calls run eagerly). PyTorch's
+    ``torch._dynamo.config.cache_size_limit``, also ``lk._dynamo.config.cache_size_limit``.
+
+    >>> import labkit as lk
+    >>> lk.config.set_cache_size_limit(8)
+    """
+    count = int(count)
+    if count < 1:
+        raise ValueError(f"set_cache_size_limit: the limit must be at least 1, got {count}")
+    _state["cache_size_limit"] = count
 
 
 # ---- graph optimisation passes (see labkit.graph.passes) -------------------------------------

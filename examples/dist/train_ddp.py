@@ -2,11 +2,13 @@
 
     python -m labkit.dist.run --standalone --nproc_per_node=2 examples/dist/train_ddp.py
     python examples/dist/train_ddp.py                # one process: the same numbers
+    python -m labkit.dist.run --standalone --nproc_per_node=2 examples/dist/train_ddp.py --compile
 
 The setup and the loop are nanoGPT's (``train.py``): ``ddp`` is whether torchrun's ``RANK`` is
 set; ``init_process_group``; the rank, local rank and world size read from the environment;
-the gradient accumulation steps divided among the ranks; ``DDP(model, device_ids=...)`` (None on
-a CPU, as PyTorch asks); ``model.require_backward_grad_sync`` set in the micro-step loop so that
+the gradient accumulation steps divided among the ranks; with ``--compile``, ``model =
+torch.compile(model)`` before the wrapping, as nanoGPT's ``compile = True`` does;
+``DDP(model, device_ids=...)`` (None on a CPU, as PyTorch asks); ``model.require_backward_grad_sync`` set in the micro-step loop so that
 only the last micro-step's backward averages the gradients; ``destroy_process_group()``. The
 model is a small MLP on generated data, and rank r takes the r-th share of each step's
 micro-batches, so every run takes the same steps as one process doing all the micro-batches.
@@ -37,7 +39,7 @@ def make_data(n=1024, features=16, classes=4, seed=0):
 
 
 def train(steps=8, micro_batch=16, gradient_accumulation_steps=4, lr=1e-2, backend="gloo",
-          log=True):
+          log=True, compile=False):
     """Train for ``steps`` optimiser steps of ``gradient_accumulation_steps`` micro-batches
     (over all ranks); returns the losses (mean over the ranks) and the final parameters."""
     ddp = int(os.environ.get('RANK', -1)) != -1     # is this a ddp run?
@@ -66,6 +68,8 @@ def train(steps=8, micro_batch=16, gradient_accumulation_steps=4, lr=1e-2, backe
 
     model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 4)).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
+    if compile:
+        model = torch.compile(model)        # requires PyTorch 2.0
     if ddp:
         model = DDP(model, device_ids=[ddp_local_rank] if device != 'cpu' else None)
     raw_model = model.module if ddp else model
@@ -104,9 +108,11 @@ def main():
                         help="micro-batches per step, over all ranks")
     parser.add_argument("--backend", default="gloo")
     parser.add_argument("--save", help="rank 0 saves the losses and parameters to this .npz")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
     args = parser.parse_args()
     rank = int(os.environ.get("RANK", 0))
-    losses, params = train(args.steps, args.micro_batch, args.accumulate, backend=args.backend)
+    losses, params = train(args.steps, args.micro_batch, args.accumulate, backend=args.backend,
+                           compile=args.compile)
     if args.save and rank == 0:
         import numpy as np
         np.savez(args.save, losses=np.array(losses), *params)

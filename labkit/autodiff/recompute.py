@@ -18,10 +18,9 @@ moves on once, as in one plain call. Under capture the recomputation is put into
 the backward pass; it reads its inputs through a marker op of its own, so common-subexpression
 elimination does not merge it back into the forward pass.
 
-The pieces are ops declared here (not registered: they belong to one call each):
-``checkpoint_begin`` (the tape entry: one 0-d output on the host, one per device the call's
-tensors are on), ``checkpoint_end`` (each differentiable output, unchanged, tied to the entry)
-and ``checkpoint_input`` (a stand-in's marker).
+The call is a ``Region`` on the tape (``labkit.autodiff.regions``: ``checkpoint_begin``, one
+0-d entry per device the call's tensors are on, and ``checkpoint_end`` on each differentiable
+output); ``checkpoint_input`` (declared here, not registered) marks a stand-in.
 
 >>> import labkit as lk
 >>> from labkit.autodiff.recompute import recompute
@@ -34,38 +33,39 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from ..devices import get_device
 from ..errors import GradError, describe
 from ..tensor import dispatch
 from ..tensor.dispatch import WrappingMode
 from ..tensor.op import needs_grad, op
-from ..tensor.ops.index import zeros_like
 from ..tensor.ops.random import DRAWS, copy_generator_state, host_generator
 from ..tensor.shape_rules import same_as_first
 from ..tensor.tensor import Tensor
 from . import trees
 from .engine import run_backward
+from .regions import Region, region_ops
+
+_OPS = region_ops("checkpoint")
 
 
-class _Region:
+class _Region(Region):
     """One call of a checkpointed function: what it needs to run again, the tensors from outside
-    it read, the generators it drew from, and the cotangents of its outputs in a backward pass."""
+    it read, the generators it drew from; its gradients are those of a recomputation."""
 
     def __init__(self, fn, args, kwargs, preserve_rng_state, recompute_context, check):
+        super().__init__(_OPS)
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.preserve = preserve_rng_state
         self.recompute_context = recompute_context
         self.check = check
         self.outside = []        # tensors from outside the call that its ops read, first use first
-        self.parts = None        # ``outside`` by device: the inputs of each checkpoint_begin
         self.generators = {}     # id(generator) -> (generator, saved position, the one replayed)
         self.outputs = None      # (shape, dtype) of each output leaf that is a float tensor
-        self.cotangents = {}     # output index -> its cotangent, this backward pass
-        self.grads = None        # id(outside tensor) -> gradient, once recomputed
-        self.pending = 0         # checkpoint_begin entries still to hand their gradients out
 
     def __repr__(self):
         return f"<checkpointed call of {getattr(self.fn, '__name__', 'fn')}>"
+
+    def gradients(self, cotangents):
+        return _backward(self, cotangents)
 
 
 def _saved_copy(generator):
@@ -119,48 +119,7 @@ class _Replay(WrappingMode):
         return self.below.apply(op_, inputs, attrs)
 
 
-# ---- the ops ---------------------------------------------------------------------------------
-def _token_rule(*tensors, region, part):
-    from ..tensor.dtypes import float32
-    return (), float32
-
-
-def _begin_vjp(g, out, *tensors, region, part):
-    """The whole call's gradient rule: run it again and differentiate (once per backward pass,
-    for every device's entry); this entry's share of the gradients."""
-    if region.grads is None:
-        _backward(region)
-    # by position: ``tensors`` may be stand-ins for the tensors the call read (a checkpoint
-    # inside another's recomputation)
-    grads = tuple(region.grads.get(id(t)) for t in region.parts[part])
-    region.pending -= 1
-    if region.pending <= 0:
-        region.grads = None
-        region.pending = len(region.parts)
-    return grads
-
-
-@op("checkpoint_begin", shape=_token_rule, vjp=_begin_vjp, register=False)
-def checkpoint_begin(xp, *arrays, region, part):
-    """The tape entry of a checkpointed call: a 0-d zero on the host whose inputs are the
-    tensors from outside the call on one device."""
-    return np.zeros((), np.float32)
-
-
-checkpoint_begin.out_device = lambda attrs: get_device("cpu:0")
-
-
-def _end_vjp(g, out, x, *tokens, region, index):
-    region.cotangents[index] = g
-    return (None,) + tuple(zeros_like(t) for t in tokens)
-
-
-@op("checkpoint_end", shape=same_as_first, vjp=_end_vjp, register=False)
-def checkpoint_end(xp, x, *tokens, region, index):
-    """Output ``index`` of a checkpointed call, unchanged, tied to the call's tape entries."""
-    return x
-
-
+# ---- the stand-ins' marker ----------------------------------------------------------------
 @op("checkpoint_input", shape=same_as_first, vjp=lambda g, out, x, region: (g,),
     register=False)
 def checkpoint_input(xp, x, region):
@@ -169,14 +128,6 @@ def checkpoint_input(xp, x, region):
 
 
 # ---- running it ------------------------------------------------------------------------------
-def _parts(tensors):
-    """``tensors`` grouped by device (an op's tensor inputs share one device)."""
-    groups = {}
-    for t in tensors:
-        groups.setdefault(t.device.name, []).append(t)
-    return list(groups.values())
-
-
 def recompute(fn, args, kwargs, preserve_rng_state=True, context_fn=None, check=True):
     """``fn(*args, **kwargs)``, keeping only what is needed to run it again in the backward pass
     (see the module's docstring). ``context_fn()`` gives two context managers, for the first run
@@ -196,21 +147,19 @@ def recompute(fn, args, kwargs, preserve_rng_state=True, context_fn=None, check=
     if not wanted:
         return out
     region.outputs = [(i, tuple(leaves[i].shape), leaves[i].dtype) for i in wanted]
-    region.parts = _parts(region.outside)
-    region.pending = len(region.parts)
-    tokens = [checkpoint_begin(*p, region=region, part=k) for k, p in enumerate(region.parts)]
-    for i in wanted:
-        leaves[i] = checkpoint_end(leaves[i], *tokens, region=region, index=i)
-    return trees.unflatten(spec, leaves)
+    chosen = set(wanted)
+    tied = region.tie(region.outside, [leaf if i in chosen else None
+                                       for i, leaf in enumerate(leaves)])
+    return trees.unflatten(spec, [t if i in chosen else leaf
+                                  for i, (t, leaf) in enumerate(zip(tied, leaves))])
 
 
-def _backward(region):
-    """Run the call again with the tape on; ``region.grads``: the gradient of each tensor from
-    outside with respect to the cotangents the outputs got. When the backward pass is itself
+def _backward(region, cotangents):
+    """Run the call again with the tape on: the gradient of each tensor from outside (by id)
+    with respect to the ``cotangents`` the outputs got. When the backward pass is itself
     recorded (``create_graph=True``, ``lk.grad`` of a tensor that requires grad), so is this,
     and the gradients lead back to the tensors from outside."""
     nested = dispatch.is_grad_enabled()
-    cotangents, region.cotangents = region.cotangents, {}
     wanted = [t for t in region.outside if t.dtype.is_floating and needs_grad(t)]
     standins, links = {}, []
     with dispatch.grad_enabled(nested):
@@ -234,7 +183,7 @@ def _backward(region):
     finally:
         for s, node in links:
             s._node = node
-    region.grads = {id(t): g for t, g in zip(wanted, grads)}
+    return {id(t): g for t, g in zip(wanted, grads)}
 
 
 def _roots(region, leaves, cotangents):

@@ -7,9 +7,10 @@ from .function import Function, function
 from .gradients import gradients
 from .ir import Graph
 from .node import Node
-from .symbolic import SymbolicTensor, TracingError
+from .symbolic import GraphBreak, SymbolicTensor, TracingError
 
-__all__ = ["FrozenValueWarning", "Function", "Graph", "GraphError", "Node", "SymbolicTensor", "TracingError",
+__all__ = ["FrozenValueWarning", "Function", "Graph", "GraphBreak", "GraphError", "Node",
+           "SymbolicTensor", "TracingError",
            "function", "gradients", "name_scope", "placeholder"]
 __all__ += ["cond", "scan", "while_loop"]
 from .variables import Variable, restore_variables, save_variables  # noqa: E402

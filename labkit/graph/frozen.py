@@ -35,6 +35,7 @@ from ..errors import _LABKIT, describe_named, source_text, user_frame, user_line
 from ..tensor import dispatch
 from ..tensor.tensor import Tensor
 from .node import CAPTURE
+from .symbolic import GraphBreak
 
 _TENSOR_FILE = Tensor.item.__code__.co_filename
 # what a user wrote, by the Tensor method that read the value on their behalf
@@ -70,10 +71,13 @@ def _random_states():
 
 
 class FrozenWatch:
-    """Installed on this thread while ``lk.function`` traces ``name`` (a context manager)."""
+    """Installed on this thread while ``lk.function`` traces ``name`` (a context manager).
+    ``strict`` (``lk.compile``): a read or a random draw raises ``GraphBreak`` instead (the
+    call then runs eagerly, where each call reads and draws anew)."""
 
-    def __init__(self, name):
+    def __init__(self, name, strict=False):
         self.name = name
+        self.strict = strict
         self.made_at = {}      # id(tensor) -> (tensor, source line): made from host data
         self.reads = []        # FrozenValue("read", ...) in program order
         self._outer = None
@@ -83,7 +87,14 @@ class FrozenWatch:
         self._outer = dispatch._state.watch
         dispatch._state.watch = self
         self._random = _random_states()
+        self._states = np.random.get_state(), random.getstate()
         return self
+
+    def restore_random(self):
+        """Put NumPy's and Python's generators back where they were when the trace began (a
+        trace that ends in a graph break must not have drawn for the eager call after it)."""
+        np.random.set_state(self._states[0])
+        random.setstate(self._states[1])
 
     def __exit__(self, *exc):
         dispatch._state.watch = self._outer
@@ -101,6 +112,8 @@ class FrozenWatch:
             frame = frame.f_back
         if frame is None or frame.f_code.co_filename.startswith(_LABKIT):
             return                  # labkit's own use of a value, not the user's
+        if self.strict:
+            raise GraphBreak(f"{how} read the value of {describe_named(t)} into Python")
         self.reads.append(FrozenValue(
             "read", (frame.f_code.co_filename, frame.f_lineno),
             f"{how} read the value of {describe_named(t)} from outside the function; the trace keeps "
@@ -123,6 +136,9 @@ class FrozenWatch:
             drew.append("NumPy's global random generator (np.random)")
         if python_state != self._random[1]:
             drew.append("Python's random module")
+        if drew and self.strict:
+            raise GraphBreak(f"the function drew from {' and '.join(drew)}, which a graph would "
+                             f"fix; draw with lk.rand / lk.randn to keep it in the graph")
         randoms = [FrozenValue("random", None, f"the function drew from {what} while tracing; "
                                f"those draws are fixed in the trace") for what in drew]
         frozen = randoms + self.reads + constants

@@ -6,6 +6,15 @@ and for every other argument its Python value. A call with a new signature trace
 retrace explains itself: ``f.traces`` lists every trace with what changed (``x: shape (32, 10) ->
 (16, 10)``), and a function that retraces often warns, naming the calling line.
 
+Every other Python value the trace read is guarded (``labkit.graph.guards``): globals, closure
+variables, the attributes and dict entries the code reads, the attributes, mode and hooks of
+the modules it calls, an optimiser's flags. A call that finds one changed uses a trace made with
+the values it finds, or traces again, the reason naming the value (``global scale: 2.0 ->
+3.0``). A signature keeps ``lk.config.set_cache_size_limit`` traces (8); past that the oldest is
+dropped, the value that keeps changing is warned about by name, and tracing goes on (values are
+never frozen; ``lk.compile`` runs such calls eagerly instead). An optimiser's numbers (``lr``)
+are inputs of the graph, not guards: setting them never retraces.
+
 The Python body runs once per trace, so what plain Python or NumPy computes there is fixed in the
 graph: a trace that draws from NumPy's or Python's random generators, or reads an outside
 tensor's value into Python (``t.item()``, ``float(t)``), warns (``FrozenValueWarning``) and
@@ -33,22 +42,23 @@ thread that ran it) and marks the end of a profiler step.
 """
 import functools
 import inspect
+import sys
 import threading
 import warnings
-import weakref
 
 from .. import config
 from ..autodiff import trees
 from ..autodiff.batched import BatchedTensor, VmapMode, vmap
 from ..devices.device import no_device_request
-from ..errors import LabkitError, api_boundary, describe_named
+from ..errors import GraphError, LabkitError, api_boundary, describe_named, source_text, user_frame
 from ..profiler.profile import _active as _profiles
 from ..tensor import autocast, dispatch
 from ..tensor.tensor import Tensor
-from .capture import enter_graph
+from .capture import current_graph, enter_graph
 from .compile import compile_graph
 from .executor import feed_array
 from .frozen import FrozenWatch
+from .guards import GuardRecorder, Guards
 from .ir import PLACEHOLDER, Graph
 from .passes import run_passes
 from .symbolic import SymbolicTensor
@@ -72,47 +82,12 @@ def _describe_spec(spec):
     return f"shape {shape}, {dtype}, {device}{', requires_grad' if rg else ''}"
 
 
-_tracing = threading.local()     # .modes: one dict per function being traced, innermost last
-
-
-def record_module_mode(module):
-    """Note that the function being traced called ``module`` in its present ``training`` mode:
-    a later call finding the mode changed traces again (``Module.__call__`` calls this)."""
-    stack = getattr(_tracing, "modes", None)
-    if stack:
-        stack[-1].setdefault(id(module), (weakref.ref(module), module.training))
-
-
-def _modes_hold(trace):
-    """Whether every module the trace called is still in the mode it was traced in (a module
-    that no longer exists cannot be called again)."""
-    for ref, training in trace.mode_guards:
-        module = ref()
-        if module is not None and module.training != training:
-            return False
-    return True
-
-
-def _mode_changes(trace):
-    """Why a trace no longer fits: e.g. "2 modules (Sequential, Dropout) are in eval mode,
-    traced in train mode"."""
-    changed = {True: [], False: []}
-    for ref, training in trace.mode_guards:
-        module = ref()
-        if module is not None and module.training != training:
-            changed[module.training].append(type(module).__name__)
-    parts = []
-    for training, names in changed.items():
-        if names:
-            now, was = ("train", "eval") if training else ("eval", "train")
-            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-            what = f"{len(names)} modules ({shown}) are" if len(names) > 1 else f"{shown} is"
-            parts.append(f"{what} in {now} mode, traced in {was} mode")
-    return "; ".join(parts)
+_NO_GUARDS = Guards(())
 
 
 class Trace:
-    """One trace of a function: its signature, graph, compiled plan, and why it was made."""
+    """One trace of a function: its signature, graph, compiled plan, and why it was made;
+    ``guards``: the Python values it read and baked in, checked before each reuse."""
 
     def __init__(self, number, signature, graph, reason):
         self.number = number
@@ -128,10 +103,13 @@ class Trace:
         self.grad_clears = []      # tensors whose .grad the function sets to None
         self.grad_guards = []      # tensors whose .grad this trace assumes is None at a call
         self.accumulating = None   # the trace for calls that find a guarded .grad set
-        self.mode_guards = []      # (module weakref, training) of each module the trace called
+        self.guards = _NO_GUARDS   # the Python values it read (labkit/graph/guards.py)
         self.argument_grads = []   # (position, replaces, fetched): .grad of tensor arguments
         self.n_argument_grads = 0  # how many of those the plan fetches (after grad_outputs)
         self.frozen = []           # FrozenValue: what the trace fixed (labkit/graph/frozen.py)
+        self.n_results = 0         # how many of the plan's fetches are the function's results
+        self.joint = None          # lk.compile: how the eager tape differentiates a call
+        self.breaks = []           # lk.compile: why this signature runs eagerly (GraphBreak)
 
     def __repr__(self):
         fixed = f"; {len(self.frozen)} value(s) fixed at trace time, see .frozen" \
@@ -161,6 +139,8 @@ class Function:
         self._by_signature = {}   # every trace of a signature (one per set of module modes)
         self._lock = threading.RLock()   # one trace per signature when threads call at once
         self._batched = {}               # lk.vmap of this function, per way of batching
+        self._blame = {}                 # guarded value -> retraces it caused
+        self._recorder = self._watch = None     # of the trace being made
         try:
             self._params = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
@@ -174,33 +154,38 @@ class Function:
             return self
         bound = obj.__dict__.get(f"__lk_function_{self.name}")
         if bound is None:
-            bound = Function(self.fn.__get__(obj, objtype), self.name)
+            bound = self._like(self.fn.__get__(obj, objtype))
             obj.__dict__[f"__lk_function_{self.name}"] = bound
         return bound
+
+    def _like(self, fn):
+        """A function of this kind, with these options, capturing ``fn``."""
+        return Function(fn, self.name)
 
     # ---- calling ---------------------------------------------------------------------------
     @api_boundary
     def __call__(self, *args, **kwargs):
-        if config._state["functions_eagerly"]:
-            return self.fn(*args, **kwargs)
+        if config._state["functions_eagerly"] or current_graph() is not None:
+            return self.fn(*args, **kwargs)    # (called while tracing another: traced inline)
         if type(dispatch._state.mode) is VmapMode:
             return self._call_batched(args, kwargs)
         leaves = []
         structure = _flatten((args, kwargs), leaves)
-        key = _key(structure, leaves)
+        key = _key(structure, leaves, self._grad_keyed)
         trace = self._cache.get(key)
-        if trace is None:
+        if trace is None or not trace.guards.holds():
             with self._lock:
-                trace = self._cache.get(key) or self._trace(key, args, kwargs)
-        elif trace.passes_version != config._state["passes_version"]:
+                trace = self._lookup(key, args, kwargs)
+        if trace.plan is None:            # lk.compile: a graph break, or past the limit
+            return self.fn(*args, **kwargs)
+        if trace.passes_version != config._state["passes_version"]:
             self._optimize(trace)
-        if trace.mode_guards and not _modes_hold(trace):
-            with self._lock:
-                trace = self._for_modes(key, trace, args, kwargs)
         if trace.grad_guards:
             for t in trace.grad_guards:
                 if t._grad is not None:
                     trace = self._accumulating(trace, t, args, kwargs)
+                    if trace.plan is None:
+                        return self.fn(*args, **kwargs)
                     break
         if _profiles:
             out = self._run(trace, leaves)
@@ -238,16 +223,19 @@ class Function:
         arrays = [t._data if t._data is not None else feed_array(n, t)
                   for t, n in zip(leaves, trace.plan.feed_nodes)]
         results = trace.plan(*arrays)
-        n_args = trace.n_argument_grads
-        n_out = len(results) - len(trace.grad_outputs) - n_args
+        n_out = trace.n_results
         for tensor, array in zip(trace.grad_outputs, results[n_out:]):
             tensor._grad = Tensor._make(array, tensor._device)
         if trace.argument_grads:
-            self._set_argument_grads(trace, leaves, iter(results[len(results) - n_args:]))
+            first = n_out + len(trace.grad_outputs)
+            self._set_argument_grads(
+                trace, leaves, iter(results[first:first + trace.n_argument_grads]))
         for tensor in trace.grad_clears:
             tensor._grad = None
         outs = [Tensor._make(a, n.device) for a, n in
                 zip(results[:n_out], trace.plan.fetch_nodes)]
+        if trace.joint is not None:
+            trace.joint.tie(outs, leaves, results)
         return trees.unflatten(trace.out_spec, outs)
 
     @staticmethod
@@ -263,14 +251,50 @@ class Function:
             leaf._grad = g if replaces or leaf._grad is None else leaf._grad + g
 
     # ---- tracing -----------------------------------------------------------------------------
-    def _for_modes(self, key, trace, args, kwargs):
-        """The trace of this signature made with the modules in their present modes
-        (``train()`` / ``eval()``): an earlier one, or a new trace."""
-        for other in self._by_signature.get(key, ()):
-            if _modes_hold(other):
-                self._cache[key] = other
-                return other
-        return self._trace(key, args, kwargs, reason=_mode_changes(trace))
+    def _lookup(self, key, args, kwargs):
+        """The trace for a call with signature ``key``: one made for it whose guards hold (the
+        Python values it read are unchanged), or a new one, whose reason names what changed."""
+        cached = self._cache.get(key)
+        if cached is not None and cached.guards.holds():
+            return cached
+        earlier = self._by_signature.get(key, ())
+        for trace in reversed(earlier):
+            if trace.guards.holds():
+                self._cache[key] = trace
+                return trace
+        if not earlier:
+            return self._trace(key, args, kwargs)
+        last = cached or earlier[-1]
+        return self._retrace(key, args, kwargs, last, last.guards.failed())
+
+    def _retrace(self, key, args, kwargs, last, failed):
+        """Trace again for a signature whose traces' guards no longer hold (``failed``: the
+        guards of ``last`` that changed). Traces of one signature beyond the cache size limit
+        are dropped (oldest first); a value that caused that many retraces is warned about,
+        once, by name. (``lk.compile`` runs such calls eagerly instead.)"""
+        limit = config._state["cache_size_limit"]
+        for guard, _ in failed:
+            n = self._blame[guard.what] = self._blame.get(guard.what, 0) + 1
+            if n == limit:
+                self._warn_limit(guard, last)
+        earlier = self._by_signature.get(key, [])
+        while len(earlier) >= limit:
+            _release(earlier.pop(0))
+        self._guard_retrace = True     # (its own warning above, not the count of traces)
+        try:
+            return self._trace(key, args, kwargs, reason=last.guards.reason())
+        finally:
+            self._guard_retrace = False
+
+    def _warn_limit(self, guard, last):
+        where = f" (read at {source_text(guard.where)})" if guard.where else ""
+        warnings.warn(
+            f"lk.function {self.name} has been traced {config._state['cache_size_limit']} times "
+            f"because {guard.what}{where} keeps changing (latest: {last.guards.reason()}); each "
+            f"trace builds and compiles a new graph. Pass the value as a tensor argument, or, "
+            f"for an optimiser's hyperparameter, set param_groups[...] outside the function "
+            f"(the captured step reads it as an input). lk.function keeps tracing for each new "
+            f"value; see {self.name}.traces.", stacklevel=_user_stacklevel())
 
     def _paths(self, args, kwargs):
         leaves, paths = [], []
@@ -292,7 +316,7 @@ class Function:
             return (0, sum(a != b for old, new in zip(specs, key[1]) for a, b in zip(old, new)))
         previous = min((t.signature for t in reversed(self.traces)), key=distance)
         if previous[:2] == key[:2] and previous[2:] != key[2:]:
-            return f"autocast changed: {_autocast_text(previous)} -> {_autocast_text(key)}"
+            return _state_changes(dict(previous[2:]), dict(key[2:]))
         (old_struct, old_specs), (new_struct, new_specs) = previous[:2], key[:2]
         leaves, paths = self._paths(args, kwargs)
         if old_struct != new_struct:
@@ -316,6 +340,8 @@ class Function:
         """The trace for a call that finds the ``.grad`` of ``tensor`` set although ``trace``
         assumed it None: traced once (per signature), reading every such ``.grad`` at run time
         and adding the new gradients to it."""
+        if trace.accumulating is not None and not trace.accumulating.guards.holds():
+            trace.accumulating = None       # made when some Python value was different
         if trace.accumulating is None:
             with self._lock:
                 if trace.accumulating is None:
@@ -334,13 +360,10 @@ class Function:
         graph = Graph(f"{self.name}#{len(self.traces) + 1}")
         leaves, paths = self._paths(args, kwargs)
         symbolic = {}
-        modes = getattr(_tracing, "modes", None)
-        if modes is None:
-            modes = _tracing.modes = []
-        modes.append({})
-        try:
-            with no_device_request(), FrozenWatch(self.name) as watch, \
-                    enter_graph(graph) as mode:
+        with no_device_request(), FrozenWatch(self.name, strict=self._breaks) as watch, \
+                GuardRecorder(self.fn) as recorder, enter_graph(graph) as mode:
+            self._recorder, self._watch = recorder, watch   # for a trace that fails (lk.compile)
+            try:
                 mode.grads.assume_none = assume_none
                 for position, (t, path) in enumerate(zip(leaves, paths)):
                     node = graph.add_node(PLACEHOLDER, None, (), {}, t.shape, t.dtype, t.device,
@@ -351,10 +374,12 @@ class Function:
                 sym_args = _substitute(args, symbolic)
                 sym_kwargs = _substitute(kwargs, symbolic)
                 result = self.fn(*sym_args, **sym_kwargs)
-        finally:
-            called = modes.pop()
-        out_leaves = []
-        out_spec = _flatten(result, out_leaves)
+                out_leaves = []
+                out_spec = _flatten(result, out_leaves)
+                joint = self._in_trace(graph, mode, out_leaves, [symbolic[id(t)] for t in leaves])
+            except BaseException:
+                mode.grads.finish()        # outside tensors get their .grad back
+                raise
         trees.check_rebuildable(out_spec, f"lk.function {self.name}")
         fetches = []
         for t in out_leaves:
@@ -363,9 +388,9 @@ class Function:
             else:   # an outside tensor returned as is
                 fetches.append(graph.capture(t))
         trace = Trace(len(self.traces) + 1, key, graph, reason)
-        trace.frozen = watch.report(graph, trace.number)
-        trace.mode_guards = list(called.values())
+        trace.guards = recorder.result()
         sets, trace.grad_clears = mode.grads.finish()
+        trace.frozen = watch.report(graph, trace.number)
         trace.grad_guards = mode.grads.guards
         for tensor, value in sets:
             trace.grad_outputs.append(tensor)
@@ -380,15 +405,18 @@ class Function:
             fetches.append(value.node if isinstance(value, SymbolicTensor)
                            else graph.capture(value))
         trace.out_spec = out_spec
-        graph.outputs = fetches     # results and .grads: what the passes must keep
+        trace.n_results = len(out_leaves)
         trace.raw_feeds = [symbolic[id(t)].node for t in leaves]
+        if joint is not None:
+            fetches += self._split(trace, joint, fetches)
+        graph.outputs = fetches     # results and .grads: what the passes must keep
         self._optimize(trace)
         self.traces.append(trace)
         if assume_none:
             self._cache[key] = trace
             self._by_signature.setdefault(key, []).append(trace)
         limit = config._state["retrace_warning"]
-        if len(self.traces) == limit:
+        if len(self.traces) == limit and self._warn_traces and not self._guard_retrace:
             warnings.warn(
                 f"lk.function {self.name} has been traced {limit} times; each trace builds and "
                 f"compiles a new graph. Latest reason: {reason}. See {self.name}.traces; pass "
@@ -396,15 +424,26 @@ class Function:
                 stacklevel=3)
         return trace
 
+    _breaks = False        # lk.compile: a value read into Python breaks the graph (frozen.py)
+    _warn_traces = True    # warn at config retrace_warning traces (lk.compile has its limit)
+    _guard_retrace = False
+    _grad_keyed = False    # lk.compile: grad mode is part of the signature (a trace may be
+    _passes = None         # differentiable); the passes: None for the default pipeline
+
+    def _in_trace(self, graph, mode, out_leaves, arguments):
+        """Called at the end of a trace, still capturing (``lk.compile`` adds the backward pass
+        of a differentiable call here); returns what ``_split`` needs, or None."""
+        return None
+
     def _optimize(self, trace):
         """Compile the trace's raw graph with the enabled passes (``labkit.graph.compile``):
         ``trace.graph`` is the optimised graph, ``trace.plan`` what runs."""
         trace.graph, trace.plan = compile_graph(
-            trace.raw_graph, trace.raw_graph.outputs, trace.raw_feeds, passes=None,
+            trace.raw_graph, trace.raw_graph.outputs, trace.raw_feeds, passes=self._passes,
             include_stateful=True, what=f"lk.function {self.name}")
         trace.passes_version = config._state["passes_version"]
 
-    # ---- inspection -------------------------------------------------------------------------------
+    # ---- inspection ----------------------------------------------------------------
     def graph(self, *args, passes=None, **kwargs):
         """The graph for these arguments (traced now if this signature is new): the optimised
         one that runs, or with ``passes=[]`` the raw trace, or with ``passes=["cse", ...]`` the
@@ -419,8 +458,11 @@ class Function:
         """
         leaves = []
         structure = _flatten((args, kwargs), leaves)
-        key = _key(structure, leaves)
-        trace = self._cache.get(key) or self._trace(key, args, kwargs)
+        key = _key(structure, leaves, self._grad_keyed)
+        trace = self._lookup(key, args, kwargs)
+        if trace.raw_graph is None:
+            raise GraphError(f"{self.name} runs eagerly for these arguments (see "
+                             f"{self.name}.traces[{trace.number - 1}].breaks): it has no graph")
         if passes is None:
             if trace.passes_version != config._state["passes_version"]:
                 self._optimize(trace)
@@ -432,19 +474,50 @@ class Function:
         return "\n".join(f"trace {t.number}: {t.reason}" for t in self.traces)
 
 
-def _key(structure, leaves):
-    """The cache key of a call: its signature, and the autocast state when autocast is on (a
-    trace made inside an autocast region holds its casts)."""
+def _key(structure, leaves, grad_keyed=False):
+    """The cache key of a call: its signature, then the state the trace depends on as
+    ``(name, value)`` pairs: the autocast state when autocast is on (a trace made inside an
+    autocast region holds its casts), and for ``lk.compile`` whether grad mode is on (a trace
+    made with it is differentiable)."""
     key = (structure, tuple(_tensor_spec(t) for t in leaves))
     amp = autocast.key()
-    return key if amp is None else key + (amp,)
+    if amp is not None:
+        key += (("autocast", amp),)
+    if grad_keyed:
+        key += (("grad", dispatch._state.grad_enabled),)
+    return key
 
 
-def _autocast_text(key):
-    if len(key) < 3:
+def _state_changes(old, new):
+    """Why a signature's state differs: ``autocast changed: off -> bfloat16 on cpu``, ``grad
+    mode on -> off``."""
+    parts = []
+    if old.get("autocast") != new.get("autocast"):
+        parts.append(f"autocast changed: {_autocast_text(old.get('autocast'))} -> "
+                     f"{_autocast_text(new.get('autocast'))}")
+    if old.get("grad") != new.get("grad"):
+        parts.append(f"grad mode {'on' if old.get('grad') else 'off'} -> "
+                     f"{'on' if new.get('grad') else 'off'}")
+    return "; ".join(parts)
+
+
+def _autocast_text(amp):
+    if amp is None:
         return "off"
-    cpu, gpu = key[2]
+    cpu, gpu = amp
     return ", ".join(f"{d} on {t}" for t, d in (("cpu", cpu), ("gpu", gpu)) if d) or "off"
+
+
+def _release(trace):
+    """Forget a trace's graphs and plan (dropped from a full cache; ``f.traces`` keeps its
+    number and reason)."""
+    trace.plan = trace.graph = trace.raw_graph = trace.accumulating = None
+    trace.joint = None
+
+
+def _user_stacklevel():
+    """The ``stacklevel`` that makes a warning point at the user's line that called in."""
+    return user_frame(sys._getframe(1))[1] + 1
 
 
 def _substitute(obj, symbolic):

@@ -6,6 +6,7 @@ anything that needs a value now (``bool(t)``, ``t.item()``, ``np.asarray(t)``) i
 mistake, and raises a TracingError that names the node and says what to use instead.
 """
 import sys
+import threading
 
 from ..errors import LabkitError, source_text, user_line
 from ..tensor.tensor import Tensor
@@ -13,6 +14,27 @@ from ..tensor.tensor import Tensor
 
 class TracingError(LabkitError, TypeError):
     """Something that needs a concrete value was asked of a symbolic tensor during capture."""
+
+
+class GraphBreak(TracingError):
+    """What ``lk.compile`` cannot put in a graph (a value read into Python, ``print`` of a
+    traced tensor, a call of an ``lk.compiler.disable`` d function): the call runs eagerly,
+    or with ``fullgraph=True`` this is raised."""
+
+
+class _Breaking(threading.local):
+    depth = 0           # > 0 while lk.compile traces on this thread: print() breaks the graph
+
+
+breaking = _Breaking()
+
+
+def _tracing_error(what, node, message):
+    """A TracingError that also says, in short (``.what``), what needed which node's value:
+    ``lk.compile`` records it as the reason of a graph break."""
+    error = TracingError(message)
+    error.what = f"{what} needs the value of node '{node.name}' ({node.op_name})"
+    return error
 
 
 class SymbolicTensor(Tensor):
@@ -66,7 +88,8 @@ class SymbolicTensor(Tensor):
         n = self._gnode
         where = user_line(sys._getframe(1))
         at = f" The line: {source_text(where)}." if where is not None else ""
-        raise TracingError(
+        raise _tracing_error(
+            what, n,
             f"{what} needs a concrete value, but this tensor is symbolic: it stands for node "
             f"{n.ref()} '{n.name}' ({n.op_name}, {n.dtype.name}{list(n.shape or ())}) of graph "
             f"{n.graph.name!r}, whose value exists only when the graph runs. {instead}{at} To "
@@ -106,6 +129,18 @@ class SymbolicTensor(Tensor):
         shape = ", ".join("?" if s is None else str(s) for s in (n.shape or ()))
         return (f"SymbolicTensor({n.name!r}, op={n.op_name}, shape=({shape}), "
                 f"dtype={n.dtype}, device='{getattr(n.device, 'name', n.device)}')")
+
+    def __str__(self):
+        if breaking.depth:
+            self._concrete("print() / str() of a traced tensor", "Print it outside the "
+                           "compiled function, or return it.")
+        return self.__repr__()
+
+    def __format__(self, spec):
+        if breaking.depth:
+            self._concrete("formatting a traced tensor (an f-string, print)", "Print it outside "
+                           "the compiled function, or return it.")
+        return format(self.__repr__(), spec)
 
     def __dlpack__(self, *args, **kwargs):
         self._concrete("DLPack export", "Export the function's result instead.")

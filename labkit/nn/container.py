@@ -3,6 +3,7 @@ registered by position or key), ``ParameterList`` and ``ParameterDict`` (paramet
 with PyTorch's list and dict methods."""
 import operator
 
+from ..graph.guards import module_changed
 from ..tensor.tensor import Tensor
 from .module import Module, _indent
 from .parameter import Parameter
@@ -182,6 +183,7 @@ class ModuleDict(Module):
 
     def __delitem__(self, key):
         del self._modules[key]
+        module_changed()           # traces that called it no longer fit
 
     def __len__(self):
         return len(self._modules)
@@ -194,6 +196,7 @@ class ModuleDict(Module):
 
     def clear(self):
         self._modules.clear()
+        module_changed()
 
     def pop(self, key):
         module = self[key]

@@ -15,6 +15,7 @@ import warnings
 import weakref
 
 from ..errors import GradError
+from ..graph.guards import module_changed
 from ..tensor import dispatch
 from ..tensor.op import Op
 from ..tensor.ops.elementwise import cast
@@ -40,6 +41,7 @@ class RemovableHandle:
         table = self._table()
         if table is not None:
             table.pop(self.id, None)
+            module_changed()         # a trace that ran the hook no longer fits
 
     def __enter__(self):
         return self
@@ -54,6 +56,7 @@ def add_hook(table, hook, prepend=False, **options):
         raise TypeError(f"a hook must be callable, got {type(hook).__name__}")
     handle = RemovableHandle(table)
     table[handle.id] = (hook, options)
+    module_changed()                 # a trace made without the hook no longer fits
     if prepend:
         for key in [k for k in table if k != handle.id]:
             table[key] = table.pop(key)

@@ -29,7 +29,7 @@ from .. import display
 from ..devices import Device, get_device, transfer
 from ..errors import DTypeError, LabkitError, hide_internal_frames
 from ..graph.capture import current_graph
-from ..graph.function import record_module_mode
+from ..graph import guards
 from ..tensor.dtypes import DType, as_dtype
 from ..tensor.tensor import Tensor
 from .hooks import BackwardHookCall, add_hook
@@ -39,6 +39,11 @@ _running = threading.local()      # .stack: the modules whose forward is being c
 # what Module.__init__ sets up (asked for before it ran: super().__init__() was not called)
 _STATE = ("_parameters", "_buffers", "_modules", "_persistent", "training", "_forward_pre_hooks",
           "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+_REGISTRIES = ("_modules", "_parameters", "_buffers")
+# what a trace does not guard by value (labkit/graph/guards.py): the registries (their tensors
+# and modules are read by reference or guarded where called) and the hook tables (by size)
+_UNGUARDED = frozenset(_STATE) - {"training"} | {"_compiled_call"}
 
 
 class StateDictError(LabkitError, RuntimeError):
@@ -100,8 +105,12 @@ class Module:
     def __call__(self, *args, **kwargs):
         """Run ``forward`` (with the hooks, if any). Under graph capture the call's nodes are
         in a name scope named by the module's attribute path in the module that called it
-        (``encoder/layers.0/attn``); the outermost module called adds no scope."""
+        (``encoder/layers.0/attn``); the outermost module called adds no scope. After
+        ``compile()``, the compiled call runs instead."""
         try:
+            compiled = self.__dict__.get("_compiled_call")
+            if compiled is not None:
+                return compiled(*args, **kwargs)
             if (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
                     or self._backward_pre_hooks or current_graph() is not None):
                 return self._call_impl(args, kwargs)
@@ -110,15 +119,31 @@ class Module:
             hide_internal_frames(e)
             raise
 
+    def compile(self, *args, **kwargs):
+        """Compile this module's calls in place, with ``lk.compile``'s arguments (PyTorch's
+        ``Module.compile``): its parameters, ``state_dict()`` keys and type stay as they are,
+        and calling it runs the compiled call (``module._compiled_call``: ``.traces``,
+        ``.explain()``).
+
+        >>> import labkit as lk
+        >>> layer = lk.nn.Linear(2, 1)
+        >>> layer.compile()
+        >>> layer(lk.ones(3, 2)).shape, len(layer._compiled_call.traces), list(layer.state_dict())
+        ((3, 1), 1, ['weight', 'bias'])
+        """
+        from .compiled import compile_calls
+        self.__dict__["_compiled_call"] = compile_calls(self, *args, **kwargs)
+
     def _call_impl(self, args, kwargs):
         graph = current_graph()
         if graph is None:
             return self._hooked_forward(args, kwargs)
-        record_module_mode(self)
         stack = getattr(_running, "stack", None)
         if stack is None:
             stack = _running.stack = []
         scope = self._scope_in(stack[-1]) if stack else None
+        if guards.recording():     # the trace reads this module's attributes, mode and hooks
+            self._guard(graph, scope)
         stack.append(self)
         try:
             if scope is None:
@@ -130,6 +155,31 @@ class Module:
                 return self._hooked_forward(args, kwargs)
         finally:
             stack.pop()
+
+    def _guard(self, graph, scope):
+        path = "/".join(graph._scope + ([scope] if scope else []))
+        where = f" (module {path})" if path else ""
+        name = type(self).__name__
+        guards.record_attributes(self, (f"{name}.", where), skip=_UNGUARDED, mode_key="training")
+        for table in _HOOKS:
+            guards.guard_size(self.__dict__[table], f"{table[1:].replace('_', ' ')} of "
+                              f"{name}{where}")
+        # a layer, parameter or buffer added or replaced anywhere below (in a ModuleList the
+        # trace iterated, which it did not call): each registry's size and entries
+        stack = [(path, self)]
+        while stack:
+            at, m = stack.pop()
+            if guards.guarded(m.__dict__["_modules"]):
+                continue                       # this subtree is guarded already
+            kind, where = type(m).__name__, f" (module {at})" if at else ""
+            for table in _REGISTRIES:
+                entries = m.__dict__[table]
+                guards.guard_size(entries, f"{table[1:]} of {kind}{where}")
+                for key in entries:
+                    guards.guard_entry(entries, key, f"{kind}.{key}{where}", guards.IDENTITY,
+                                       guards.MODULES)
+            stack.extend((f"{at}.{k}" if at else k, c) for k, c in m._modules.items()
+                         if c is not None)
 
     def _scope_in(self, caller):
         """This module's attribute path inside ``caller`` (its class name if it is not there)."""
@@ -229,7 +279,10 @@ class Module:
             "signature and gives the gradients of the module's inputs")
 
     # ---- attribute registration -----------------------------------------------------------------
+    _guard_epoch = guards.MODULES    # traces guarding module attributes look again when it moves
+
     def __setattr__(self, name, value):
+        guards.MODULES[0] += 1
         d = self.__dict__
         params = d.get("_parameters")
         if isinstance(value, Parameter):
@@ -266,6 +319,7 @@ class Module:
 
     def _forget(self, name, keep=None):
         """Unregister ``name`` everywhere except ``keep`` (so a replaced layer keeps its place)."""
+        guards.MODULES[0] += 1        # (every registration passes here)
         d = self.__dict__
         d.pop(name, None)
         for registry in ("_parameters", "_buffers", "_modules"):
@@ -285,6 +339,7 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
+        guards.MODULES[0] += 1
         d = self.__dict__
         for registry in ("_parameters", "_buffers", "_modules"):
             if name in d[registry]:
@@ -484,6 +539,7 @@ class Module:
         if not isinstance(mode, bool):
             raise ValueError(f"train(mode): mode must be True or False, got {mode!r}")
         self.__dict__["training"] = mode
+        guards.MODULES[0] += 1
         for m in self.children():
             m.train(mode)
         return self

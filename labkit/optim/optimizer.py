@@ -46,11 +46,19 @@ too: the next run of the captured step uses the new value, with no retrace.
 >>> model.weight.tolist() == before, len(train_step.traces)
 (True, 1)
 
-Which ops the rule uses is decided when it is traced (weight decay or not, momentum or not): a
-switch changed from zero to non-zero afterwards (``weight_decay``, ``momentum``...) warns that
-the captured step keeps the ops it was traced with. A hyperparameter may also be a 0-d tensor
-you own (``SGD(params, lr=lk.Variable(0.1, trainable=False))``): the captured step reads it by
-reference, and ``lr.assign(0.01)`` changes it.
+Which ops the rule uses is decided when it is traced (weight decay or not, momentum or not):
+the trace guards each such switch on being zero or not, and every other hyperparameter that is
+not a number (``nesterov``, ``maximize``, ``amsgrad``...) on its value, so changing one makes the
+next call trace again, with the change as the reason (``labkit.graph.guards``):
+
+>>> opt.param_groups[0]["amsgrad"] = True
+>>> _ = train_step(lk.ones(4, 3), lk.zeros(4, 1))
+>>> len(train_step.traces), train_step.traces[1].reason
+(2, "optimizer Adam param_groups[0]['amsgrad']: False -> True")
+
+A hyperparameter may also be a 0-d tensor you own (``SGD(params, lr=lk.Variable(0.1,
+trainable=False))``): the captured step reads it by reference, and ``lr.assign(0.01)`` changes
+it.
 
 A captured function may also hold ``opt.step()`` alone, with ``backward()`` run eagerly
 before each call: the graph then reads each parameter's ``.grad`` when it runs.
@@ -58,13 +66,13 @@ before each call: the graph then reads each parameter's ``.grad`` when it runs.
 import collections
 import copy
 import numbers
-import warnings
 
 import numpy as np
 
 from ..autodiff import enable_grad, no_grad
 from ..devices import get_device, transfer
 from ..errors import DTypeError, LabkitError, describe
+from ..graph import guards
 from ..graph.capture import current_graph, name_scope, role
 from ..graph.symbolic import SymbolicTensor
 from ..graph.variables import Variable
@@ -95,24 +103,19 @@ class ParamGroup(dict):
     (0.5, 0.5)
     """
 
+    _guard_epoch = guards.GROUPS     # traces' guards on group entries look again when it moves
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._live = {}         # (key, device, dtype) -> 0-d tensor, or a tuple of them
-        self._traced = {}       # switch -> the truth value a captured rule was traced with
 
     def __setitem__(self, key, value):
         dict.__setitem__(self, key, value)
+        guards.GROUPS[0] += 1
         if self._live:
             for (k, _, _), held in self._live.items():
                 if k == key:
                     _write(held, value, key)
-        traced = self._traced.get(key)
-        if traced is not None and bool(_number(value)) != traced:
-            warnings.warn(
-                f"param_groups[...][{key!r}] changed to {value!r}, but a captured training step "
-                f"was traced with {key}={'non-zero' if traced else 'zero'}, which decided the "
-                f"ops of its update: it keeps them. Make a new lk.function (or run the step "
-                f"eagerly) for the change to take effect.", stacklevel=2)
 
     def update(self, *args, **kwargs):
         for k, v in dict(*args, **kwargs).items():
@@ -147,12 +150,21 @@ class ParamGroup(dict):
             self._live[(key, device, dtype)] = held
         return held
 
-    def trace_switches(self, switches):
-        """Remember the truth of each of ``switches`` (hyperparameters whose zero/non-zero
-        value picks the rule's ops) as a captured rule is traced with them."""
-        for k in switches:
-            if k in self:
-                self._traced[k] = bool(_number(dict.__getitem__(self, k)))
+    def guard(self, switches, label):
+        """Guard, in the trace being made, what a captured rule decides with: each of
+        ``switches`` (hyperparameters whose zero/non-zero value picks the rule's ops) on being
+        zero or not, every other entry that is not a number (flags, None, strings) on its value
+        (``labkit.graph.guards``); numbers are read from live tensors at run time instead."""
+        guards.guard_entry(self, "params", f"{label}['params']", guards.IDENTITY)
+        for k, value in self.items():
+            if k in ("params", "param_names"):
+                continue
+            what = f"{label}[{k!r}]"
+            if k in switches and not isinstance(value, Tensor):
+                guards.guard_entry(self, k, what, guards.TRUTH)
+            elif not (_is_number(value) or isinstance(value, Tensor) or (
+                    isinstance(value, tuple) and all(_is_number(v) for v in value))):
+                guards.guard_entry(self, k, what)
 
     def __reduce__(self):   # copies and pickles are plain dicts: the live tensors stay here
         return dict, (dict(self),)
@@ -346,12 +358,16 @@ class Optimizer:
         self._step_calls = getattr(self, "_step_calls", 0) + 1
         capturing = current_graph() is not None
         mode = dispatch.current_mode()
+        if capturing:     # a group added or its parameters replaced: trace again
+            guards.guard_size(self.param_groups, f"optimizer {type(self).__name__} "
+                              f"param_groups", epoch=None)
         with no_grad(), role("update"), name_scope(type(self).__name__):
             for i, group in enumerate(self.param_groups):
                 if type(group) is not ParamGroup:      # a dict put in param_groups by hand
                     group = self.param_groups[i] = ParamGroup(group)
                 if capturing:
-                    group.trace_switches(self._switches)
+                    group.guard(self._switches,
+                                f"optimizer {type(self).__name__} param_groups[{i}]")
                 views = {}
                 for p in group["params"]:
                     g = mode.get_grad(p)     # under capture: read at run time if from outside

@@ -24,6 +24,9 @@ from .format import format_tensor
 from .versions import counter_of
 
 
+FLAG_CHANGES = [0]     # bumped whenever a tensor's requires_grad is set (graph guards read it)
+
+
 class Tensor:
     """An n-dimensional array on a device. Create one with ``lk.tensor(...)`` or ``lk.zeros(...)``.
 
@@ -118,6 +121,7 @@ class Tensor:
             raise GradError("cannot clear requires_grad of a tensor computed from others "
                             "(it is not a leaf); use t.detach() for a tensor without history")
         self._requires_grad = flag
+        FLAG_CHANGES[0] += 1        # captured calls that guard the flag look again
 
     def requires_grad_(self, flag=True):
         """Set ``requires_grad`` in place and return the tensor (PyTorch's spelling)."""

@@ -3,7 +3,8 @@ launcher's torchrun spellings.
 
 On 2 workers: every collective against NumPy, in place as PyTorch's, with ``async_op`` and a
 sub-group; DDP with activation checkpointing (gradients reach the buckets through the
-recomputation) against each rank's own step; DDP refusing a captured step; the torch-style
+recomputation), and DDP around an lk.compile'd model (through its compiled backward pass),
+against each rank's own step; DDP refusing a captured step; the torch-style
 example (nanoGPT's DDP branch, examples/dist/train_ddp.py) under
 ``python -m labkit.dist.run --standalone --nproc_per_node=2`` against one process, with the
 torchrun environment each rank saw. Without workers: a world of one, the errors, DDP in one
@@ -159,46 +160,57 @@ def test_ddp_refuses_a_captured_step_rather_than_train_apart(cluster):
         assert said.startswith("DistributedDataParallel inside a captured function")
 
 
-def _train_checkpointed(rank, ddp, steps):
-    """An MLP whose hidden block (with dropout) is checkpointed, trained on rank ``rank``'s half
-    of fixed batches, wrapped in DDP or not; the losses and final parameters."""
+def _train_checkpointed(rank, ddp, steps, compiled=False):
+    """An MLP whose hidden block (with dropout) is checkpointed, or (``compiled``) the whole
+    MLP compiled with lk.compile and then wrapped, as nanoGPT does (DDP(torch.compile(model))),
+    trained on rank ``rank``'s half of fixed batches, wrapped in DDP or not; the losses and
+    final parameters."""
     from labkit.utils.checkpoint import checkpoint
     lk.manual_seed(5)
     hidden = lk.nn.Sequential(lk.nn.Linear(4, 16), lk.nn.Tanh(), lk.nn.Dropout(0.2))
     model = lk.nn.ModuleDict({"hidden": hidden, "head": lk.nn.Linear(16, 1)})
-    net = DistributedDataParallel(model, bucket_cap_mb=0.0001) if ddp else model  # 3 buckets
+    if compiled:
+        fast = lk.compile(lk.nn.Sequential(hidden, model["head"]))
+        net = DistributedDataParallel(fast, bucket_cap_mb=0.0001) if ddp else fast
+        run = net
+    else:
+        net = DistributedDataParallel(model, bucket_cap_mb=0.0001) if ddp else model  # 3 buckets
+        run = lambda x: model["head"](checkpoint(hidden, x, use_reentrant=False))  # noqa: E731
     opt = lk.optim.SGD(net.parameters(), lr=0.1)
     data = lk.Generator().manual_seed(11)
     losses = []
     for _ in range(steps):
         x, y = lk.randn(8, 4, generator=data), lk.randn(8, 1, generator=data)
         lk.manual_seed(100 + rank)              # each rank its own dropout masks
-        h = checkpoint(hidden, x[4 * rank:4 * rank + 4], use_reentrant=False)
-        loss = lk.nn.functional.mse_loss(model["head"](h), y[4 * rank:4 * rank + 4])
+        loss = lk.nn.functional.mse_loss(run(x[4 * rank:4 * rank + 4]), y[4 * rank:4 * rank + 4])
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(loss.item())
+    if compiled:
+        assert len(fast.forward.traces) == 1 and fast.forward.breaks == []
     return losses, [p.detach().numpy().copy() for p in model.parameters()]
 
 
-def _ddp_checkpointed(steps):
+def _ddp_checkpointed(steps, compiled):
     import labkit.distributed as dist
     dist.init_process_group()
     try:
-        return _train_checkpointed(dist.get_rank(), True, steps)
+        return _train_checkpointed(dist.get_rank(), True, steps, compiled)
     finally:
         dist.destroy_process_group()
 
 
 @pytest.mark.dist
-def test_ddp_averages_gradients_that_reach_parameters_through_checkpoint(cluster):
-    (_, a), (_, b) = cluster.run(_ddp_checkpointed, 3)
+@pytest.mark.parametrize("compiled", [False, True], ids=["checkpoint", "lk.compile"])
+def test_ddp_averages_gradients_that_reach_parameters_through_checkpoint_or_compile(
+        cluster, compiled):
+    (_, a), (_, b) = cluster.run(_ddp_checkpointed, 3, compiled)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)      # the replicas stay equal
     # one SGD step from equal weights: the mean of the two ranks' own steps
-    (l0, p0), (l1, p1) = cluster.run(_ddp_checkpointed, 1)
-    (m0, q0), (m1, q1) = (_train_checkpointed(r, False, 1) for r in (0, 1))
+    (l0, p0), (l1, p1) = cluster.run(_ddp_checkpointed, 1, compiled)
+    (m0, q0), (m1, q1) = (_train_checkpointed(r, False, 1, compiled) for r in (0, 1))
     assert (l0, l1) == (m0, m1)
     for got, x, y in zip(p0, q0, q1):
         np.testing.assert_allclose(got, (x + y) / 2, rtol=1e-6, atol=1e-7)
@@ -224,7 +236,8 @@ def _example():
 
 
 @pytest.mark.dist
-def test_torchrun_script_with_ddp_trains_like_one_process(tmp_path):
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "torch.compile"])
+def test_torchrun_script_with_ddp_trains_like_one_process(tmp_path, compiled):
     steps = 5
     script = tmp_path / "wrapper.py"
     script.write_text(WRAPPER.format(folder=str(tmp_path), example=EXAMPLE))
@@ -236,7 +249,7 @@ def test_torchrun_script_with_ddp_trains_like_one_process(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "labkit.dist.run", "--standalone", "--nnodes=1",
          "--nproc_per_node=2", "--master_port", "29731", str(script), "--steps", str(steps),
-         "--save", str(saved)],
+         "--save", str(saved)] + (["--compile"] if compiled else []),
         capture_output=True, text=True, env=env, timeout=180)
     assert done.returncode == 0, done.stderr
     for rank in (0, 1):
@@ -244,7 +257,7 @@ def test_torchrun_script_with_ddp_trains_like_one_process(tmp_path):
         assert seen == {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
                         "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
                         "MASTER_PORT": "29731", "TORCHELASTIC_RUN_ID": "none"}
-    losses, params = _example().train(steps, log=False)      # one process, all micro-batches
+    losses, params = _example().train(steps, log=False, compile=compiled)  # one process
     ddp = np.load(saved)
     np.testing.assert_allclose(ddp["losses"], losses, rtol=0, atol=1e-6)
     for i, want in enumerate(params):

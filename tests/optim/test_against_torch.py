@@ -286,17 +286,33 @@ def test_group_values_stay_numbers_and_captured_steps_follow_them():
     step()                           # no rate, no momentum: nothing moves
     for a, p in zip(before, params):
         np.testing.assert_array_equal(p.detach().numpy(), a)
-    assert len(step.traces) == 1
+    # the rate is read at run time; momentum going to zero changes the rule's ops: a retrace
+    assert len(step.traces) == 2
+    assert step.traces[1].reason.startswith("optimizer SGD param_groups[0]['momentum'] is zero "
+                                            "now (0.0); the trace was made with it non-zero")
 
 
-def test_a_switch_changed_after_capture_warns():
-    params = _params(lk)
-    opt = lk.optim.SGD(params, lr=0.1)
-    step = lk.function(lambda: (opt.zero_grad(), _loss(lk, params).backward(), opt.step()))
-    step()
-    with pytest.warns(UserWarning, match="weight_decay=zero.*keeps them"):
+def test_a_switch_changed_after_capture_retraces_and_matches_eager():
+    runs = []
+    for captured in (False, True):
+        params = _params(lk)
+        opt = lk.optim.SGD(params, lr=0.1)
+
+        def body():
+            opt.zero_grad()
+            _loss(lk, params).backward()
+            opt.step()
+        step = lk.function(body) if captured else body
+        step()
         opt.param_groups[0]["weight_decay"] = 0.1
-    opt.param_groups[0]["lr"] = 0.5           # a rate is no switch: no warning
+        step()
+        opt.param_groups[0]["lr"] = 0.5           # a rate is no switch: read at run time
+        step()
+        runs.append([p.detach().numpy().copy() for p in params])
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(b, a, rtol=1e-6)
+    assert len(step.traces) == 2
+    assert "param_groups[0]['weight_decay'] is non-zero now (0.1)" in step.traces[1].reason
 
 
 def test_tensor_learning_rate_under_capture():
