@@ -28,7 +28,7 @@ from .graph.capture import colocate_with
 from .graph.passes.placement import PlacementError
 from . import linalg
 from . import nn, optim, data
-from . import accelerator, backends, cuda
+from . import accelerator, backends, cuda, hub
 from . import utils
 from . import func
 from . import viz

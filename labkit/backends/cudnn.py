@@ -1,10 +1,11 @@
 """``torch.backends.cudnn``: labkit's kernels do not call cuDNN, so its switches (``enabled``,
-``benchmark``, ``deterministic``) may be set as PyTorch programs do and change nothing; labkit's
-results are deterministic for a seed either way."""
+``benchmark``, ``deterministic``, ``allow_tf32``) may be set as PyTorch programs do and change
+nothing; labkit's results are deterministic for a seed either way."""
 
 enabled = True
 benchmark = False
 deterministic = False
+allow_tf32 = False
 
 
 def is_available():

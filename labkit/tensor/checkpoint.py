@@ -411,7 +411,7 @@ def _placement(path, devices, target):
     return placement
 
 
-def load(path, device=None):
+def load(path, device=None, *, map_location=None, weights_only=None):
     """Read a checkpoint written by ``lk.save``, or any safetensors file, and return what it holds.
 
     For a file written by ``lk.save`` this is the saved object; tensors come back on the device
@@ -419,6 +419,10 @@ def load(path, device=None):
     checkpoint on a machine without a GPU). A safetensors file written by another tool
     (``safetensors.torch.save_file``...) comes back as a dict key -> Tensor on ``device`` (the CPU
     by default). Files in labkit's first checkpoint format load too.
+
+    PyTorch's spellings are accepted: ``map_location`` (a device or its name) is ``device``, and
+    ``weights_only`` changes nothing, since a labkit checkpoint holds data only and loading it
+    never runs code either way.
 
     The file is memory-mapped, not read: arrays are views of a copy-on-write mapping, so loading
     a large checkpoint costs no copy and writing to a loaded tensor never changes the file. The
@@ -433,6 +437,14 @@ def load(path, device=None):
     [tensor([0, 1, 2]), 1.5, None]
     """
     path = os.fsdecode(path)
+    if map_location is not None:
+        if device is not None:
+            raise TypeError("lk.load: give device= or map_location=, not both")
+        if callable(map_location) or isinstance(map_location, dict):
+            raise TypeError(f"lk.load: map_location must be a device or a device name (such "
+                            f"as 'cpu'), not a {type(map_location).__name__}: a labkit "
+                            f"checkpoint has no storages to remap one by one")
+        device = map_location
     target = get_device(device) if device is not None else None
 
     def fail(what):

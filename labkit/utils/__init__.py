@@ -8,12 +8,13 @@ True
 import sys
 
 from .. import data
-from ..data import dataset, loader, sampler
+from ..data import dataset, distributed, loader, sampler
 
 # the same module objects under PyTorch's names, never second copies of them
 sys.modules[f"{__name__}.data"] = data
 sys.modules[f"{__name__}.data.dataset"] = dataset
 sys.modules[f"{__name__}.data.sampler"] = sampler
 sys.modules[f"{__name__}.data.dataloader"] = loader
+sys.modules[f"{__name__}.data.distributed"] = distributed
 
 __all__ = ["data"]

@@ -99,5 +99,10 @@ def cuda(self, device=None):
 
 Tensor.is_cuda = property(lambda self: self.device.type == "gpu",
                           doc="Whether the tensor is on a GPU.")
+Tensor.is_cpu = property(lambda self: self.device.type == "cpu",
+                         doc="Whether the tensor is on a CPU device.")
+# PyTorch's other accelerators, which labkit does not run on: programs test these to pick a path
+Tensor.is_xpu = property(lambda self: False, doc="False: labkit has no Intel GPU (XPU) device.")
+Tensor.is_mps = property(lambda self: False, doc="False: labkit has no Apple GPU (MPS) device.")
 Tensor.grad_fn = property(lambda self: self._node,
                           doc="The tape entry that made this tensor (None for a leaf).")
