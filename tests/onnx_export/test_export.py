@@ -131,6 +131,12 @@ def test_pools(pool):
                        other_args=[(batch(5, (3, 7, 7)),)])
 
 
+def test_leaky_relu_becomes_leakyrelu():
+    proto = export_and_compare(lambda x: F.leaky_relu(x, 0.2), (batch(2, (3, 4, 4)),), ["x"],
+                               {"x": {0: "n"}}, other_args=[(batch(5, (3, 4, 4)),)])
+    assert op_types(proto).count("LeakyRelu") == 1
+
+
 @pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU, nn.RNN])
 def test_recurrent_taggers(cell):
     _ = lk.manual_seed(0)

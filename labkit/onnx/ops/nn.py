@@ -1,4 +1,5 @@
-"""Products and normalisation: matmul (with its transposes) and layer_norm."""
+"""Products, normalisation, activations and recurrent steps: matmul (with its transposes),
+layer_norm, leaky_relu and lstm_cell."""
 import numpy as np
 
 from ..registry import converter
@@ -32,3 +33,23 @@ def _layer_norm(b, node, ins):
     scale = b.const(np.ones(tuple(int(d) for d in b.dims(node)[-ndim:]), node.dtype.np),
                     name="ones")
     return b.emit("LayerNormalization", [x, scale], axis=-ndim, epsilon=eps, name=node.name)
+
+
+@converter("lstm_cell")
+def _lstm_cell(b, node, ins):
+    """``stack([h', c'])`` of one LSTM step, in ONNX's elementwise ops (gates i, f, g, o)."""
+    xw, hw, c = b.operands(node, node.dtype)
+    i, f, g, o = b.emit("Split", [b.emit("Add", [xw, hw])], axis=-1, outputs=4)  # equal parts
+    c_new = b.emit("Add", [b.emit("Mul", [b.emit("Sigmoid", [f]), c]),
+                           b.emit("Mul", [b.emit("Sigmoid", [i]), b.emit("Tanh", [g])])])
+    h_new = b.emit("Mul", [b.emit("Sigmoid", [o]), b.emit("Tanh", [c_new])])
+    zero = b.const(np.asarray([0], np.int64), name="axis0")
+    return b.emit("Concat", [b.emit("Unsqueeze", [h_new, zero]),
+                             b.emit("Unsqueeze", [c_new, zero])], axis=0, name=node.name)
+
+
+@converter("leaky_relu")
+def _leaky_relu(b, node, ins):
+    (x,) = b.operands(node, node.dtype)
+    return b.emit("LeakyRelu", [x], alpha=float(node.attrs.get("negative_slope", 0.01)),
+                  name=node.name)

@@ -1,5 +1,6 @@
-"""Kernels of two layers every transformer runs many times: ``gelu`` and ``layer_norm``, each
-with its gradient as one op (``gelu_backward``, ``layer_norm_backward``).
+"""Kernels of layers that programs run many times: ``gelu`` and ``layer_norm`` (every
+transformer), ``leaky_relu`` (GAN discriminators), each with its gradient as one op
+(``gelu_backward``, ``layer_norm_backward``, ``leaky_relu_backward``).
 
 Written as compositions of elementwise ops and reductions they cost 5 ops forward and about 15
 backward (GELU), 7 and 15 (layer norm), each a pass over the activations with its own dispatch
@@ -23,11 +24,11 @@ import math
 
 import numpy as np
 
-from ...errors import ShapeError, describe
+from ...errors import DTypeError, ShapeError, describe
 from ..batching import ELEMENTWISE
 from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, float_dtype, shape_of
-from .elementwise import add, div, exp, mul, sub, tanh
+from .elementwise import add, div, exp, mul, sub, tanh, zeros_like
 from .reduce import row_sums, sum as _sum
 from .shape import batch_size, materialized, moved
 
@@ -166,6 +167,47 @@ def gelu_backward(xp, g, x, approximate="none"):
         cdf *= 0.5
         slope += cdf
     return (g * slope).astype(np.result_type(g.dtype, x.dtype), copy=False)
+
+
+# ---- leaky_relu ----------------------------------------------------------------------------------
+def _leaky_rule(name, *tensors):
+    x = tensors[-1]
+    if not x.dtype.is_floating:
+        raise DTypeError(f"{name}: expects a floating-point tensor, got {describe(x)}")
+    return broadcast_shapes(name, *tensors), float_dtype(name, x)
+
+
+@op("leaky_relu", shape=lambda x, negative_slope=0.01: _leaky_rule("leaky_relu", x),
+    vjp=lambda g, out, x, negative_slope=0.01: (
+        leaky_relu_backward(g, x, negative_slope=negative_slope),),
+    batch=ELEMENTWISE)
+@_vectors
+def leaky_relu(xp, x, negative_slope=0.01):
+    """``x`` where ``x > 0``, else ``negative_slope * x``: the larger of the two for a slope in
+    [0, 1] (two passes over the data; NaN stays NaN), else a select."""
+    out = xp.multiply(x, negative_slope, dtype=x.dtype)
+    if 0 <= negative_slope <= 1:
+        return xp.maximum(x, out, out=out)
+    return xp.where(x > 0, x, out)
+
+
+@op("leaky_relu_backward",
+    shape=lambda g, x, negative_slope=0.01: _leaky_rule("leaky_relu_backward", g, x),
+    # linear in g; its derivative in x is zero wherever it exists
+    vjp=lambda c, out, g, x, negative_slope=0.01: (
+        leaky_relu_backward(c, x, negative_slope=negative_slope) if needs_grad(g) else None,
+        zeros_like(x) if needs_grad(x) else None),
+    batch=ELEMENTWISE)
+@_vectors
+def leaky_relu_backward(xp, g, x, negative_slope=0.01):
+    """``g`` where ``x > 0``, else ``negative_slope * g``."""
+    dtype = np.result_type(g.dtype, x.dtype)
+    if g.shape == x.shape:
+        out = xp.multiply(g, negative_slope, dtype=dtype)
+        xp.copyto(out, g, where=x > 0)
+        return out
+    return xp.where(x > 0, g, xp.multiply(g, negative_slope, dtype=dtype)).astype(dtype,
+                                                                               copy=False)
 
 
 # ---- layer_norm ----------------------------------------------------------------------------------

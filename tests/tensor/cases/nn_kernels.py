@@ -1,5 +1,6 @@
-"""Cases of the layer kernels (``gelu``, ``layer_norm``) and their backward ops, with PyTorch
-as the oracle: ``F.gelu`` and ``F.layer_norm`` (without affine parameters), and their
+"""Cases of the layer kernels (``gelu``, ``leaky_relu``, ``layer_norm``) and their backward ops,
+with PyTorch as the oracle: ``F.gelu``, ``F.leaky_relu`` and ``F.layer_norm`` (without affine
+parameters), and their
 gradients taken by ``torch.autograd`` with ``create_graph=True`` for the backward ops, so that
 the harness's second-order checks compare with PyTorch's double backward too."""
 import torch
@@ -46,7 +47,35 @@ _LN_EDGES = [dict(shape=(1,), ndim=1, eps=1e-5), dict(shape=(2, 3), ndim=1, eps=
              dict(shape=(2, 1, 3), ndim=1, eps=1e-5)]
 
 
+_LEAKY_EDGES = [dict(shape=(), negative_slope=0.01), dict(shape=(0,), negative_slope=0.2),
+                dict(shape=(2, 3), negative_slope=0.2), dict(shape=(3,), negative_slope=1.5),
+                dict(shape=(2, 1), negative_slope=0.0)]
+
+
+def _leaky_params():
+    return st.fixed_dictionaries({"shape": shapes(),
+                                  "negative_slope": st.sampled_from([0.0, 0.01, 0.2, 1.0, 2.5])})
+
+
+def _away_from_zero(rng, shape):
+    """Values at least 0.1 from the kink at 0 (finite differences are exact there)."""
+    return _arr(rng.choice([-1.0, 1.0], shape) * rng.uniform(0.1, 2.0, shape))
+
+
 PRIMITIVE_CASES = [
+    Case("leaky_relu", lambda x, negative_slope: K.leaky_relu(x, negative_slope=negative_slope),
+         torch_ref(lambda x, negative_slope: TF.leaky_relu(x, negative_slope)),
+         lambda rng, shape, negative_slope: Sample((_away_from_zero(rng, shape),),
+                                                   {"negative_slope": negative_slope}),
+         _leaky_params(), _LEAKY_EDGES, op="leaky_relu"),
+    Case("leaky_relu_backward", lambda g, x, negative_slope: K.leaky_relu_backward(
+        g, x, negative_slope=negative_slope),
+         torch_ref(lambda g, x, negative_slope: _through(
+             lambda v: TF.leaky_relu(v, negative_slope), x, g)),
+         lambda rng, shape, negative_slope: Sample((normal(rng, shape),
+                                                    _away_from_zero(rng, shape)),
+                                                   {"negative_slope": negative_slope}),
+         _leaky_params(), _LEAKY_EDGES, op="leaky_relu_backward"),
     Case("gelu", lambda x, approximate: K.gelu(x, approximate=approximate),
          torch_ref(lambda x, approximate: TF.gelu(x, approximate=approximate)),
          lambda rng, shape, approximate: Sample((_arr(normal(rng, shape) * 2),),
