@@ -3,6 +3,7 @@ with PyTorch as the oracle: ``F.gelu``, ``F.leaky_relu`` and ``F.layer_norm`` (w
 parameters), and their
 gradients taken by ``torch.autograd`` with ``create_graph=True`` for the backward ops, so that
 the harness's second-order checks compare with PyTorch's double backward too."""
+import numpy as np
 import torch
 import torch.nn.functional as TF
 from hypothesis import strategies as st
@@ -99,4 +100,43 @@ PRIMITIVE_CASES = [
          lambda rng, shape, ndim, eps: Sample((normal(rng, shape), _shifted(rng, shape)),
                                               {"ndim": ndim, "eps": eps}),
          _ln_params(), _LN_EDGES, op="layer_norm_backward", rtol=1e-6, atol=1e-8),
+]
+
+
+# ---- batch_norm (per channel, dim 1) and the running statistics' moments ----------------------
+def _bn(x, eps):
+    return TF.batch_norm(x, None, None, training=True, eps=eps)
+
+
+@st.composite
+def _bn_params(draw):
+    n = draw(st.integers(1, 3))
+    c = draw(st.integers(1, 3))
+    rest = draw(st.lists(st.integers(1, 3), max_size=2).map(tuple))
+    if n * (1 if not rest else int(np.prod(rest))) == 1:
+        n = 2                                   # more than one value per channel
+    return {"shape": (n, c) + rest, "eps": draw(st.sampled_from([1e-5, 0.1]))}
+
+
+_BN_EDGES = [dict(shape=(4, 3), eps=1e-5), dict(shape=(2, 3, 4, 4), eps=1e-5),
+             dict(shape=(3, 1, 2), eps=0.1), dict(shape=(2, 2, 1, 3), eps=1e-5)]
+
+
+def _moments(x):
+    axes = (0,) + tuple(range(2, x.ndim))
+    return np.stack([x.mean(axis=axes), x.var(axis=axes)])
+
+
+PRIMITIVE_CASES += [
+    Case("batch_norm", lambda x, eps: K.batch_norm(x, eps=eps), torch_ref(_bn),
+         lambda rng, shape, eps: Sample((_shifted(rng, shape),), {"eps": eps}),
+         _bn_params(), _BN_EDGES, op="batch_norm", rtol=1e-6, atol=1e-8),
+    Case("batch_norm_backward", lambda g, x, eps: K.batch_norm_backward(g, x, eps=eps),
+         torch_ref(lambda g, x, eps: _through(lambda v: _bn(v, eps), x, g)),
+         lambda rng, shape, eps: Sample((normal(rng, shape), _shifted(rng, shape)),
+                                        {"eps": eps}),
+         _bn_params(), _BN_EDGES, op="batch_norm_backward", rtol=1e-6, atol=1e-8),
+    Case("channel_moments", K.channel_moments, _moments,
+         lambda rng, shape, eps: Sample((_shifted(rng, shape),)), _bn_params(), _BN_EDGES,
+         op="channel_moments", differentiable=False),
 ]
