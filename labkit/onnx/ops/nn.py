@@ -1,5 +1,5 @@
-"""Products, normalisation, activations and recurrent steps: matmul (with its transposes),
-layer_norm, leaky_relu and lstm_cell."""
+"""Products, normalisation, activations, losses and recurrent steps: matmul (with its
+transposes), layer_norm, leaky_relu, smooth_l1 and lstm_cell."""
 import numpy as np
 
 from ..registry import converter
@@ -53,3 +53,15 @@ def _leaky_relu(b, node, ins):
     (x,) = b.operands(node, node.dtype)
     return b.emit("LeakyRelu", [x], alpha=float(node.attrs.get("negative_slope", 0.01)),
                   name=node.name)
+
+
+@converter("smooth_l1")
+def _smooth_l1(b, node, ins):
+    """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
+    (d,) = b.operands(node, node.dtype)
+    beta = float(node.attrs["beta"])
+    const = lambda v: b.const(np.asarray(v, node.dtype.np), name="scalar")  # noqa: E731
+    a = b.emit("Abs", [d])
+    quadratic = b.emit("Mul", [b.emit("Mul", [a, a]), const(0.5 / beta)])
+    linear = b.emit("Sub", [a, const(0.5 * beta)])
+    return b.emit("Where", [b.emit("Less", [a, const(beta)]), quadratic, linear], name=node.name)
