@@ -51,12 +51,26 @@ def prepare_weights(names):
             raise SystemExit(f"preparing {name}'s weights failed:\n{p.stderr[-2000:]}")
 
 
-def measure(names, threads, cfg, impls=None):
-    """{program: run_workload's results} with ``threads`` threads (None: the defaults)."""
+def measure(names, threads, cfg, impls=None, saved=None):
+    """{program: run_workload's results} with ``threads`` threads (None: the defaults); each
+    program's results also go into ``saved`` (a dict written to latest.json) as they come, so
+    that an interrupted run keeps what it measured (``--report-only`` writes the section from
+    it)."""
     runner._threads = threads
     cfg = dict(cfg, clock="cpu" if threads == 1 else "wall")
-    return {name: runner.run_workload(bench.workload(name), "cpu", cfg, impls)
-            for name in names}
+    out = {}
+    for name in names:
+        out[name] = runner.run_workload(bench.workload(name), "cpu", cfg, impls)
+        if saved is not None:
+            saved.setdefault(str(threads), {})[name] = out[name]
+            _save(saved)
+    return out
+
+
+def _save(saved):
+    os.makedirs(bench.RESULTS, exist_ok=True)
+    with open(os.path.join(bench.RESULTS, "latest.json"), "w") as f:
+        json.dump(saved, f, indent=1, default=str)
 
 
 def ratio(res, impl):
@@ -83,7 +97,7 @@ def table(names, results):
             "eager / captured) |",
             "|---|---|---|---|---|---|---|---|---|"]
     for name in names:
-        res = results[name]
+        res = results.get(name, {})
         t, e, c = (res.get(k, {}) for k in ("torch", "labkit_eager", "labkit_captured"))
         mem = peak = "-"
         if "peak_rss" in e and "peak_rss" in t:
@@ -98,6 +112,7 @@ def table(names, results):
 
 
 def summary(names, results):
+    names = [n for n in names if n in results]
     eager = [ratio(results[n], "labkit_eager") for n in names]
     captured = [ratio(results[n], "labkit_captured") for n in names]
     worst = max((r, n) for r, n in zip(eager, names) if r is not None) if any(eager) else None
@@ -130,7 +145,8 @@ def section(names, by_threads, cfg_name, cfg, mach, started, elapsed, argv):
     L.append(f"Written by `python benchmarks/corpus/run.py{''.join(' ' + a for a in argv)}` on "
              f"{started:%Y-%m-%d %H:%M} UTC ({cfg_name} run, {elapsed:.0f} s) on {mach['cpu']}, "
              f"{mach['usable_cores']} usable cores, load average {mach['load'][0]:.2f} at the "
-             f"start and {mach['load_after'][0]:.2f} at the end; {mach['versions']}. The "
+             f"start and {mach.get('load_after', mach['load'])[0]:.2f} at the end; "
+             f"{mach['versions']}. The "
              f"programs are `examples/programs/` (see its README), each step the body of the "
              f"program's training loop (`benchmarks/corpus/programs.py`): PyTorch eager, labkit "
              f"eager on the ported program, and labkit captured (`lk.function` over the step), "
@@ -182,6 +198,9 @@ def main(argv=None):
     ap.add_argument("--impl", action="append", help="only these implementations")
     ap.add_argument("--no-write", action="store_true", help="print the section, write nothing")
     ap.add_argument("--output", default=os.path.join(REPO, "BENCHMARKS.md"))
+    ap.add_argument("--report-only", action="store_true",
+                    help="write the section from the results an earlier run saved "
+                         "(benchmarks/results/corpus/latest.json), measuring nothing")
     args = ap.parse_args(argv)
     names = args.program or list(PROGRAMS)
     cfg_name = "quick" if args.quick else "full"
@@ -192,20 +211,32 @@ def main(argv=None):
     mach["load"] = runner.load_average() or (0.0,)
     mach["versions"] = (f"Python {mach['python']}, NumPy {mach['numpy']}, PyTorch "
                         f"{mach['torch']}, labkit {mach['labkit']}")
-    runner._threads = 1
-    prepare_weights(names)
-    settings = {"1": [1], "default": [None], "both": [1, None]}[args.threads]
-    by_threads = {}
-    for threads in settings:
-        runner.log(f"--- {'one thread' if threads == 1 else 'default threads'} ---")
-        by_threads[threads] = measure(names, threads, cfg, set(args.impl) if args.impl else None)
-    mach["load_after"] = runner.load_average() or (0.0,)
-    elapsed = time.perf_counter() - t0
-    text = section(names, by_threads, cfg_name, cfg, mach, started, elapsed,
-                   [a for a in argv if not a.startswith("--output")])
-    os.makedirs(bench.RESULTS, exist_ok=True)
-    with open(os.path.join(bench.RESULTS, "latest.json"), "w") as f:
-        json.dump({str(k): v for k, v in by_threads.items()}, f, indent=1, default=str)
+    if args.report_only:
+        with open(os.path.join(bench.RESULTS, "latest.json")) as f:
+            saved = json.load(f)
+        mach, started, elapsed = saved["machine"], datetime.datetime.fromisoformat(
+            saved["started"]), saved["elapsed_s"]
+        by_threads = {1 if k == "1" else None: v for k, v in saved.items()
+                      if k in ("1", "None")}
+        names = [n for n in PROGRAMS if any(n in r for r in by_threads.values())]
+        text = section(names, by_threads, saved["config"], SETTINGS[saved["config"]], mach,
+                       started, elapsed, saved["argv"])
+    else:
+        saved = {"machine": mach, "started": started.isoformat(), "config": cfg_name,
+                 "argv": [a for a in argv if not a.startswith("--output")], "elapsed_s": 0.0}
+        runner._threads = 1
+        prepare_weights(names)
+        settings = {"1": [1], "default": [None], "both": [1, None]}[args.threads]
+        by_threads = {}
+        for threads in settings:
+            runner.log(f"--- {'one thread' if threads == 1 else 'default threads'} ---")
+            by_threads[threads] = measure(names, threads, cfg,
+                                          set(args.impl) if args.impl else None, saved)
+            mach["load_after"] = runner.load_average() or (0.0,)
+            saved["elapsed_s"] = time.perf_counter() - t0
+            _save(saved)
+        elapsed = time.perf_counter() - t0
+        text = section(names, by_threads, cfg_name, cfg, mach, started, elapsed, saved["argv"])
     if args.no_write:
         print(text)
     else:
