@@ -74,6 +74,8 @@ TARGETS = [
     ("W10", "labkit_captured", "torch", "<=", 1.0),
     ("W11", "labkit_captured", "torch", "<=", 0.8),
     ("W12", "labkit_captured", "labkit_eager", "<=", 1.0),
+    ("W13", "labkit_eager", "torch", "<=", 1.2),
+    ("W13", "labkit_captured", "torch", "<=", 1.0),
 ]
 IMPORT_TARGET_S = 0.5
 RSS_TARGET = 0.5

@@ -6,8 +6,8 @@
 >>> x.grad.tolist()
 [2.0, 4.0, 6.0]
 """
-from .errors import (CheckpointError, DeviceError, DTypeError, GradError, LabkitError,
-                     NumericsError, ShapeError)
+from .errors import (CheckpointError, ConstraintError, DeviceError, DTypeError, GradError,
+                     LabkitError, NumericsError, ShapeError)
 from . import devices
 from .profiler import profile
 from .devices import Device, device
@@ -26,13 +26,17 @@ from .graph import cond, scan, while_loop
 from .graph import FIFOQueue, QueueClosedError, Variable, restore_variables, save_variables
 from .graph.capture import colocate_with
 from .graph.passes.placement import PlacementError
-from . import linalg
+from . import distributions, fft, linalg
 from . import nn, optim, data
-from . import accelerator, backends, cuda, hub
+from . import amp
+from .amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
+from . import accelerator, backends, cpu, cuda, hub
+from .backends.cuda import get_float32_matmul_precision, set_float32_matmul_precision
 from . import utils
 from . import func
 from . import viz
 from . import dist
+from . import distributed
 
 __version__ = "0.1.0"
 
@@ -43,15 +47,8 @@ def __getattr__(name):
     import importlib
     if name in _LAZY:
         return importlib.import_module(f"{__name__}.{name}")
-    # lk.onnx needs the onnx package (the onnx extra) and takes a while to import: loaded when
-    # first named
+    # lk.onnx takes a while to import (the onnx package): loaded when first named; without
+    # onnx it imports and its export says what to install
     if name == "onnx":
-        try:
-            return importlib.import_module(".onnx", __name__)
-        except ModuleNotFoundError as e:
-            if e.name not in ("onnx", "onnxruntime"):
-                raise
-            raise ModuleNotFoundError(
-                "lk.onnx needs the onnx package: scripts/install onnx (or pip install "
-                "'labkit[onnx]')", name=e.name) from None
+        return importlib.import_module(".onnx", __name__)
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

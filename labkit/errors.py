@@ -20,6 +20,10 @@ class LabkitError(Exception):
     """Base class of every error labkit raises on purpose."""
 
 
+class GraphError(LabkitError, ValueError):
+    """A malformed graph, or a graph used wrongly (unfed placeholder, foreign fetch...)."""
+
+
 class ShapeError(LabkitError, ValueError):
     """Shapes that do not fit an op (matmul inner dims, broadcasting, reshape sizes...)."""
 
@@ -38,6 +42,11 @@ class GradError(LabkitError, RuntimeError):
 
 class CheckpointError(LabkitError, ValueError):
     """A checkpoint file that is truncated, corrupted, or holds something labkit cannot store."""
+
+
+class ConstraintError(LabkitError, ValueError):
+    """Values outside what they must be: a distribution's parameter or sample outside its
+    constraint (PyTorch raises ValueError there), found by the ``check_all`` op."""
 
 
 class NumericsError(LabkitError, FloatingPointError):
@@ -112,7 +121,7 @@ def describe(value):
         return f"{type(value).__name__} {value!r}"
     dtype = getattr(value, "dtype", "?")
     device = getattr(value, "device", None)
-    where = f" on {device}" if device is not None else ""
+    where = f" on {getattr(device, 'name', device)}" if device is not None else ""
     return f"Tensor(shape={tuple(shape)}, dtype={dtype}{where})"
 
 

@@ -227,8 +227,9 @@ def test_failed_save_keeps_the_file_that_was_there(tmp_path):
     lk.save({"w": lk.ones(2)}, path)
     with open(path, "rb") as f:
         before = f.read()
-    msg = _message(lk.CheckpointError, lk.save, {"w": lk.zeros(2), "opt": {"fn": len}}, path)
-    _names(msg, "obj['opt']['fn']", "builtin_function_or_method", "state dict")
+    msg = _message(lk.CheckpointError, lk.save, {"w": lk.zeros(2), "opt": {"fn": lambda: 0}},
+                   path)
+    _names(msg, "obj['opt']['fn']", "function", "state dict")
     with open(path, "rb") as f:
         assert f.read() == before
     assert os.listdir(tmp_path) == ["model.lk"]

@@ -33,8 +33,8 @@ import sys
 import warnings
 
 from ..errors import GradError, LabkitError, ShapeError, VmapError, describe, user_frame
-from ..tensor import dispatch
-from ..tensor.dispatch import Mode
+from ..tensor import autocast, dispatch
+from ..tensor.dispatch import WrappingMode
 from ..tensor.ops.composite import stack
 from ..tensor.ops.elementwise import cast
 from ..tensor.ops.index import _FULL, _getitem
@@ -187,11 +187,11 @@ def _same_shape(got, rule):
     return len(got) == len(rule) and all(r is None or g == r for g, r in zip(got, rule))
 
 
-class VmapMode(Mode):
+class VmapMode(WrappingMode):
     """The mode of one ``lk.vmap`` call: applies batching rules to ops on its BatchedTensors."""
 
     def __init__(self, below, size, depth):
-        self.below = below     # the mode under this one: rules' ops and unbatched ops go there
+        super().__init__(below)   # the mode under this one: rules' ops and unbatched ops go there
         self.size = size
         self.depth = depth
 
@@ -245,9 +245,6 @@ class VmapMode(Mode):
             device = next(a._device for a in args if isinstance(a, Tensor))
             return zeros((0,) + tuple(shape), dtype=dtype, device=device), 0
         return one_by_one(functools.partial(op, **attrs), op.name, args, bdims)
-
-    def phase(self, name):
-        return self.below.phase(name)
 
     def set_grad(self, tensor, value):
         if type(value) is BatchedTensor and value._level is self:
@@ -382,7 +379,9 @@ def call(fun, args, kwargs, in_axes, out_axes, axis_size, where, in_name="in_axe
              for leaf, m in zip(leaves, mapped)]
     it = iter(inner)
     new_args = [trees.unflatten(spec, [next(it) for _ in range(n)]) for spec, n in specs]
-    with dispatch.push_mode(mode):
+    # inside an autocast region, ops are cast before vmap sees them (its per-example dtypes
+    # are then the cast ones, as they are eagerly)
+    with dispatch.push_mode(mode), autocast.over(mode):
         out = fun(*new_args, **kwargs)
     return _unbatch(out, out_axes, mode, where, out_name)
 

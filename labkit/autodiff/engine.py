@@ -12,7 +12,7 @@ from contextlib import nullcontext
 
 from ..errors import GradError, describe
 from ..tensor import dispatch, versions
-from ..tensor.ops.elementwise import add, cast, to_device
+from ..tensor.ops.elementwise import add, cast, conj, to_device
 from ..tensor.ops.reduce import sum_to_shape
 from ..tensor.tape import TapeNode
 from ..tensor.tensor import Tensor
@@ -198,6 +198,10 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
                 continue
             if not fresh:                      # one of its values was written in place since
                 input_grads = _vjp_checking_writes(node, g, create_graph)
+            elif node.op.holomorphic and (g.dtype.is_complex if g._data is None else
+                                          g._data.dtype.kind == "c"):
+                input_grads = _holomorphic_vjp(node.op, g, node.output_tensor(create_graph),
+                                               inputs, node.attrs)
             else:
                 input_grads = node.op.vjp(g, node.output_tensor(create_graph), *inputs,
                                           **node.attrs)
@@ -237,6 +241,17 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
             early.ran(last)
         for key, (leaf, g) in leaf_grads.items():
             leaf_grads[key] = (leaf, _fit(g, leaf))
+
+
+def _is_complex(g):
+    data = g._data
+    return data.dtype.kind == "c" if data is not None else g.dtype.is_complex
+
+
+def _holomorphic_vjp(op, g, out, inputs, attrs):
+    """PyTorch's gradient ``g * conj(f'(z))`` of an op whose vjp is a real rule that extends
+    holomorphically (``Op.holomorphic``): the conjugate of the rule's cotangents for ``conj(g)``."""
+    return tuple(c if c is None else conj(c) for c in op.vjp(conj(g), out, *inputs, **attrs))
 
 
 def _add_in_place(acc, g):
@@ -293,15 +308,18 @@ def _vjp_checking_writes(node, g, create_graph):
     check = dispatch.push_mode(_WriteCheck(dispatch.current_mode(), written, node)) \
         if written else nullcontext()
     with check:
+        if node.op.holomorphic and _is_complex(g):
+            return _holomorphic_vjp(node.op, g, out, node.inputs, node.attrs)
         return node.op.vjp(g, out, *node.inputs, **node.attrs)
 
 
-class _WriteCheck(dispatch.Mode):
+class _WriteCheck(dispatch.WrappingMode):
     """The mode a vjp runs under when values it may read were written in place: every op it
     applies is checked for such a value among its inputs, then passed to the mode below."""
 
     def __init__(self, below, written, node):
-        self.below, self.written, self.node = below, written, node
+        super().__init__(below)
+        self.written, self.node = written, node
 
     def apply(self, op, inputs, attrs):
         for a in inputs:
@@ -318,15 +336,6 @@ class _WriteCheck(dispatch.Mode):
                     f"(t = t.clone() before the in-place op, or the out-of-place form t = t + 1), "
                     f"or make the change after backward().")
         return self.below.apply(op, inputs, attrs)
-
-    def phase(self, name):
-        return self.below.phase(name)
-
-    def set_grad(self, tensor, value):
-        return self.below.set_grad(tensor, value)
-
-    def accumulate_grad(self, leaf, g):
-        return self.below.accumulate_grad(leaf, g)
 
 
 def _accumulate(leaf, g, handed, create_graph):
@@ -357,6 +366,11 @@ def _finish(leaf_grads, handed, target_keys, results, create_graph, accumulate, 
 
 
 def _root_cotangent(t, gradient):
+    if gradient is None and t.dtype.is_complex:
+        raise GradError(
+            f"backward() on the complex tensor {describe(t)} needs a gradient argument: the "
+            f"implicit gradient is only defined for a real value, as in PyTorch. Make the "
+            f"result real first (z.abs().sum(), z.real.sum()) or pass gradient=...")
     if gradient is None:
         if t.numel() != 1:
             raise GradError(

@@ -89,16 +89,17 @@ def _as_input(x, where):
     if isinstance(x, Tensor):
         if x._requires_grad:
             return x
-        if not x.dtype.is_floating:
+        if not x.dtype.is_differentiable:
             raise DTypeError(f"{where}: cannot differentiate with respect to {describe(x)}: only "
-                             f"floating-point tensors have gradients; pass x.float()")
+                             f"floating-point and complex tensors have gradients; pass "
+                             f"x.float()")
         if type(x) is BatchedTensor:
             # a new leaf for this example's gradient; the batch keeps its own history, which
             # a gradient taken outside the vmap (grad of vmap of grad) differentiates through
             return BatchedTensor._wrap(x._value, x._bdim, x._level).requires_grad_(True)
         return x.detach().requires_grad_(True)
     t = _tensor(x)
-    if not t.dtype.is_floating:
+    if not t.dtype.is_differentiable:
         raise DTypeError(f"{where}: cannot differentiate with respect to the integer value {x!r}; "
                          f"pass a float")
     return t.requires_grad_(True)

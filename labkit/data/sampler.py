@@ -52,6 +52,9 @@ class SequentialSampler(Sampler):
         return len(self.data_source)
 
 
+_CHUNK = 32
+
+
 class RandomSampler(Sampler):
     """A new random order of ``data_source`` every epoch: a permutation, or with
     ``replacement=True`` independent draws; ``num_samples`` indices per epoch (default: the
@@ -77,8 +80,11 @@ class RandomSampler(Sampler):
 
     def __iter__(self):
         n, total = len(self.data_source), self.num_samples
-        if self.replacement:
-            yield from randint(0, n, (total,), generator=self.generator).tolist()
+        if self.replacement:     # drawn 32 at a time, as PyTorch's: num_samples may be huge
+            for _ in range(total // _CHUNK):
+                yield from randint(0, n, (_CHUNK,), generator=self.generator).tolist()
+            if total % _CHUNK:
+                yield from randint(0, n, (total % _CHUNK,), generator=self.generator).tolist()
             return
         for _ in range(total // n):
             yield from randperm(n, generator=self.generator).tolist()

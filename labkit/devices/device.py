@@ -44,7 +44,9 @@ class Device:
         return f"Device('{self.name}')"
 
     def __str__(self):
-        return self.name
+        """As PyTorch's: the CPU is ``'cpu'`` (``str(x.device)`` of a CPU tensor), a virtual CPU
+        device or a GPU has its index (``'cpu:1'``, ``'gpu:0'``). ``name`` always has it."""
+        return "cpu" if self.name == "cpu:0" else self.name
 
     def __reduce__(self):
         return (get_device, (self.name,))
@@ -71,6 +73,18 @@ class Device:
 _devices = {}
 _cpu_count = 1
 _lock = threading.Lock()
+
+
+def canonical_name(spec):
+    """The device name ``spec`` ('cuda', 'cpu', 'gpu:1', a Device) stands for ('gpu:0', 'cpu:0',
+    'gpu:1'), whether or not that device exists here."""
+    if type(spec) is Device:
+        return spec.name
+    m = _NAME.match(str(spec).strip().lower())
+    if m is None:
+        raise DeviceError(f"unknown device name {spec!r}: use 'cpu', 'cpu:N', 'gpu' or 'gpu:N' "
+                          f"('cuda' and 'cuda:N' name GPUs too)")
+    return f"{'gpu' if m.group(1) in ('gpu', 'cuda') else 'cpu'}:{int(m.group(2) or 0)}"
 
 
 def get_device(spec=None):

@@ -1,6 +1,7 @@
 """Moving arrays between devices: the one place that knows how (host<->GPU, GPU<->GPU)."""
 import numpy as np
 
+from ..errors import DTypeError
 from .device import get_device
 
 
@@ -19,5 +20,13 @@ def transfer(array, src, dst):
         return array.get()
     with dst.activate():
         if src.type == "cpu":
-            return dst.xp.asarray(np.asarray(array, order="C"))   # keeps 0-d arrays 0-d
+            try:
+                return dst.xp.asarray(np.asarray(array, order="C"))   # keeps 0-d arrays 0-d
+            except (TypeError, ValueError) as exc:
+                if array.dtype.name != "bfloat16":
+                    raise
+                raise DTypeError(
+                    f"cannot move a bfloat16 array to {dst.name}: this CuPy has no bfloat16 "
+                    f"({exc}). On a GPU use float16 (lk.autocast('cuda') runs in float16 by "
+                    f"default), or convert first: x.float().to('{dst.name}').") from None
         return dst.xp.array(array, copy=True)

@@ -19,17 +19,17 @@ vjps; the vjp of ``while`` / ``scan`` is a node whose kernel runs the loop forwa
 each iteration's carried state, then runs the body's vjp (built by ``lk.gradients`` on the body's
 sub-graph, from the same vjp rules) in reverse.
 """
-from ..errors import DTypeError, GradError, LabkitError, ShapeError
+from ..autodiff.trees import text as spec_text, unflatten
+from ..errors import DTypeError, GradError, GraphError, LabkitError, ShapeError
 from ..tensor import dispatch
 from ..tensor.creation import tensor
 from ..tensor.op import op
 from ..tensor.tensor import Tensor
 from .capture import current_graph
-from .ir import GraphError, Node
+from .node import Node
 from .subgraph import (Like, OutputsToken, Subgraph, align_lifted, bind_multi, check_scalar,
                        collect_cotangents, flatten_values, next_name, node_text, trace,
                        output, type_text, wants_grad)
-from .structures import text as spec_text, unflatten
 from .symbolic import SymbolicTensor
 
 __all__ = ["cond", "while_loop", "scan"]
@@ -118,7 +118,9 @@ def _cond_vjp(g, out, pred, *operands, branches):
     return (None, *result)
 
 
-@op("cond", shape=_tuple_rule, vjp=_cond_vjp, register=False)
+# moves=True (here and on the other control-flow ops): values reach the bodies as they are;
+# the ops inside compute float16/bfloat16 in float32 themselves (labkit.tensor.low_precision)
+@op("cond", shape=_tuple_rule, vjp=_cond_vjp, register=False, moves=True)
 def cond_op(xp, pred, *operands, branches):
     """Run the true branch's plan if ``pred`` holds, else the false branch's; the other branch
     does not run."""
@@ -140,8 +142,8 @@ def _check_branches(name, t, f):
             fix = {"shapes": "reshape or broadcast one of them (e.g. lk.broadcast_to(y, "
                              f"{a.shape}))",
                    "dtypes": f"cast one of them (e.g. y.to(dtype=lk.{a.dtype.name}))",
-                   "devices": f"move one of them (e.g. y.to('{a.device}'))"}[what]
-            on_a, on_b = (f" on {a.device}", f" on {b.device}") if what == "devices" else ("", "")
+                   "devices": f"move one of them (e.g. y.to('{a.device.name}'))"}[what]
+            on_a, on_b = (f" on {a.device.name}", f" on {b.device.name}") if what == "devices" else ("", "")
             raise err(
                 f"lk.cond '{name}': the branches return different {what} for output {i}: "
                 f"true_fn gives {node_text(a)}{on_a}, false_fn gives {node_text(b)}{on_b}. Both "
@@ -212,7 +214,7 @@ def _while_vjp(g, out, *inputs, cond, body, n_vars, max_iterations):
     return tuple(result)
 
 
-@op("while", shape=_tuple_rule, vjp=_while_vjp, register=False)
+@op("while", shape=_tuple_rule, vjp=_while_vjp, register=False, moves=True)
 def while_op(xp, *inputs, cond, body, n_vars, max_iterations):
     """Run the body's plan while the condition's plan says true, carrying the loop variables
     (the first ``n_vars`` inputs; the rest are values the functions use from outside)."""
@@ -246,7 +248,8 @@ def _no_second_order(loop):
     return vjp
 
 
-@op("while_grad", shape=_tuple_rule, vjp=_no_second_order("lk.while_loop"), register=False)
+@op("while_grad", shape=_tuple_rule, vjp=_no_second_order("lk.while_loop"), register=False,
+    moves=True)
 def while_grad_op(xp, *arrays, cond, body, bwd, n_vars, max_iterations, fv, given, fc):
     """The vjp of ``while``: rerun the loop keeping each iteration's state, then run the body's
     vjp from the last iteration to the first, adding up the gradients of outside values."""
@@ -395,7 +398,7 @@ def _scan_vjp(g, out, *inputs, body, n_carry, n_xs, length, n_saved=0):
     return tuple(result)
 
 
-@op("scan", shape=_tuple_rule, vjp=_scan_vjp, register=False)
+@op("scan", shape=_tuple_rule, vjp=_scan_vjp, register=False, moves=True)
 def scan_op(xp, *inputs, body, n_carry, n_xs, length, n_saved=0):
     """Run the body's plan on each slice of the ``xs`` along their leading axis, carrying
     ``n_carry`` values; returns the final carry and the stacked per-step outputs (with
@@ -431,7 +434,8 @@ def _reading_saved(body, bwd, first, n_saved):
     return reading
 
 
-@op("scan_grad", shape=_tuple_rule, vjp=_no_second_order("lk.scan"), register=False)
+@op("scan_grad", shape=_tuple_rule, vjp=_no_second_order("lk.scan"), register=False,
+    moves=True)
 def scan_grad_op(xp, *arrays, body, bwd, n_carry, n_xs, length, fcar, fy, given, fx, fc,
                  n_saved=0):
     """The vjp of ``scan``: the body's vjp from the last step to the first, from each step's

@@ -109,7 +109,7 @@ class FIFOQueue:
     def __repr__(self):
         return (f"<FIFOQueue {self.name!r} capacity={self.capacity} "
                 f"components={[f'{d.name}{list(s)}' for d, s in zip(self.dtypes, self.shapes)]}"
-                f" @{self.device}>")
+                f" @{self.device.name}>")
 
     @property
     def closed(self):

@@ -101,7 +101,7 @@ class SymbolicTensor(Tensor):
         n = self._gnode
         shape = ", ".join("?" if s is None else str(s) for s in (n.shape or ()))
         return (f"SymbolicTensor({n.name!r}, op={n.op_name}, shape=({shape}), "
-                f"dtype={n.dtype}, device='{n.device}')")
+                f"dtype={n.dtype}, device='{getattr(n.device, 'name', n.device)}')")
 
     def __dlpack__(self, *args, **kwargs):
         self._concrete("DLPack export", "Export the function's result instead.")

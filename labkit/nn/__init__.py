@@ -10,7 +10,7 @@ stateless layers live in ``labkit.nn.functional``; initialisers in ``labkit.nn.i
 >>> net[0].weight.grad.shape
 (16, 4)
 """
-from . import functional, init, quantized, utils
+from . import functional, init, parallel, quantized, utils
 from .activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish,
                          Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
                          Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus, Softshrink,
@@ -32,10 +32,12 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropy
                    TripletMarginWithDistanceLoss)
 from .module import IncompatibleKeys, Module, StateDictError
 from .normalization import GroupNorm, LayerNorm, RMSNorm
+from .parallel import DataParallel
 from .padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d,
                       ReflectionPad1d, ReflectionPad2d, ReplicationPad1d, ReplicationPad2d,
                       ZeroPad1d, ZeroPad2d)
 from .parameter import Parameter
+from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
                       AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d)
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
@@ -45,7 +47,7 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = ["Module", "Parameter", "StateDictError", "IncompatibleKeys", "functional", "init",
-           "quantized", "utils",
+           "parallel", "quantized", "utils", "DataParallel",
            # containers
            "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
            # linear, shape
@@ -64,7 +66,8 @@ __all__ = ["Module", "Parameter", "StateDictError", "IncompatibleKeys", "functio
            "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "MaxPool1d", "MaxPool2d",
            "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "Upsample", "UpsamplingNearest2d",
-           "UpsamplingBilinear2d", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
+           "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "ZeroPad1d", "ZeroPad2d",
+           "ConstantPad1d", "ConstantPad2d",
            "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
            "CircularPad1d", "CircularPad2d",
            # lookups, distances

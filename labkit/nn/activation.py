@@ -1,6 +1,6 @@
 """Activation layers: each a thin module over its ``nn.functional`` function, with PyTorch's
-constructor arguments and repr. ``inplace=True`` is accepted (the result is computed out of
-place and returned).
+constructor arguments and repr. ``inplace=True`` writes the result into the input, as PyTorch
+does.
 
 >>> import labkit as lk
 >>> lk.nn.Sequential(lk.nn.Linear(2, 3), lk.nn.GELU(), lk.nn.Linear(3, 1))(lk.ones(4, 2)).shape
@@ -28,6 +28,9 @@ class _Inplace(_Elementwise):
     def __init__(self, inplace=False):
         super().__init__()
         self.inplace = inplace
+
+    def forward(self, input):
+        return type(self)._function(input, inplace=self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
@@ -90,7 +93,7 @@ class Threshold(Module):
         self.threshold, self.value, self.inplace = threshold, value, inplace
 
     def forward(self, input):
-        return F.threshold(input, self.threshold, self.value)
+        return F.threshold(input, self.threshold, self.value, self.inplace)
 
     def extra_repr(self):
         return f"threshold={self.threshold}, value={self.value}{_inplace_suffix(self)}"
@@ -104,7 +107,7 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, input):
-        return F.leaky_relu(input, self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}{_inplace_suffix(self)}"
@@ -118,7 +121,7 @@ class ELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, input):
-        return F.elu(input, self.alpha)
+        return F.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self):
         return f"alpha={self.alpha}{_inplace_suffix(self)}"
@@ -128,7 +131,7 @@ class CELU(ELU):
     """``x`` for ``x > 0``, else ``alpha * (exp(x / alpha) - 1)``."""
 
     def forward(self, input):
-        return F.celu(input, self.alpha)
+        return F.celu(input, self.alpha, self.inplace)
 
 
 class GELU(Module):
@@ -174,7 +177,7 @@ class Hardtanh(Module):
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
     def forward(self, input):
-        return F.hardtanh(input, self.min_val, self.max_val)
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self):
         return f"min_val={self.min_val}, max_val={self.max_val}{_inplace_suffix(self)}"

@@ -24,7 +24,7 @@ class _DropoutNd(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return type(self)._function(input, self.p, self.training)
+        return type(self)._function(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"

@@ -192,4 +192,5 @@ def _gate_vjp(g, out, x, call, side, layout, wanted):
     return (flat[0] if len(flat) == 1 else concat(*flat, dim=0),)
 
 
-_GATE = Op("module_backward_hook", lambda xp, x, **attrs: x, same_as_first, _gate_vjp)
+_GATE = Op("module_backward_hook", lambda xp, x, **attrs: x, same_as_first, _gate_vjp,
+           moves=True)

@@ -6,8 +6,9 @@ from .creation import (arange, empty, empty_like, eye, from_dlpack, from_numpy, 
                        linspace, logspace, ones, ones_like, tensor, tril_indices, triu_indices,
                        zeros, zeros_like)
 from .dtypes import ALIASES as _DTYPE_ALIASES
-from .dtypes import (DType, as_dtype, bool_, float16, float32, float64, get_default_dtype, int8,
-                     int16, int32, int64, promote_types, result_type, set_default_dtype, uint8)
+from .dtypes import (DType, as_dtype, bfloat16, bool_, complex64, complex128, finfo, float16,
+                     float32, float64, get_default_dtype, iinfo, int8, int16, int32, int64,
+                     promote_types, result_type, set_default_dtype, uint8, uint16, uint32, uint64)
 from .op import REGISTRY, Op, op
 from .ops.conv import avg_pool2d, conv2d, max_pool2d
 from .ops.composite import clip, flatten, mean, split, squeeze, stack, transpose, unsqueeze

@@ -2,7 +2,9 @@
 
 What can be saved: Tensors, NumPy arrays and scalars, and nested dicts / lists / tuples of those
 together with str, int, float, bool and None; that covers the state dicts of modules and
-optimisers and a generator's state. Tuples come back as tuples, dicts keep their key order, keys
+optimisers and a generator's state. Any other object (a whole module: ``torch.save(model,
+path)``) is pickled with its tensors stored as arrays (``labkit.tensor.pickled``), and loads only
+with ``lk.load(path, weights_only=False)``, as in PyTorch 2.6+. Tuples come back as tuples, dicts keep their key order, keys
 may be str, int, float, bool or None. A tensor keeps its dtype, shape, device and
 ``requires_grad``; an object saved twice (tied weights) is stored once and comes back as one object.
 
@@ -27,15 +29,17 @@ suffix if two collide; a bare tensor is stored as ``"obj"``. ``__metadata__`` ho
 
 The structure: JSON null / true / false / numbers / strings stand for themselves, JSON lists for
 Python lists, and an object with a ``"type"`` of ``tuple``, ``dict``, ``tensor``, ``ndarray``,
-``npscalar`` or ``float`` (NaN and infinities) for the rest; arrays are referred to by their key
+``npscalar``, ``float`` (NaN and infinities) or ``pickle`` (an object pickled, read only when
+``weights_only=False``) for the rest; arrays are referred to by their key
 (``{"type": "tensor", "array": "fc.weight", "device": "cpu:0", "requires_grad": true}``).
 safetensors has no complex128, so such a NumPy array is stored as float64 with a trailing
-dimension of 2 (real, imaginary) and its node says ``"dtype": "complex128"``.
+dimension of 2 (real, imaginary) and its node (an ndarray, a scalar or a tensor) says
+``"dtype": "complex128"``.
 
 Loading parses the header itself and checks every entry (dtype, shape, offsets inside the file,
 consistent with dtype and shape, no gaps or overlaps), then the checksum, then the whole structure
 against the closed list above before it builds anything; nothing in a file can name a class or a
-function. Arrays are not read into memory: they are views of a copy-on-write memory map of the
+function, unless the caller allows pickle nodes (``weights_only=False``). Arrays are not read into memory: they are views of a copy-on-write memory map of the
 file (``np.memmap(mode="c")``), so writing to a loaded tensor never changes the file; GPU tensors
 go from that mapping straight to their device. A safetensors file written by another tool
 (``safetensors.numpy.save_file``, ``safetensors.torch.save_file``) loads as a dict key -> Tensor.
@@ -68,9 +72,13 @@ import safetensors.numpy as _st_numpy
 
 from ..devices import get_device
 from ..devices import transfer as _transfer
+from ..devices.device import canonical_name
 from ..errors import CheckpointError, DeviceError
+from . import pickled
 from .atomic_file import write_atomically
 from .dtypes import ALL as _LABKIT_DTYPES
+from .dtypes import bfloat16 as _bfloat16
+from .dtypes import kind_of as _kind_of
 from .tensor import Tensor
 
 FORMAT = "labkit-checkpoint"
@@ -79,17 +87,20 @@ _META_KEYS = ("format", "labkit.version", "labkit.structure", "labkit.sha256")
 _MAX_DEPTH = 200                        # nesting deeper than this is refused (save and load)
 _MAX_HEADER = 100_000_000               # safetensors' own limit on the header's length
 
-# safetensors' dtype names and the NumPy dtypes they are (always little-endian).
+# safetensors' dtype names and the NumPy dtypes they are (always little-endian; BF16 is
+# ml_dtypes' bfloat16, labkit's).
 _ST_DTYPES = {name: np.dtype(np_name).newbyteorder("<") for name, np_name in (
     ("BOOL", "bool"), ("U8", "uint8"), ("I8", "int8"), ("I16", "int16"), ("U16", "uint16"),
     ("I32", "int32"), ("U32", "uint32"), ("I64", "int64"), ("U64", "uint64"),
     ("F16", "float16"), ("F32", "float32"), ("F64", "float64"), ("C64", "complex64"))}
+_ST_DTYPES["BF16"] = _bfloat16.np
 _ST_NAMES = {dtype.name: name for name, dtype in _ST_DTYPES.items()}
-# safetensors dtypes that NumPy and labkit have no type for
-_ST_FOREIGN = ("BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C128")
+# safetensors dtypes that labkit has no type for
+_ST_FOREIGN = ("F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C128")
 _TENSOR_DTYPES = tuple(np.dtype(d.np).name for d in _LABKIT_DTYPES)
 _NODE_KEYS = {"tuple": {"items"}, "dict": {"items"}, "float": {"value"}, "ndarray": {"array"},
-              "npscalar": {"array"}, "tensor": {"array", "device", "requires_grad"}}
+              "npscalar": {"array"}, "tensor": {"array", "device", "requires_grad"},
+              pickled.TAG: pickled.FIELDS}
 _SPECIAL_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
@@ -123,7 +134,8 @@ class _Encoder:
         if known is not None:
             return known
         name = host.dtype.name
-        if host.dtype.kind not in "biufc" or (name not in _ST_NAMES and name != "complex128"):
+        if _kind_of(host.dtype) not in "biufc" or (name not in _ST_NAMES and
+                                                    name != "complex128"):
             stored = ", ".join(sorted(set(_ST_NAMES) | {"complex128"}))
             raise self.fail(where, obj, f"arrays of dtype {host.dtype} cannot be stored (a "
                                         f"checkpoint holds {stored}); convert it first, e.g. "
@@ -167,9 +179,12 @@ class _Encoder:
             if obj.dtype.np.name not in _TENSOR_DTYPES:
                 raise self.fail(where, obj, f"tensors of dtype {obj.dtype} cannot be stored")
             known = self.by_id.get(id(obj))     # a tensor saved twice is copied to the host once
-            key = known[0] if known else self.array(obj, obj.numpy(), where, path)[0]
-            return {"type": "tensor", "array": key, "device": obj.device.name,
+            key, marked = known if known else self.array(obj, obj.numpy(), where, path)
+            node = {"type": "tensor", "array": key, "device": obj.device.name,
                     "requires_grad": bool(obj.requires_grad)}
+            if marked:
+                node["dtype"] = marked
+            return node
         if isinstance(obj, (np.ndarray, np.generic)):
             tag = "ndarray" if isinstance(obj, np.ndarray) else "npscalar"
             key, marked = self.array(obj, np.asarray(obj), where, path)
@@ -201,13 +216,32 @@ class _Encoder:
                 active.discard(id(obj))
         base = next((b for b in (list, tuple, bool, int, float, str) if isinstance(obj, b)), None)
         if base is not None:
-            why = (f"it is a subclass of {base.__name__}, which would not come back as itself; "
-                   f"convert it with {base.__name__}(...) first")
-        else:
-            why = ("a checkpoint holds Tensors, NumPy arrays and scalars, dict/list/tuple, str, "
-                   "int, float, bool and None (never arbitrary objects, so that loading runs no "
-                   "code); save this object's state dict or its fields instead")
-        raise self.fail(where, obj, why)
+            raise self.fail(where, obj, f"it is a subclass of {base.__name__}, which would not "
+                                        f"come back as itself; convert it with "
+                                        f"{base.__name__}(...) first")
+        # any other object (a whole module): pickled, its tensors stored as arrays, named by
+        # its state dict where it has one; loading it needs weights_only=False (pickled.py)
+        names = _state_names(obj)
+
+        def store(t):
+            known = self.by_id.get(id(t))
+            if known:
+                return known[0]
+            name = names.get(id(t._data))
+            return self.array(t, t.numpy(), where, path + (name.split(".") if name else
+                                                             [str(len(self.arrays))]))[0]
+        return pickled.encode(obj, store, where)
+
+
+def _state_names(obj):
+    """id(array) -> the name of the tensor holding it in ``obj.state_dict()``, where ``obj`` has
+    one (a module; its state dict's tensors share the parameters' memory)."""
+    try:
+        state = obj.state_dict()
+    except Exception:
+        return {}
+    return {id(v._data): str(k) for k, v in state.items() if isinstance(v, Tensor)} \
+        if isinstance(state, dict) else {}
 
 
 def save(obj, path):
@@ -216,10 +250,12 @@ def save(obj, path):
     ``obj`` may be a Tensor, a NumPy array, or nested dicts / lists / tuples of those plus str,
     int, float, bool and None (a state dict). Its arrays are stored under flat dotted keys (a
     state dict's own keys), so any safetensors reader sees them; the rest of ``obj`` is described
-    in the header. GPU tensors are saved from host copies and come back on their device. Anything
-    else raises CheckpointError naming where it is (e.g. ``obj['layers'][2]``) before anything is
-    written. If writing fails, the file that was at ``path`` is left as it was and no temporary
-    file remains.
+    in the header. GPU tensors are saved from host copies and come back on their device. Any
+    other object (a whole module, as ``torch.save(model, path)``) is pickled, its tensors still
+    stored as arrays; loading it then needs ``lk.load(path, weights_only=False)``
+    (``labkit.tensor.pickled``). What cannot be stored raises CheckpointError naming where it is
+    (e.g. ``obj['layers'][2]``) before anything is written. If writing fails, the file that was
+    at ``path`` is left as it was and no temporary file remains.
 
     >>> import os, tempfile, labkit as lk, safetensors.numpy
     >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.safetensors")
@@ -253,8 +289,9 @@ class _Decoder:
     ``arrays`` maps each array reference (a key; an index in the first format) to
     (NumPy dtype, shape); ``host_array(ref)`` gives the array itself."""
 
-    def __init__(self, path, arrays, host_array, ref_type, marks=False):
+    def __init__(self, path, arrays, host_array, ref_type, marks=False, unpickle=False):
         self.path = path
+        self.unpickle = unpickle    # whether pickle nodes may be read (weights_only=False)
         self.arrays = arrays
         self.host_array = host_array
         self.ref_type = ref_type
@@ -283,7 +320,7 @@ class _Decoder:
             raise self.bad(f"{where} has the unknown node type {tag!r} (a checkpoint holds only "
                            f"{', '.join(_NODE_KEYS)} nodes; it never names classes or code)")
         fields = _NODE_KEYS[tag] | {"type"}
-        if self.marks and tag in ("ndarray", "npscalar") and "dtype" in node:
+        if self.marks and tag in ("ndarray", "npscalar", "tensor") and "dtype" in node:
             fields = fields | {"dtype"}
         if set(node) != fields:
             raise self.bad(f"{where}: a {tag} node must have exactly the fields "
@@ -291,6 +328,10 @@ class _Decoder:
         if tag == "float":
             if node["value"] not in _SPECIAL_FLOATS:
                 raise self.bad(f"{where} is the float {node['value']!r}")
+        elif tag == pickled.TAG:
+            self.devices |= pickled.check(node, where, self.arrays, self.bad)
+            if not self.unpickle:
+                raise pickled.refusal(self.path, where, node)
         elif tag in ("tuple", "dict"):
             items = node["items"]
             if type(items) is not list:
@@ -335,9 +376,9 @@ class _Decoder:
                 if dtype.name not in _TENSOR_DTYPES:
                     raise self.bad(f"{where}: a tensor cannot have dtype {dtype.name}")
                 if type(node["requires_grad"]) is not bool or (
-                        node["requires_grad"] and dtype.kind != "f"):
+                        node["requires_grad"] and _kind_of(dtype) not in "fc"):
                     raise self.bad(f"{where}: requires_grad must be true or false, and true "
-                                   f"only for a floating-point tensor")
+                                   f"only for a floating-point or complex tensor")
                 if type(node["device"]) is not str:
                     raise self.bad(f"{where}: the device must be a name such as 'cpu:0'")
                 self.devices.add(node["device"])
@@ -360,6 +401,8 @@ class _Decoder:
         if tag == "dict":
             return {self.scalar_key(k) if type(k) is dict else k: self.build(v, placement)
                     for k, v in node["items"]}
+        if tag == pickled.TAG:
+            return pickled.decode(node, self.host_array, placement, _to_tensor, self.built)
         key = (tag, node["array"], node.get("device"), node.get("requires_grad"),
                node.get("dtype"))
         if key in self.built:
@@ -399,6 +442,9 @@ def _no_duplicates(pairs):
 def _placement(path, devices, target):
     placement = {}
     for name in sorted(devices):
+        if isinstance(target, dict):          # map_location={'cuda:0': 'cpu'}
+            placement[name] = get_device(target.get(name, name))
+            continue
         if target is not None:
             placement[name] = target
             continue
@@ -411,24 +457,28 @@ def _placement(path, devices, target):
     return placement
 
 
-def load(path, device=None, *, map_location=None, weights_only=None):
+def load(path, device=None, *, map_location=None, weights_only=True, mmap=None):
     """Read a checkpoint written by ``lk.save``, or any safetensors file, and return what it holds.
 
     For a file written by ``lk.save`` this is the saved object; tensors come back on the device
     they were saved from, or all on ``device`` if given (e.g. ``device='cpu'`` to open a GPU
-    checkpoint on a machine without a GPU). A safetensors file written by another tool
+    checkpoint on a machine without a GPU). ``map_location`` is PyTorch's name for it: a device
+    ('cpu', 'cuda', ``lk.device(...)``), or a dict from saved device names to devices
+    (``{'cuda:0': 'cpu'}``). A safetensors file written by another tool
     (``safetensors.torch.save_file``...) comes back as a dict key -> Tensor on ``device`` (the CPU
     by default). Files in labkit's first checkpoint format load too.
 
-    PyTorch's spellings are accepted: ``map_location`` (a device or its name) is ``device``, and
-    ``weights_only`` changes nothing, since a labkit checkpoint holds data only and loading it
-    never runs code either way.
+    A file holding a pickled object (a whole module saved with ``lk.save(model, path)``) loads
+    only with ``weights_only=False``: unpickling runs code the file names, so, as PyTorch 2.6+'s
+    ``torch.load``, the default refuses it and says so. ``mmap`` is accepted: arrays are always
+    memory-mapped.
 
     The file is memory-mapped, not read: arrays are views of a copy-on-write mapping, so loading
     a large checkpoint costs no copy and writing to a loaded tensor never changes the file. The
     header (every entry's dtype, shape and offsets), the SHA-256 checksum and the structure are
     checked before anything is built; a file that fails a check raises CheckpointError naming the
-    file and what is wrong. Loading never imports or calls anything named in the file.
+    file and what is wrong. Unless ``weights_only=False``, loading never imports or calls
+    anything named in the file.
 
     >>> import os, tempfile, labkit as lk
     >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.safetensors")
@@ -437,15 +487,9 @@ def load(path, device=None, *, map_location=None, weights_only=None):
     [tensor([0, 1, 2]), 1.5, None]
     """
     path = os.fsdecode(path)
-    if map_location is not None:
-        if device is not None:
-            raise TypeError("lk.load: give device= or map_location=, not both")
-        if callable(map_location) or isinstance(map_location, dict):
-            raise TypeError(f"lk.load: map_location must be a device or a device name (such "
-                            f"as 'cpu'), not a {type(map_location).__name__}: a labkit "
-                            f"checkpoint has no storages to remap one by one")
-        device = map_location
-    target = get_device(device) if device is not None else None
+    if device is not None and map_location is not None:
+        raise TypeError("lk.load: give device= or map_location= (PyTorch's name), not both")
+    target = _target(device if device is not None else map_location)
 
     def fail(what):
         return CheckpointError(f"lk.load: {path!r} {what}")
@@ -511,8 +555,8 @@ def load(path, device=None, *, map_location=None, weights_only=None):
             if dtype.name not in _TENSOR_DTYPES:
                 raise fail(f"holds the tensor {key!r} of dtype {_ST_NAMES[dtype.name]}, which "
                            f"labkit tensors cannot hold (they are "
-                           f"{', '.join(_ST_NAMES[n] for n in _TENSOR_DTYPES)}).")
-        device = target if target is not None else get_device("cpu:0")
+                           f"{', '.join(_ST_NAMES.get(n, n) for n in _TENSOR_DTYPES)}).")
+        device = _placement(path, {"cpu:0"}, target)["cpu:0"]
         for key in entries:
             out[key] = _to_tensor(host_array(key), device, False)
         return out
@@ -534,13 +578,27 @@ def load(path, device=None, *, map_location=None, weights_only=None):
                                metadata["labkit.sha256"].encode("utf-8")):
         raise _checksum_failed(size, fail)
     decoder = _Decoder(path, {key: entry[:2] for key, entry in entries.items()}, host_array,
-                       str, marks=True)
+                       str, marks=True, unpickle=not weights_only)
     try:
         root = json.loads(structure, parse_constant=_parse_constant)
     except (ValueError, RecursionError) as exc:
         raise decoder.bad(f"its structure is not valid JSON ({exc})") from None
     decoder.check(root, "obj", 0)
     return decoder.build(root, _placement(path, decoder.devices, target))
+
+
+def _target(where):
+    """Where loaded tensors go: None (where they were saved), a Device, or a dict from saved
+    device names to Devices (``map_location={'cuda:0': 'cpu'}``)."""
+    if where is None:
+        return None
+    if isinstance(where, dict):
+        return {canonical_name(k): get_device(canonical_name(v)) for k, v in where.items()}
+    if callable(where) and not isinstance(where, str):
+        raise TypeError("lk.load: map_location as a function (PyTorch's storage, location "
+                        "form) is not supported: pass a device ('cpu', 'cuda') or a dict "
+                        "{'cuda:0': 'cpu'}")
+    return get_device(canonical_name(where))
 
 
 def _check_entries(header, size, data_start, fail, ours):
@@ -555,8 +613,8 @@ def _check_entries(header, size, data_start, fail, ours):
             raise bad(f"the entry of {key!r} is not described by dtype, shape, data_offsets")
         name, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
         if name in _ST_FOREIGN:
-            raise fail(f"holds the tensor {key!r} of dtype {name}, which labkit cannot hold "
-                       f"(NumPy has no such type); convert it before saving, e.g. to F32.")
+            raise fail(f"holds the tensor {key!r} of dtype {name}, which labkit cannot hold; "
+                       f"convert it before saving, e.g. to F32 or BF16.")
         if type(name) is not str or name not in _ST_DTYPES:
             raise bad(f"the tensor {key!r} has the unknown dtype {name!r}")
         if type(shape) is not list or any(type(s) is not int or s < 0 for s in shape):

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..devices import device_of_array, get_device, transfer
 from ..errors import DTypeError, ShapeError
-from .dtypes import as_dtype, float16, float32, get_default_dtype, storage_dtype
+from .dtypes import (as_dtype, default_complex_dtype, float16, float32, get_default_dtype,
+                     storage_dtype)
 from .dispatch import made_from_host
 from .inference import mark as _mark_inference
 from .tensor import Tensor
@@ -44,6 +45,8 @@ def _host_array(data, dtype):
     arr = np.array(data)
     if arr.dtype == np.float64:
         arr = arr.astype(get_default_dtype().np)   # like PyTorch: Python floats -> float32
+    elif arr.dtype == np.complex128:               # and Python complex numbers -> complex64
+        arr = arr.astype(default_complex_dtype().np)
     elif arr.dtype.kind not in "fb" and arr.dtype != np.int64:
         try:
             arr = arr.astype(storage_dtype(arr.dtype), copy=False)
@@ -322,6 +325,9 @@ def triu_indices(row, col, offset=0, *, dtype=None, device=None):
     return _indices("triu_indices", np.triu_indices, row, col, offset, dtype, device)
 
 
+_HELD = "bfloat16, float16/32/64, int8/16/32/64, uint8/16/32/64 and bool"
+
+
 def from_numpy(array):
     """A CPU tensor that shares memory with the NumPy ``array`` (no copy).
 
@@ -333,7 +339,7 @@ def from_numpy(array):
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
     if array.dtype != storage_dtype(array.dtype):
         raise DTypeError(f"from_numpy cannot share memory with a {array.dtype} array (labkit "
-                         f"holds float16/32/64, int8/16/32/64, uint8 and bool); use lk.tensor(array) to copy")
+                         f"holds {_HELD}); use lk.tensor(array) to copy")
     return made_from_host(Tensor._make(array, get_device("cpu:0")))
 
 
@@ -361,8 +367,8 @@ def from_dlpack(obj):
                          f"does not support (CPU and CUDA only); move it to the CPU or a CUDA "
                          f"GPU first")
     if array.dtype.kind not in "fiub" or array.dtype != storage_dtype(array.dtype):
-        raise DTypeError(f"from_dlpack: labkit has no dtype for {array.dtype} (it holds float16/"
-                         f"32/64, int8/16/32/64, uint8 and bool), so it cannot share this memory; convert "
+        raise DTypeError(f"from_dlpack: labkit has no dtype for {array.dtype} (it holds "
+                         f"{_HELD}), so it cannot share this memory; convert "
                          f"the producer first (e.g. x.to(torch.float32)) or copy it with "
                          f"lk.tensor(np.asarray(x))")
     return made_from_host(Tensor._make(array, device_of_array(array)))

@@ -16,8 +16,9 @@ from ..errors import (DeviceError, DTypeError, GradError, LabkitError, NumericsE
                       ShapeError, describe)
 from ..devices import default_device
 from ..devices.transfer import transfer
-from . import dispatch
+from . import dispatch, low_precision
 from .dispatch import Mode
+from .low_precision import LOW as _LOW
 from . import versions
 from .tape import TapeNode
 from .tensor import Tensor
@@ -28,7 +29,7 @@ def _device_mismatch(op, inputs):
     first = next(a._device for a in inputs if isinstance(a, Tensor))
     return DeviceError(
         f"{op.name}: inputs are on different devices ({parts}). All tensor inputs of one op must "
-        f"be on one device: move them first, e.g. t.to('{first}').")
+        f"be on one device: move them first, e.g. t.to('{first.name}').")
 
 
 def device_beside_cpu_scalars(op, inputs):
@@ -115,12 +116,22 @@ def refuse_inference_inputs(op, inputs):
                 f"under lk.no_grad() instead of lk.inference_mode().")
 
 
+def _in_float32(op, device, arrays, inputs, attrs):
+    """``op`` on float16/bfloat16 ``arrays``, computed in float32 and rounded to the dtype its
+    rule gives (``labkit.tensor.low_precision``)."""
+    out_dtype = op.shape(*inputs, **attrs)[1].np
+    if device.type == "gpu":
+        with device.activate():
+            return low_precision.run(op, device.xp, arrays, attrs, out_dtype)
+    return low_precision.run(op, device.xp, arrays, attrs, out_dtype)
+
+
 class EagerMode(Mode):
     """Run each op immediately on its inputs' device."""
 
     def apply(self, op, inputs, attrs):
         device = None
-        needs_grad = False
+        needs_grad = low = False
         arrays = []
         for a in inputs:
             if isinstance(a, Tensor):
@@ -131,10 +142,14 @@ class EagerMode(Mode):
                     device, arrays = _with_cpu_scalars_moved(op, inputs)
                     needs_grad = any(isinstance(t, Tensor) and t._requires_grad
                                      for t in inputs)
+                    low = any(getattr(x, "dtype", None) in _LOW for x in arrays)
                     break
                 if a._requires_grad:
                     needs_grad = True
-                arrays.append(a._data)
+                data = a._data
+                if data is not None and data.dtype in _LOW:   # None: a symbolic tensor
+                    low = True
+                arrays.append(data)
             else:
                 if type(a) in (list, tuple, dict):
                     raise _not_an_input(op, len(arrays), a)
@@ -144,7 +159,9 @@ class EagerMode(Mode):
         if needs_grad and _inference_used:
             refuse_inference_inputs(op, inputs)
         try:
-            if device.type == "gpu":     # launch on the inputs' own GPU, not the current one
+            if low and not op.moves:     # float16/bfloat16 computed in float32, rounded back
+                out = _in_float32(op, device, arrays, inputs, attrs)
+            elif device.type == "gpu":   # launch on the inputs' own GPU, not the current one
                 with device.activate():
                     out = op.kernel(device.xp, *arrays, **attrs)
             else:

@@ -10,13 +10,24 @@ This is the heart of labkit. An op is declared once, in one place:
 - ``vjp(g, out, *inputs, **attrs) -> tuple``: one cotangent per input (None where there is
   none), written in labkit ops, so gradients work eagerly, inside a captured graph, and to any
   order. The engine sums broadcast gradients back to each input's shape and adds fan-in, so a
-  rule returns the plain cotangent;
+  rule returns the plain cotangent. A rule marked ``holomorphic`` (``labkit.tensor.ops.
+  elementwise``) is written for real values and serves complex ones too: the engine gives a
+  complex cotangent PyTorch's gradient ``conj(vjp(conj(g)))``;
 - ``batch(inputs, bdims, **attrs) -> (out, bdim)`` (optional): the batching rule ``lk.vmap`` uses.
   It gets the inputs with their batch dimension still in them and, for each, where that
   dimension is (None for an input that is the same for every example), and computes the whole
   batch at once in labkit ops, returning the output and where its batch dimension is. Rules
   shared by a family of ops (elementwise, reductions) are in ``labkit.tensor.batching``. An op
-  without one still works under vmap, one example at a time (with a warning naming it).
+  without one still works under vmap, one example at a time (with a warning naming it);
+- ``amp`` (optional): the op's precision class under autocast (``lk.autocast``,
+  ``labkit.tensor.autocast``): ``"low"`` (run in the low precision: matmul), ``"float32"``
+  (run in float32: losses, ``prod``), ``"float32_gpu"`` / ``"low_gpu"`` (so under a GPU
+  autocast only, as PyTorch's lists differ: exp, softmax, sum), ``"promote"`` (the widest
+  input's float type), or None (the op runs on what it gets, and mixed inputs promote as
+  usual);
+- ``moves=True`` (optional): the kernel only moves or views values (reshape, indexing, casts),
+  so it takes float16/bfloat16 arrays as they are; every other op computes them in float32
+  and rounds its result back (``labkit.tensor.low_precision``).
 
 Inputs are Tensors or Python scalars; attributes are keyword arguments (hashable values).
 Calling the Op object applies it through the single dispatch function ``bind``.
@@ -43,16 +54,18 @@ class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
     __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "into",
-                 "writes", "vjp_into", "batch", "__weakref__")
+                 "writes", "vjp_into", "batch", "holomorphic", "amp", "moves", "__weakref__")
 
     def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False, into=None,
-                 writes=None, vjp_into=None, batch=None):
+                 writes=None, vjp_into=None, batch=None, amp=None, moves=False):
         if not callable(kernel) or not callable(shape):
             raise TypeError(f"op {name!r}: kernel and shape rule must be callable")
         self.name = name
         self.kernel = kernel
         self.shape = shape
         self.vjp = vjp
+        # a real vjp rule that holds for complex inputs through the conjugate (see ``vjp``)
+        self.holomorphic = getattr(vjp, "holomorphic", False)
         self.doc = doc or kernel.__doc__
         # Ops whose output lives on another device than their inputs (transfers) set this to
         # ``attrs -> Device``; every other op's output stays on its inputs' device.
@@ -73,6 +86,13 @@ class Op:
         self.vjp_into = vjp_into
         # the batching rule (``lk.vmap``), or None: vmap then runs the op once per example
         self.batch = batch.make(self) if isinstance(batch, BatchFamily) else batch
+        if amp not in AMP_CLASSES:
+            raise ValueError(f"op {name!r}: amp={amp!r} is not a precision class; use one of "
+                             f"{AMP_CLASSES}")
+        # the precision class autocast casts the inputs by (labkit.tensor.autocast)
+        self.amp = amp
+        # True: float16/bfloat16 inputs reach the kernel as they are (it only moves values)
+        self.moves = moves or writes is not None
 
     def __call__(self, *inputs, **attrs):
         return dispatch.bind(self, inputs, attrs)
@@ -83,6 +103,10 @@ class Op:
     @property
     def differentiable(self):
         return self.vjp is not None and not getattr(self.vjp, "missing", False)
+
+
+# autocast's precision classes (labkit.tensor.autocast); None: the op is not cast
+AMP_CLASSES = (None, "low", "float32", "low_gpu", "float32_gpu", "promote")
 
 
 class BatchFamily:
@@ -109,7 +133,7 @@ def _missing_vjp(name):
 
 
 def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, writes=None,
-       vjp_into=None, batch=None):
+       vjp_into=None, batch=None, amp=None, moves=False):
     """Decorator declaring a primitive op from its kernel.
 
     ``shape`` is the shape/dtype rule, ``vjp`` the gradient rule. ``vjp=None`` says the op has
@@ -122,7 +146,9 @@ def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, wri
     0 as ``vjp`` gives, added in place into a gradient array the engine owns, so that many
     slices of one tensor (an RNN's time steps) each cost their slice, not a tensor-sized array.
     ``batch`` (optional): the batching rule ``lk.vmap`` uses (see the module's docstring), or a
-    ``BatchFamily`` from ``labkit.tensor.batching``.
+    ``BatchFamily`` from ``labkit.tensor.batching``. ``amp`` (optional): the op's precision
+    class under autocast; ``moves=True``: the kernel takes float16/bfloat16 arrays as they are
+    (see the module's docstring).
     Registered ops are walked by the test suite, so each one needs a test entry. Redeclaring a
     name replaces the earlier op (handy while iterating in a notebook).
     """
@@ -131,7 +157,7 @@ def op(name, *, shape, vjp=_UNSET, register=True, stateful=False, into=None, wri
 
     def declare(kernel):
         o = Op(name, kernel, shape, vjp, stateful=stateful, into=into, writes=writes,
-               vjp_into=vjp_into, batch=batch)
+               vjp_into=vjp_into, batch=batch, amp=amp, moves=moves)
         if register:
             REGISTRY[name] = o
         return o

@@ -7,7 +7,7 @@ symbolic tensors of graph capture; or plain Python scalars) and its attributes, 
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, describe
-from .dtypes import common_np_dtype, from_numpy_dtype, get_default_dtype
+from .dtypes import bfloat16, common_np_dtype, float32, from_numpy_dtype, get_default_dtype
 
 
 def shape_of(x):
@@ -70,25 +70,39 @@ def torch_loop(ufunc, common):
     """``(in_dtypes, out_dtype)``: the NumPy loop of ``ufunc`` that computes as PyTorch does on
     operands whose common dtype (``common_np_dtype``) is ``common``: the loop for ``common``,
     except that an integer or bool computation with a fractional result (``int / int``,
-    ``sin(int)``) runs in the default float dtype. Raises TypeError where NumPy has no loop."""
+    ``sin(int)``) runs in the default float dtype. Raises TypeError where NumPy has no loop.
+    bfloat16 computes in float32's loop, its float32 result read as bfloat16 (ml_dtypes' own
+    loops are partial: its matmul answers in float32)."""
     default = get_default_dtype().np
     key = (ufunc, common, default)
     hit = _LOOPS.get(key)
     if hit is None:
         n = ufunc.nin
-        resolved = ufunc.resolve_dtypes((common,) * n + (None,) * ufunc.nout)
-        if resolved[-1].kind == "f" and common.kind != "f":
-            resolved = ufunc.resolve_dtypes((default,) * n + (None,) * ufunc.nout)
+        resolved = _resolve(ufunc, common)
+        if resolved[-1].kind == "f" and common.kind not in "fc" and common != _BF16:
+            resolved = _resolve(ufunc, default)
         hit = _LOOPS[key] = (tuple(resolved[:n]), resolved[-1])
     return hit
 
 
-def call_ufunc(fn, ufunc, inputs, no_bool=False):
+_BF16, _F32 = bfloat16.np, float32.np
+
+
+def _resolve(ufunc, dtype):
+    """NumPy's loop of ``ufunc`` for operands of ``dtype`` (bfloat16: float32's, giving
+    bfloat16 where it gives float32)."""
+    if dtype != _BF16:
+        return ufunc.resolve_dtypes((dtype,) * ufunc.nin + (None,) * ufunc.nout)
+    loop = ufunc.resolve_dtypes((_F32,) * ufunc.nin + (None,) * ufunc.nout)
+    return loop[:ufunc.nin] + tuple(_BF16 if d == _F32 else d for d in loop[ufunc.nin:])
+
+
+def call_ufunc(fn, ufunc, inputs, refuse=""):
     """``fn(*inputs)`` (``fn``: the array module's version of the NumPy ufunc ``ufunc``) with the
     result dtype PyTorch gives (see ``labkit.tensor.dtypes``): array operands of another dtype
     than the loop's are cast to it first; Python numbers stay as they are. Same-dtype float
-    operands (the usual case) go straight to ``fn``. ``no_bool``: raise TypeError for bool
-    operands (the op's shape rule then explains why)."""
+    operands (the usual case) go straight to ``fn``. ``refuse``: NumPy kinds ("b" bool, "c"
+    complex) to raise TypeError for (the op's shape rule then explains why)."""
     d = None
     for x in inputs:
         xd = getattr(x, "dtype", None)
@@ -105,9 +119,10 @@ def call_ufunc(fn, ufunc, inputs, no_bool=False):
     else:
         if d is not None:
             return fn(*inputs)
-    if no_bool and any(isinstance(x, bool) or getattr(x, "dtype", None) == np.bool_
-                       for x in inputs):
-        raise TypeError("bool operand")
+    if refuse and any(getattr(x, "dtype", None) is not None and x.dtype.kind in refuse or
+                      "b" in refuse and isinstance(x, bool) or
+                      "c" in refuse and isinstance(x, complex) for x in inputs):
+        raise TypeError(f"{ufunc.__name__}: refused operand kind")
     loop, want = torch_loop(ufunc, common_np_dtype(inputs))
     out = fn(*[x.astype(t) if getattr(x, "dtype", t) != t else x for x, t in zip(inputs, loop)])
     return out if out.dtype == want else out.astype(want)      # Python numbers alone
@@ -146,6 +161,15 @@ def elementwise(ufunc, name=None):
     def rule(*inputs):
         return broadcast_shapes(name, *inputs), ufunc_dtype(name, ufunc, *inputs)
     return rule
+
+
+def refuse_complex(opname, x):
+    """DTypeError for a complex ``x`` where ``opname`` orders values: complex numbers have no
+    order, and PyTorch refuses them there too (its kernel checks the dtype kind itself)."""
+    if getattr(getattr(x, "dtype", None), "is_complex", False):
+        raise DTypeError(f"{opname} is not defined for complex tensors, as in PyTorch (complex "
+                         f"numbers have no order); got {describe(x)}. Order by x.abs() or "
+                         f"x.real instead.")
 
 
 def same_as_first(x, *rest, **attrs):

@@ -15,10 +15,13 @@ import sys
 
 import numpy as np
 
+from .. import display
+from ..devices import device_of_array, get_device
 from ..errors import DeviceError, DTypeError, GradError, ShapeError
-from ..devices import get_device
 from . import dispatch
-from .dtypes import from_numpy_dtype
+from .dtypes import DType, from_numpy_dtype
+from .format import format_tensor
+from .versions import counter_of
 
 
 class Tensor:
@@ -97,15 +100,16 @@ class Tensor:
     @requires_grad.setter
     def requires_grad(self, flag):
         flag = bool(flag)
-        if flag and not self.dtype.is_floating:
+        if flag and not self.dtype.is_differentiable:
             raise DTypeError(
-                f"requires_grad=True needs a floating-point tensor, but this one is {self.dtype} "
-                f"(shape {self.shape}, on {self._device}). Only float16/32/64 tensors have "
-                f"gradients: convert first, e.g. x.float().requires_grad_()")
+                f"requires_grad=True needs a floating-point or complex tensor, but this one is "
+                f"{self.dtype} (shape {self.shape}, on {self._device.name}). Only float16/32/64 and "
+                f"complex64/128 tensors have gradients: convert first, e.g. "
+                f"x.float().requires_grad_()")
         if flag and getattr(self, "_inference", False) and not dispatch._state.inference:
             raise GradError(
                 f"requires_grad=True on an inference tensor (made inside lk.inference_mode(); "
-                f"shape {self.shape}, {self.dtype}, on {self._device}) is not allowed outside "
+                f"shape {self.shape}, {self.dtype}, on {self._device.name}) is not allowed outside "
                 f"inference mode: it could never be saved for backward. Make a normal tensor "
                 f"first, x = x.clone().requires_grad_(), or create it under lk.no_grad() "
                 f"instead of lk.inference_mode().")
@@ -141,7 +145,7 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         if self._device.type != "cpu":
             raise DeviceError(
-                f"np.asarray() of a tensor on {self._device}: NumPy reads host memory only. "
+                f"np.asarray() of a tensor on {self._device.name}: NumPy reads host memory only. "
                 f"Call t.numpy() (copies to the host) or t.to('cpu') first.")
         if dispatch._state.watch is not None:
             dispatch.read_to_host(self, "np.asarray()", sys._getframe(1))
@@ -178,8 +182,10 @@ class Tensor:
         return int(self.item())
 
     def __format__(self, spec):
-        """``f"{loss:.4f}"`` formats a one-element tensor's value, as PyTorch does."""
-        if spec and self._data is not None and self._data.size == 1:
+        """As PyTorch: a 0-d tensor formats as its value (``f"{lk.tensor(83.)}"`` is ``83.0``,
+        ``f"{loss:.4f}"``); another tensor as its text (a one-element one takes a number's
+        format spec too)."""
+        if self._data is not None and (self._data.ndim == 0 or spec and self._data.size == 1):
             return format(self.item(), spec)
         return format(repr(self), spec)
 
@@ -194,8 +200,7 @@ class Tensor:
         """This tensor on ``device`` and/or as ``dtype``; differentiable; no copy if unchanged
         (unless ``copy=True``). PyTorch's forms: ``x.to("cpu")``, ``x.to(lk.float64)``,
         ``x.to("cpu", lk.float64)``, ``x.to(other)`` (other's device and dtype)."""
-        from .dtypes import DType
-        from .ops.elementwise import cast, clone, to_device
+        from .ops.elementwise import clone, converted, to_device
         for a in args:
             if isinstance(a, Tensor):
                 device, dtype = a.device, a.dtype
@@ -205,7 +210,7 @@ class Tensor:
                 device = a
         out = self
         if dtype is not None:
-            out = cast(out, dtype=dtype)
+            out = converted(out, dtype)
         if device is not None:
             out = to_device(out, device=get_device(device).name)
         # (a cast or move that changes nothing returns a tensor sharing self's memory)
@@ -216,7 +221,6 @@ class Tensor:
 
     def detach(self):
         """The same values (shared memory) with no history and ``requires_grad=False``."""
-        from .versions import counter_of
         t = Tensor._make(self._data, self._device)
         t._version = counter_of(self)     # a write through either is a write to both
         if getattr(self, "_inference", False):
@@ -239,12 +243,10 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __repr__(self):
-        from .format import format_tensor
         return format_tensor(self)
 
-    def _repr_html_(self):        # notebook display; viz is imported only when shown
-        from ..viz.html import tensor_html
-        return tensor_html(self)
+    def _repr_html_(self):        # notebook display: lk.viz.tensor_html(self)
+        return display.drawing("tensor", self)
 
     def __iter__(self):
         if self._data.ndim == 0:
@@ -263,6 +265,5 @@ class Tensor:
 def wrap(array, device=None):
     """A Tensor around an existing backend array (no copy); internal helper for kernels' users."""
     if device is None:
-        from ..devices import device_of_array
         device = device_of_array(array)
     return Tensor._make(array, device)

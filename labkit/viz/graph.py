@@ -80,7 +80,7 @@ def type_text(node):
 
 def _device_name(node):
     d = getattr(node, "device", None)
-    return None if d is None else getattr(d, "name", str(d))
+    return None if d is None else getattr(d, "name", None) or str(d)
 
 
 def _op_name(node):

@@ -31,7 +31,7 @@ def tensor_html(t):
     """A small table: shape, dtype, device, gradient information and the first few values."""
     shape = tuple(t.shape)
     rows = [_row("shape", f"({', '.join(str(s) for s in shape)}{',' if len(shape) == 1 else ''})"),
-            _row("dtype", t.dtype.name), _row("device", t.device)]
+            _row("dtype", t.dtype.name), _row("device", t.device.name)]
     node = getattr(t, "_gnode", None)
     if node is not None:    # a symbolic tensor: it has no values yet
         rows.append(_row("node", f"%{node.index} {node.name} ({node.op_name}) of graph "

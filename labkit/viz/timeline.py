@@ -58,8 +58,9 @@ _PHASE_KIND = {"ps.pull": "pull / push", "ps.push": "pull / push", "ps.compute":
 # A primitive's kind is that of the module of labkit/tensor/ops that declares its kernel...
 _MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "einsum": "matmul / conv",
                 "quantized": "matmul / conv",
-                "decompositions": "matmul / conv",
+                "decompositions": "matmul / conv", "fft": "matmul / conv",
                 "elementwise": "elementwise", "elementwise_math": "elementwise",
+                "complex": "elementwise",
                 "bitwise": "elementwise", "nn_kernels": "elementwise", "composite": "elementwise",
                 "recurrent": "elementwise",
                 "reduce": "reduction", "statistics": "reduction", "scan": "reduction",
@@ -67,7 +68,7 @@ _MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "einsum": "m
                 "loss": "reduction",
                 "shape": "shape / index", "index": "shape / index", "layout": "shape / index",
                 "scatter": "shape / index", "sorting": "shape / index",
-                "state": "state"}
+                "state": "state", "checks": "state"}
 # ... but for the ops of a module that holds more than one kind.
 _OP_KIND = {"layer_norm": "reduction", "layer_norm_backward": "reduction",
             "batch_norm": "reduction", "batch_norm_backward": "reduction",

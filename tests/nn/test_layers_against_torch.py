@@ -47,8 +47,9 @@ def test_activations_keep_nan_and_accept_inplace():
         theirs = getattr(TF, name)(torch.tensor(x), *args).numpy()
         np.testing.assert_array_equal(np.isnan(ours), np.isnan(theirs), err_msg=name)
     x = lk.tensor([-1.0, 2.0])
-    assert F.relu(x, inplace=True).tolist() == [0.0, 2.0]
-    assert F.leaky_relu(x, 0.5, True).tolist() == [-0.5, 2.0]
+    assert F.relu(x, inplace=True) is x and x.tolist() == [0.0, 2.0]   # written in place
+    x = lk.tensor([-1.0, 2.0])
+    assert F.leaky_relu(x, 0.5, True) is x and x.tolist() == [-0.5, 2.0]
 
 
 def test_softmax_family_prelu_glu():

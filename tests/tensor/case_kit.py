@@ -174,7 +174,10 @@ REDUCE_EDGES = [dict(shape=(), dim=None, keepdim=False), dict(shape=(), dim=0, k
 def _to_torch(a):
     import torch
     if isinstance(a, np.ndarray):
-        return torch.from_numpy(a.copy())          # C order, 0-d kept
+        # C order, 0-d kept; an empty array's strides as PyTorch makes them (NumPy's are 0,
+        # which view_as_complex refuses)
+        t = torch.from_numpy(a.copy())
+        return t.clone(memory_format=torch.contiguous_format) if a.size == 0 else t
     if isinstance(a, (list, tuple)) and a and all(isinstance(x, np.ndarray) for x in a):
         return type(a)(_to_torch(x) for x in a)
     return a
@@ -214,16 +217,16 @@ def torch_gradients(fn, args, positions, cotangent, kwargs):
         return [np.zeros(args[p].shape, args[p].dtype) for p in positions]
     try:
         grads = torch.autograd.grad(out, [targs[p] for p in positions],
-                                    torch.from_numpy(np.asarray(cotangent,
-                                                                out.detach().numpy().dtype)
-                                                     .reshape(out.shape)),
+                                    _to_torch(np.asarray(cotangent, out.detach().numpy().dtype)
+                                              .reshape(out.shape)),
                                     allow_unused=True)
     except RuntimeError as exc:        # older PyTorch releases lack some (aminmax before 2.13)
         if "is not implemented" not in str(exc):
             raise
         pytest.skip(f"PyTorch {torch.__version__} has no gradient to compare with: {exc}")
-    return [np.zeros(args[p].shape, args[p].dtype) if g is None else g.detach().numpy()
-            for p, g in zip(positions, grads)]
+    # (a gradient through a conjugate may carry PyTorch's lazy negation bit)
+    return [np.zeros(args[p].shape, args[p].dtype) if g is None else
+            g.detach().resolve_conj().resolve_neg().numpy() for p, g in zip(positions, grads)]
 
 
 # ---- errors ------------------------------------------------------------------------------------

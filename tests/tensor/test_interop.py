@@ -4,7 +4,8 @@ import pytest
 
 import labkit as lk
 
-DTYPES = ["float16", "float32", "float64", "int32", "int64", "bool_"]
+DTYPES = ["float16", "float32", "float64", "int32", "int64", "uint16", "uint32", "uint64",
+          "bool_"]
 
 
 def _values(dtype, n=4):
@@ -68,8 +69,8 @@ def test_from_numpy_shares_memory_both_ways(dtype):
 def test_from_numpy_errors():
     with pytest.raises(TypeError, match="numpy.ndarray"):
         lk.from_numpy([1, 2])
-    with pytest.raises(lk.DTypeError, match=r"uint16.*lk.tensor\(array\)"):
-        lk.from_numpy(np.zeros(2, np.uint16))
+    with pytest.raises(lk.DTypeError, match=r"longdouble|float128.*lk.tensor\(array\)"):
+        lk.from_numpy(np.zeros(2, np.longdouble))
 
 
 def test_from_numpy_views_and_results_of_ops():
@@ -111,9 +112,7 @@ def test_dlpack_round_trip_keeps_strides_and_shape():
 
 
 def test_from_dlpack_errors():
-    with pytest.raises(lk.DTypeError, match=r"from_dlpack: labkit has no dtype for uint16"):
-        lk.from_dlpack(np.zeros(3, np.uint16))
-    with pytest.raises(lk.DTypeError, match="complex64"):
+    with pytest.raises(lk.DTypeError, match="from_dlpack: labkit has no dtype for complex64"):
         lk.from_dlpack(np.zeros(3, np.complex64))
     with pytest.raises(TypeError, match="DLPack"):
         lk.from_dlpack([1.0, 2.0])
@@ -152,8 +151,8 @@ def test_torch_interop_gradients_and_errors():
     w = lk.from_dlpack(torch.ones(3)).requires_grad_()   # shared memory can still be a leaf
     (w * w).sum().backward()
     assert w.grad.tolist() == [2.0, 2.0, 2.0]
-    with pytest.raises(lk.DTypeError, match="uint16"):
-        lk.from_dlpack(torch.zeros(2, dtype=torch.uint16))
+    with pytest.raises(lk.DTypeError, match="complex64"):
+        lk.from_dlpack(torch.zeros(2, dtype=torch.complex64))
 
 
 # ---- CuPy (GPU only) -----------------------------------------------------------------------

@@ -35,6 +35,9 @@ from labkit.tensor.op import REGISTRY
 from labkit.tensor.shape_rules import same_as_first
 
 from .case_kit import assert_clear_error, assert_vmap_refusal, torch_gradients
+from .cases import complex as _complex_cases
+from .cases import fft as _fft_cases
+from .cases import linalg as _linalg_cases
 from .op_cases import ALL_CASES, COMPOSITE_CASES, COMPOSITE_NAMES, PRIMITIVE_CASES, \
     sample_strategy
 
@@ -192,8 +195,8 @@ def check_second_order(case, sample, device):
         assert lk.gradcheck(h, [args[p] for p in pos] + [u], **case.grad_kw)
 
 
-def check_float32_gradients(case, sample, device):
-    args = [_to_lk(a, device, np.float32) for a in sample.args]
+def check_float32_gradients(case, sample, device, dtype=np.float32):
+    args = [_to_lk(a, device, dtype) for a in sample.args]
     pos = _grad_positions(sample)
     xs = [args[p].requires_grad_() for p in pos]
     with np.errstate(all="ignore"):
@@ -509,6 +512,73 @@ def test_gradients_random(case, device, data):
     check_gradients(case, _drawn(case, data), device)
 
 
+# ---- float16 and bfloat16: every op computes in float32 and rounds its result back ---------
+def _half(a, low):
+    return a.astype(low) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
+
+
+# cases whose float32 result need not come back in the half type: a float32 0-d tensor added
+# (to_device), and float32 only as in PyTorch (dynamic quantization)
+NOT_HALF = {"to_device", "quantized_linear_dynamic"}
+# linear algebra refuses half precision, as PyTorch's does on a CPU ("Low precision dtypes not
+# supported")
+LINALG = {c.name for c in _linalg_cases.INVERSES + _linalg_cases.DECOMPOSITIONS +
+          _linalg_cases.NORMS + _linalg_cases.PRODUCTS}
+# complex values have no half type here (PyTorch's complex32 has no NumPy dtype): these cases
+# make their complex inputs from float parts, which a half pass cannot lower
+COMPLEX = {c.name for c in _complex_cases.PRIMITIVE_CASES + _complex_cases.COMPOSITE_CASES +
+           _fft_cases.PRIMITIVE_CASES + _fft_cases.COMPOSITE_CASES}
+
+
+def check_low_precision(case, sample, device, dtype):
+    """The case on half-precision inputs: every op's rule agrees with its kernel (result dtypes
+    included), a float32 result comes back in the half type, and its values are the float32
+    ones on the same (rounded) inputs to the half type's precision."""
+    low = lk.as_dtype(dtype).np
+    halves = [_half(a, low) for a in sample.args]
+    args = [lk.tensor(a, device=device) if isinstance(a, np.ndarray) else a for a in halves]
+    ref_args = [lk.tensor(_as_float(a, np.float32) if isinstance(a, np.ndarray) and
+                          a.dtype == low else a, device=device)
+                if isinstance(a, np.ndarray) else a for a in halves]
+    mode = RuleCheckingMode()
+    where = f"{case.name} {sample} ({dtype})"
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            with dispatch.push_mode(mode):
+                out = _combine(case.fn(*args, **sample.kwargs))
+        except lk.DTypeError as e:
+            assert case.name in LINALG and "float32 or float64" in str(e), f"{where}: {e}"
+            return
+        ref = _combine(case.fn(*ref_args, **sample.kwargs))
+    want = low if ref.dtype is lk.float32 else ref.dtype.np
+    assert case.name in NOT_HALF or out.dtype.np == want and out.shape == ref.shape, \
+        f"{where}: {lk.errors.describe(out)}, expected {np.dtype(want)} {ref.shape}"
+    got, expected = out.numpy().astype(np.float64), ref.numpy().astype(np.float64)
+    if ref.dtype.is_floating:
+        # where float32's value is beyond the half type's range, the half result is +-inf
+        big = np.abs(expected) > float(lk.finfo(lk.as_dtype(dtype)).max) / 2
+        got, expected = got[~big], expected[~big]
+        scale = max(1.0, float(np.nanmax(np.abs(expected), initial=0.0)))
+        np.testing.assert_allclose(got, expected, rtol=0.05, atol=0.05 * scale, equal_nan=True,
+                                   err_msg=where)
+    else:
+        np.testing.assert_array_equal(got, expected, err_msg=where)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", ALL_CASES, ids=ids)
+def test_low_precision_edges(case, dtype, device):
+    if dtype == "bfloat16" and not device.startswith("cpu"):
+        pytest.skip("CuPy has no bfloat16")
+    if case.name in COMPLEX:
+        pytest.skip("complex values have no half-precision type")
+    for sample in _edge_samples(case):
+        check_low_precision(case, sample, device, dtype)
+        if case.differentiable and case.name not in LINALG | NOT_HALF:   # in the input's dtype
+            check_float32_gradients(case, sample, device, lk.as_dtype(dtype).np)
+
+
 @pytest.mark.parametrize("case", AGAINST_TORCH, ids=ids)
 def test_gradients_against_torch_edges(case, device):
     for sample in _edge_samples(case):
@@ -536,7 +606,8 @@ def test_second_order_random(case, device, data):
 
 
 # ---- dtype promotion of elementwise ops: PyTorch's rules, PyTorch as the oracle ----------------
-DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_"]
+DTYPES = ["bfloat16", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+          "bool_", "complex64", "complex128"]
 UNARY = {"neg": "neg", "exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "abs", "sign": "sign",
          "tanh": "tanh", "sigmoid": "sigmoid", "relu": "relu", "logical_not": "logical_not"}
 BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "truediv", "pow": "pow",
@@ -549,18 +620,49 @@ def _values(dtype, shape=(2,)):
     return np.full(shape, 2 if dtype != "bool_" else True, dtype=lk.as_dtype(dtype).np)
 
 
+def _dtypes(device):
+    """The dtypes to check on ``device`` (CuPy has no bfloat16)."""
+    return DTYPES if device.startswith("cpu") else [d for d in DTYPES if d != "bfloat16"]
+
+
+def _to_torch(a):
+    """A NumPy array (or a number) as PyTorch's (bfloat16 through float32: torch.from_numpy
+    does not take ml_dtypes' arrays)."""
+    import torch
+    if not isinstance(a, np.ndarray):
+        return a
+    if a.dtype == lk.bfloat16.np:
+        return torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16)
+    return torch.from_numpy(a.copy())
+
+
+def _from_torch(t):
+    import torch
+    if t.dtype == torch.bfloat16:
+        return t.float().numpy().astype(lk.bfloat16.np)
+    return t.numpy()
+
+
 def _torch_result(name, args):
     """PyTorch's result of ``torch.<name>(*args)`` (or of the operator ``name``, such as
     ``truediv``) with NumPy arrays as tensors, as a NumPy array; None where PyTorch refuses."""
     import operator
 
     import torch
-    targs = [torch.from_numpy(a.copy()) if isinstance(a, np.ndarray) else a for a in args]
+    targs = [_to_torch(a) for a in args]
     fn = getattr(operator, name, None) or getattr(torch, name)
     try:
-        return fn(*targs).numpy()
-    except (RuntimeError, TypeError):
-        return None
+        out = fn(*targs)
+    except (RuntimeError, TypeError) as exc:
+        if "ComplexHalf" not in str(exc):
+            return None
+        # float16 with a complex number is complex32 in PyTorch, which NumPy lacks and many
+        # PyTorch kernels too: labkit computes it in complex64, as PyTorch does from float32
+        return _torch_result(name, [a.astype(np.float32) if getattr(a, "dtype", None) ==
+                                    np.float16 else a for a in args])
+    if out.dtype == torch.complex32:
+        out = out.to(torch.complex64)
+    return _from_torch(out)
 
 
 def _check_dtype(name, fn, torch_name, np_args, lk_args):
@@ -575,8 +677,9 @@ def _check_dtype(name, fn, torch_name, np_args, lk_args):
         out = fn(*lk_args)
     assert out.dtype.np == expected.dtype, \
         f"{what}: labkit gives {out.dtype}, PyTorch {expected.dtype}"
-    np.testing.assert_allclose(out.numpy().astype(np.float64), expected.astype(np.float64),
-                               rtol=1e-3, err_msg=what)
+    wide = np.complex128 if expected.dtype.kind == "c" else np.float64
+    np.testing.assert_allclose(out.numpy().astype(wide), expected.astype(wide), rtol=1e-3,
+                               err_msg=what)
 
 
 def _kind(a):
@@ -587,7 +690,7 @@ def _kind(a):
 
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_unary_result_dtypes(name, device):
-    for d in DTYPES:
+    for d in _dtypes(device):
         x = _values(d)
         _check_dtype(name, getattr(lk, name), UNARY[name], [x], [lk.tensor(x, device=device)])
 
@@ -596,14 +699,14 @@ def test_unary_result_dtypes(name, device):
 def test_binary_result_dtypes(name, device):
     """Every pair of dtypes, as tensors with dimensions and as 0-d tensors, and with Python
     numbers on either side."""
-    for da, db in itertools.product(DTYPES, repeat=2):
+    for da, db in itertools.product(_dtypes(device), repeat=2):
         for shape_b in ((3, 1), ()):
             a, b = _values(da), _values(db, shape_b)
             _check_dtype(name, getattr(lk, name), BINARY[name], [a, b],
                          [lk.tensor(a, device=device), lk.tensor(b, device=device)])
     if name not in OPERATORS:
         return                           # PyTorch's maximum/minimum take tensors only
-    for d, scalar in itertools.product(DTYPES, (2, 2.0, True)):
+    for d, scalar in itertools.product(_dtypes(device), (2, 2.0, True, 2 + 1j)):
         a = _values(d)
         if name == "pow" and d == "bool_" and scalar is True:
             continue     # PyTorch takes bool_tensor ** True alone of bool powers; labkit none
@@ -633,15 +736,16 @@ def test_default_dtype_sets_what_python_floats_and_int_division_give(device):
 def test_where_and_concat_result_dtypes(device):
     import torch
     cond = np.array([True, False])
-    for da, db in itertools.product(DTYPES, repeat=2):
+    for da, db in itertools.product(_dtypes(device), repeat=2):
         a, b = _values(da), _values(db)
         ta, tb = lk.tensor(a, device=device), lk.tensor(b, device=device)
         tc = lk.tensor(cond, device=device)
-        t = [torch.from_numpy(v.copy()) for v in (cond, a, b)]
+        t = [_to_torch(v) for v in (cond, a, b)]
         with dispatch.push_mode(RuleCheckingMode()):
-            assert lk.where(tc, ta, tb).dtype.np == torch.where(*t).numpy().dtype
-            assert lk.concat(ta, tb).dtype.np == torch.cat(t[1:]).numpy().dtype
-            assert lk.where(tc, ta, 1.5).dtype.np == torch.where(t[0], t[1], 1.5).numpy().dtype
+            assert lk.where(tc, ta, tb).dtype.np == _from_torch(torch.where(*t)).dtype
+            assert lk.concat(ta, tb).dtype.np == _from_torch(torch.cat(t[1:])).dtype
+            assert lk.where(tc, ta, 1.5).dtype.np == \
+                _from_torch(torch.where(t[0], t[1], 1.5)).dtype
 
 
 def test_operators_match_ops(device):

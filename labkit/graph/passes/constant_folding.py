@@ -13,7 +13,8 @@ An op whose value is not a function of its inputs (random numbers) must be decla
 """
 import numpy as np
 
-from ..ir import CONSTANT, Node
+from ...tensor import low_precision
+from ..node import CONSTANT, Node
 from .base import Rewriter, graph_pass, has_side_effects, output_indices
 
 MAX_FOLDED_BYTES = 1 << 20
@@ -23,7 +24,7 @@ def _fold(node, values):
     xp = node.device.xp
     args = [values[a.index] if isinstance(a, Node) else a for a in node.inputs]
     with np.errstate(all="ignore"):
-        out = node.op.kernel(xp, *args, **node.attrs)
+        out = low_precision.call(node.op, xp, args, node.attrs, node.dtype.np)
     out = xp.asarray(out)
     if out.dtype != node.dtype.np:
         out = out.astype(node.dtype.np)

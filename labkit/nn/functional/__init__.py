@@ -11,7 +11,7 @@ distances, convolution and pooling, normalisation, dropout, embeddings...), all 
 >>> loss.backward(); logits.grad.shape
 (2, 3)
 """
-from ...tensor.public.indexing import one_hot
+from ...tensor.public.index import one_hot
 from ...tensor.public.layout import pad
 from .activation import (celu, elu, gelu, glu, hardshrink, hardsigmoid, hardswish, hardtanh,
                          leaky_relu, log_softmax, logsigmoid, mish, prelu, relu, relu6, selu,
@@ -31,6 +31,7 @@ from .normalization import (batch_norm, group_norm, instance_norm, layer_norm, n
                             rms_norm)
 from .pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,
                       adaptive_max_pool2d, avg_pool1d, avg_pool2d, max_pool1d, max_pool2d)
+from .pixelshuffle import pixel_shuffle, pixel_unshuffle
 from .sparse import embedding, embedding_bag
 from .upsampling import interpolate, upsample
 
@@ -44,7 +45,7 @@ __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "fold",
     "unfold", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
     "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
-    "upsample", "pad",
+    "upsample", "pad", "pixel_shuffle", "pixel_unshuffle",
     # normalisation, dropout, lookups, distances
     "batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm", "normalize",
     "dropout", "dropout1d", "dropout2d", "alpha_dropout", "feature_alpha_dropout", "embedding",

@@ -4,8 +4,8 @@ is ``alpha``, of ``hardswish`` at -3 is -0.5...). Piecewise functions are ``wher
 pieces, each piece fed only the inputs where it is taken, so an overflow in the branch not
 taken cannot turn a gradient into NaN.
 
-``inplace=True`` is accepted and computes out of place: the result is returned (use it, as
-``x = F.relu(x, inplace=True)`` does); the input is left unchanged.
+``inplace=True`` writes the result into the input and returns it, as PyTorch does (with the
+checks of every in-place op: ``labkit.tensor.public.inplace``).
 
 >>> import labkit as lk
 >>> import labkit.nn.functional as F
@@ -15,6 +15,7 @@ taken cannot turn a gradient into NaN.
 import warnings
 
 from ...errors import ShapeError, describe
+from ...tensor.autocast import precision
 from ...tensor.dtypes import as_dtype
 from ...tensor.ops.composite import split
 from ...tensor.ops.elementwise import abs, add, cast, div, exp, ge, gt, le, logical_and, lt, mul
@@ -26,11 +27,13 @@ from ...tensor.ops.nn_kernels import leaky_relu as _leaky_relu
 from ...tensor.ops.shape import reshape
 from ...tensor.ops.softmax import log_softmax as _log_softmax
 from ...tensor.ops.softmax import softmax as _softmax
+from ...tensor.public.inplace import inplace_flag
 
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@inplace_flag
 def relu(input, inplace=False):
     """``max(x, 0)``; gradient 0 at 0.
 
@@ -46,6 +49,7 @@ def _below(x, threshold):
     return where(gt(x, threshold), threshold, x)
 
 
+@inplace_flag
 def threshold(input, threshold, value, inplace=False):
     """``x`` where ``x > threshold``, else ``value``.
 
@@ -56,6 +60,7 @@ def threshold(input, threshold, value, inplace=False):
     return where(le(input, threshold), value, input)
 
 
+@inplace_flag
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """``x`` for ``x > 0``, else ``negative_slope * x``.
 
@@ -74,6 +79,7 @@ def _elu(x, alpha, scale, input_scale):
     return where(gt(x, 0), pos, neg_part)
 
 
+@inplace_flag
 def elu(input, alpha=1.0, inplace=False):
     """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``.
 
@@ -84,6 +90,7 @@ def elu(input, alpha=1.0, inplace=False):
     return _elu(input, alpha, 1.0, 1.0)
 
 
+@inplace_flag
 def selu(input, inplace=False):
     """``scale * elu(x, alpha)`` with the self-normalising constants (alpha 1.6733, scale
     1.0507).
@@ -95,6 +102,7 @@ def selu(input, inplace=False):
     return _elu(input, SELU_ALPHA, SELU_SCALE, 1.0)
 
 
+@inplace_flag
 def celu(input, alpha=1.0, inplace=False):
     """``x`` for ``x > 0``, else ``alpha * (exp(x / alpha) - 1)``.
 
@@ -118,6 +126,7 @@ def gelu(input, approximate="none"):
     return _gelu(input, approximate=approximate)
 
 
+@inplace_flag
 def silu(input, inplace=False):
     """``x * sigmoid(x)`` (also called swish).
 
@@ -128,6 +137,7 @@ def silu(input, inplace=False):
     return mul(input, _sigmoid(input))
 
 
+@precision("float32_gpu")
 def softplus(input, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``.
 
@@ -141,6 +151,7 @@ def softplus(input, beta=1.0, threshold=20.0):
     return where(linear, input, div(soft, beta) if beta != 1 else soft)
 
 
+@inplace_flag
 def mish(input, inplace=False):
     """``x * tanh(softplus(x))``.
 
@@ -161,6 +172,7 @@ def softsign(input):
     return div(input, add(abs(input), 1.0))
 
 
+@inplace_flag
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """``x`` clipped to ``[min_val, max_val]``; the gradient is 0 at the bounds and outside.
 
@@ -173,6 +185,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     return where(le(input, min_val), min_val, where(ge(input, max_val), max_val, input))
 
 
+@inplace_flag
 def relu6(input, inplace=False):
     """``min(max(x, 0), 6)``.
 
@@ -183,6 +196,7 @@ def relu6(input, inplace=False):
     return hardtanh(input, 0.0, 6.0)
 
 
+@inplace_flag
 def hardsigmoid(input, inplace=False):
     """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, linear between.
 
@@ -193,6 +207,7 @@ def hardsigmoid(input, inplace=False):
     return div(hardtanh(add(input, 3.0), 0.0, 6.0), 6.0)
 
 
+@inplace_flag
 def hardswish(input, inplace=False):
     """``x * relu6(x + 3) / 6``; its gradient is ``x / 3 + 1/2`` strictly between -3 and 3,
     0 below and 1 above (PyTorch's).
@@ -266,6 +281,7 @@ def glu(input, dim=-1):
     return mul(a, _sigmoid(b))
 
 
+@precision("low")
 def prelu(input, weight):
     """``x`` for ``x > 0``, else ``weight * x``; ``weight`` holds one slope or one per channel
     (dimension 1 of the input, or 0 for a 1-d input).

@@ -11,6 +11,7 @@ import math
 import warnings
 
 from ...errors import DTypeError, ShapeError, describe
+from ...tensor.autocast import precision
 from ...tensor.creation import full, zeros
 from ...tensor.ops.composite import mean, unsqueeze
 from ...tensor.ops.elementwise import (add, cast, eq, logical_and, logical_not, logical_or, mul,
@@ -111,6 +112,7 @@ def attend(q, k, v, mask, dropout_p, scale, safe):
     return matmul(weights, v), weights
 
 
+@precision("low")
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """``softmax(query @ key^T * scale + mask) @ value`` over the last two dimensions, as

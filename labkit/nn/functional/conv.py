@@ -14,6 +14,7 @@ the 2-d ones on a height-1 image. An unbatched input (no N dimension) is accepte
 (1, 3, 9, 9)
 """
 from ...errors import ShapeError, describe
+from ...tensor.autocast import precision
 from ...tensor.ops.composite import squeeze, unsqueeze
 from ...tensor.ops.conv import conv2d as _conv2d
 from ...tensor.ops.conv import fold as fold_
@@ -49,6 +50,7 @@ def one(v, name):
     return int(v)
 
 
+@precision("low")
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-d convolution of (N, C, H, W) (or (C, H, W)) ``input`` with ``weight``
     (O, C / groups, kh, kw); ``padding`` an int, a pair, ``'valid'`` or ``'same'``.
@@ -61,6 +63,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                    input, 2, "conv2d")
 
 
+@precision("low")
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-d convolution of (N, C, L) (or (C, L)) ``input`` with ``weight`` (O, C / groups, k).
 
@@ -80,6 +83,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return batched(run, input, 1, "conv1d")
 
 
+@precision("low")
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1):
     """Transposed 2-d convolution (the gradient of ``conv2d`` with respect to its input) of
@@ -140,6 +144,7 @@ def _conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, 
     return out
 
 
+@precision("low")
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1):
     """Transposed 1-d convolution of (N, C_in, L) ``input`` with ``weight``

@@ -8,6 +8,7 @@ losses that compare embeddings use them; ``F.normalize`` is in normalization.py)
 (0.96, 1.4142)
 """
 from ...errors import ShapeError, describe
+from ...tensor.autocast import precision
 from ...tensor.ops.elementwise import add, div, mul, stop_gradient, sub
 from ...tensor.ops.elementwise_math import clamp_min
 from ...tensor.ops.norm import vector_norm
@@ -36,6 +37,7 @@ def _floor(x, eps):
     return add(x, stop_gradient(sub(clamp_min(x, eps), x)))
 
 
+@precision("float32_gpu")
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """``sum(x1 / |x1| * x2 / |x2|)`` over ``dim`` (inputs broadcast; each norm at least ``eps``).
 

@@ -11,11 +11,13 @@ same one eager code draws from the same seed.
 (2, 3, 4, 4)
 """
 import math
+import warnings
 
 from ...errors import ShapeError, describe
 from ...tensor import random as _random
 from ...tensor.dtypes import float64
 from ...tensor.ops.elementwise import add, cast, ge, mul
+from ...tensor.public.inplace import inplace_flag
 
 SELU_ALPHA_SCALED = 1.7580993408473766      # SELU's alpha times its scale: -(its lower bound)
 
@@ -33,6 +35,7 @@ def keep_mask(x, p, shape=None, divide_by=1.0):
     return keep if divide_by == 1.0 else mul(keep, 1.0 / divide_by)
 
 
+@inplace_flag
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``; identity
     when ``training`` is False.
@@ -65,6 +68,7 @@ def _channel_dropout(name, input, p, training, batched_ndim):
     return mul(input, keep_mask(input, p, shape, 1.0 - p))
 
 
+@inplace_flag
 def dropout1d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of (N, C, L) or (C, L) ``input`` with probability ``p`` (scaling the
     rest by ``1 / (1 - p)``).
@@ -78,14 +82,38 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     return _channel_dropout("dropout1d", input, p, training, 3)
 
 
+@inplace_flag
 def dropout2d(input, p=0.5, training=True, inplace=False):
-    """Zero whole channels of (N, C, H, W) or (C, H, W) ``input`` with probability ``p``.
+    """Zero whole channels of (N, C, H, W) ``input`` with probability ``p``, as PyTorch 2's
+    ``dropout2d``: a 3-d input is read as (N, C, L) and a 2-d one as (N, C), so it drops single
+    elements, each with a warning saying which function fits instead (dropout1d, dropout), as
+    PyTorch's.
 
     >>> import labkit as lk
     >>> lk.nn.functional.dropout2d(lk.ones(1, 2, 3, 3), p=0.0).sum().item()
     18.0
     """
-    return _channel_dropout("dropout2d", input, p, training, 4)
+    _check_p("dropout2d", p)
+    nd = input.ndim
+    if nd < 2:
+        raise ShapeError(f"dropout2d: feature dropout needs at least 2 dimensions (N, C, ...), "
+                         f"got {describe(input)}; use F.dropout for elementwise dropout")
+    if nd not in (3, 4):
+        warnings.warn(f"dropout2d: received a {nd}-D input {describe(input)}; dropout2d drops "
+                      f"whole channels of (N, C, H, W) inputs, and PyTorch deprecates other "
+                      f"ranks (on this one each (N, C) entry is dropped: elementwise for 2-D). "
+                      f"Use F.dropout (nn.Dropout) for elementwise dropout.", stacklevel=3)
+    elif nd == 3:
+        warnings.warn(f"dropout2d: received a 3-D input {describe(input)}; as PyTorch does, it "
+                      f"is read as (N, C, L) and whole channels C of each example are dropped. "
+                      f"Use F.dropout1d (nn.Dropout1d) for that and silence this warning.",
+                      stacklevel=3)
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return mul(input, 0.0)
+    shape = tuple(input.shape[:2]) + (1,) * (nd - 2)
+    return mul(input, keep_mask(input, p, shape, 1.0 - p))
 
 
 def _alpha(name, input, p, training, mask_shape):
@@ -102,6 +130,7 @@ def _alpha(name, input, p, training, mask_shape):
     return add(mul(input, mul(keep, a)), b)
 
 
+@inplace_flag
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
     """Dropout for SELU networks: keeps the mean and variance of standardised inputs.
 
@@ -112,6 +141,7 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):
     return _alpha("alpha_dropout", input, p, training, None)
 
 
+@inplace_flag
 def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
     """Alpha dropout of whole channels of (N, C, *) ``input``."""
     if input.ndim < 2:

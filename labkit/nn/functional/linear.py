@@ -1,5 +1,6 @@
 """``F.linear`` and ``F.bilinear``."""
 from ...errors import ShapeError, describe
+from ...tensor.autocast import precision
 from ...tensor.ops.composite import unsqueeze
 from ...tensor.ops.elementwise import add, mul
 from ...tensor.ops.linalg import matmul, matmul_t
@@ -7,6 +8,7 @@ from ...tensor.ops.reduce import sum as _sum
 from ...tensor.ops.shape import permute, reshape
 
 
+@precision("low")
 def linear(x, weight, bias=None):
     """``x @ weight.T + bias``, with ``weight`` of shape (out, in) as in PyTorch.
 
@@ -28,6 +30,7 @@ def linear(x, weight, bias=None):
     return out
 
 
+@precision("promote")
 def bilinear(input1, input2, weight, bias=None):
     """``y[..., o] = sum_ij input1[..., i] * weight[o, i, j] * input2[..., j] + bias[o]``.
 

@@ -21,6 +21,7 @@ import warnings
 
 from ...errors import DTypeError, ShapeError, describe
 from ...graph.symbolic import SymbolicTensor
+from ...tensor.autocast import precision
 from ...tensor.creation import arange
 from ...tensor.creation import full as _full
 from ...tensor.ops.composite import mean
@@ -106,6 +107,7 @@ def _check_class_weight(name, weight, input):
 
 
 # ---- classification ---------------------------------------------------------------------------
+@precision("float32")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """Negative log-likelihood of integer ``target`` classes under log-probabilities ``input``
@@ -125,6 +127,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return _nll_loss(input, target, *w, reduction=reduction, ignore_index=int(ignore_index))
 
 
+@precision("float32")
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
     """Softmax cross-entropy of logits ``input`` (N, C, d1...) or (C,) against ``target``:
@@ -196,6 +199,7 @@ def _soft_cross_entropy(lp, target, weight, reduction, label_smoothing, ignore_i
     return div(total, rows) if math.prod(lp.shape) else mul(total, math.nan)
 
 
+@precision("float32")
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """``-weight * (t log x + (1 - t) log(1 - x))`` for probabilities ``x`` (each log at least
@@ -222,6 +226,7 @@ def _log_sigmoid(x):
     return sub(minimum(x, 0.0), log1p(exp(neg(abs(x)))))
 
 
+@precision("float32")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
     """Sigmoid and binary cross-entropy in one stable formula:
@@ -248,6 +253,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return reduce_loss("binary_cross_entropy_with_logits", loss, reduction)
 
 
+@precision("float32")
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction="mean"):
     """Per example, the mean over classes of the binary cross-entropy of ``sigmoid(input)``
@@ -269,6 +275,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     return reduce_loss("multilabel_soft_margin_loss", loss, reduction)
 
 
+@precision("float32")
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
                       reduce=None, reduction="mean"):
     """Multi-class hinge loss: per example, the mean over the other classes j of
@@ -307,6 +314,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
 
 
 # ---- regression ---------------------------------------------------------------------------
+@precision("float32")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean squared error ``(input - target) ** 2`` (``weight``: per element, 'mean' over the
     weights' sum). A target of another shape broadcasts, with PyTorch's warning.
@@ -325,6 +333,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return reduce_loss("mse_loss", loss, reduction)
 
 
+@precision("float32")
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """Mean absolute error ``|input - target|`` (``weight`` as for mse_loss).
 
@@ -341,6 +350,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return reduce_loss("l1_loss", loss, reduction)
 
 
+@precision("float32")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (d = input - target;
     ``beta=0`` is the L1 loss).
@@ -361,6 +371,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
                        reduction)
 
 
+@precision("float32")
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """``0.5 d**2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``; ``weight`` per
     element ('mean' is then the mean of the weighted losses, as PyTorch).
@@ -379,6 +390,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     return reduce_loss("huber_loss", loss, reduction)
 
 
+@precision("float32")
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
                      reduce=None, reduction="mean"):
     """Poisson negative log-likelihood: ``exp(input) - target * input`` (``log_input``), else
@@ -439,6 +451,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     return reduce_loss("gaussian_nll_loss", loss, reduction)
 
 
+@precision("float32")
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """Kullback-Leibler divergence of ``target`` from log-probabilities ``input``, pointwise
     ``target * (log target - input)`` (``log_target``: the target given as log-probabilities).
@@ -471,6 +484,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 
 
 # ---- margins and embeddings ---------------------------------------------------------------------
+@precision("float32")
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                         reduction="mean"):
     """``max(0, -target * (input1 - input2) + margin)``, target 1 (input1 should rank higher)
@@ -491,6 +505,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
     return reduce_loss("margin_ranking_loss", loss, reduction)
 
 
+@precision("float32")
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
                          reduction="mean"):
     """``input`` where target is 1, ``max(0, margin - input)`` where it is -1 (input: a
@@ -509,6 +524,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     return reduce_loss("hinge_embedding_loss", loss, reduction)
 
 
+@precision("float32")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Two-class logistic loss ``log(1 + exp(-target * input))``, target 1 or -1.
 
@@ -522,6 +538,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     return reduce_loss("soft_margin_loss", loss, reduction)
 
 
+@precision("float32")
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                           reduction="mean"):
     """``1 - cos(x1, x2)`` where target is 1, ``max(0, cos(x1, x2) - margin)`` where it is -1
@@ -568,6 +585,7 @@ def _triplet(name, anchor, positive, negative, margin, swap, distance, reduction
     return reduce_loss(name, loss, reduction)
 
 
+@precision("float32")
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
                         size_average=None, reduce=None, reduction="mean"):
     """``max(0, margin + d(a, p) - d(a, n))`` with the ``p``-norm ``pairwise_distance``

@@ -15,6 +15,7 @@ import numpy as np
 
 from ...autodiff import no_grad
 from ...errors import ShapeError, describe
+from ...tensor.autocast import precision
 from ...tensor.ops.composite import mean
 from ...tensor.ops.elementwise import add, cast, div, mul, sub
 from ...tensor.ops.elementwise_math import clamp_min, rsqrt
@@ -44,6 +45,7 @@ def _last_dims(name, input, normalized_shape):
     return tuple(range(-k, 0))
 
 
+@precision("float32_gpu")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the last ``len(normalized_shape)`` dimensions, then scale by ``weight``
     and shift by ``bias`` (each of ``normalized_shape``, optional).
@@ -71,6 +73,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return _affine(y, weight, None)
 
 
+@precision("float32_gpu")
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalise (N, C, *) ``input`` over each group of ``C / num_groups`` channels (and all
     positions), then apply a per-channel ``weight`` and ``bias``.

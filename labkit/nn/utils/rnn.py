@@ -110,6 +110,9 @@ class PackedSequence(namedtuple("PackedSequence",
     def half(self):
         return self.to(dtype="float16")
 
+    def bfloat16(self):
+        return self.to(dtype="bfloat16")
+
     @property
     def is_cuda(self):
         return self.data.device.type == "gpu"

@@ -7,7 +7,7 @@ the one ONNX op a runtime has a fast kernel for. The pieces' own conversions sta
 their own (``unfold`` as strided slices) and are dropped from the model when nothing else reads
 them. ``max_pool2d`` without indices is one op, ``max_pool``, written as MaxPool directly.
 """
-from ...graph.ir import Node
+from ...graph.node import Node
 from ..dims import OnnxExportError
 from ..registry import CONVERTERS, converter
 

@@ -83,7 +83,7 @@ def _unfold_batch(inputs, bdims, **attrs):
     return reshape(cols, shape=(b, n) + tuple(cols.shape[1:])), 0
 
 
-@op("unfold", shape=_unfold_rule, vjp=_unfold_vjp, batch=_unfold_batch)
+@op("unfold", shape=_unfold_rule, vjp=_unfold_vjp, batch=_unfold_batch, moves=True)
 def unfold(xp, x, kernel_size, stride, padding, dilation, pad_value=0.0):
     """Sliding windows of ``x`` (N, C, H, W) as a (N, C, kh, kw, OH, OW) strided view."""
     # a plain ValueError: the dispatcher then asks the rule, whose error describes the tensor

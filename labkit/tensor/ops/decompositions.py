@@ -19,6 +19,7 @@ import numpy as np
 
 from ...errors import DTypeError, GradError, LinAlgError, ShapeError, describe
 from ..batching import LEADING
+from ..creation import tensor
 from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, shape_of
 from .composite import transpose, unsqueeze
@@ -104,7 +105,6 @@ def quotient(num, den):
 
 
 def _constant(array, like):
-    from ..creation import tensor
     return tensor(array, dtype=like.dtype, device=like.device)
 
 
@@ -151,7 +151,7 @@ def _inv_vjp(g, out, a):
     return (neg(matmul_t(matmul_t(out, g, transpose_a=True), out, transpose_b=True)),)
 
 
-@op("inv", shape=_square_rule("linalg.inv"), vjp=_inv_vjp, batch=LEADING)
+@op("inv", shape=_square_rule("linalg.inv"), vjp=_inv_vjp, batch=LEADING, amp="float32")
 def inv(xp, a):
     """The inverse of each square matrix of ``a``."""
     lapack_ready(a)
@@ -187,7 +187,7 @@ def _solve_vjp(g, out, a, b):
     return ga, gb
 
 
-@op("solve", shape=_solve_rule, vjp=_solve_vjp, batch=LEADING)
+@op("solve", shape=_solve_rule, vjp=_solve_vjp, batch=LEADING, amp="float32")
 def solve(xp, a, b):
     """``X`` with ``A X = B`` for square ``A`` (..., n, n) and ``B`` (..., n, k); the batch
     dimensions broadcast."""
@@ -216,7 +216,7 @@ def _det_vjp(g, out, a):
     return (_scaled_inverse_transpose(mul(g, out), a),)
 
 
-@op("det", shape=_det_rule("linalg.det"), vjp=_det_vjp, batch=LEADING)
+@op("det", shape=_det_rule("linalg.det"), vjp=_det_vjp, batch=LEADING, amp="float32")
 def det(xp, a):
     """The determinant of each square matrix of ``a``."""
     lapack_ready(a)
@@ -233,7 +233,7 @@ def _slogdet_vjp(g, out, a):
     return (_scaled_inverse_transpose(logabs, a),)
 
 
-@op("slogdet", shape=_slogdet_rule, vjp=_slogdet_vjp, batch=LEADING)
+@op("slogdet", shape=_slogdet_rule, vjp=_slogdet_vjp, batch=LEADING, amp="float32")
 def slogdet(xp, a):
     """``(sign, log|det|)`` of each square matrix, packed as (..., 2)."""
     lapack_ready(a)
@@ -249,7 +249,8 @@ def _cholesky_vjp(g, out, a):
     return (solve_right(solve(mT(out), x), out),)
 
 
-@op("cholesky", shape=_square_rule("linalg.cholesky"), vjp=_cholesky_vjp, batch=LEADING)
+@op("cholesky", shape=_square_rule("linalg.cholesky"), vjp=_cholesky_vjp, batch=LEADING,
+    amp="float32")
 def cholesky(xp, a):
     """The lower-triangular ``L`` with ``L L^T = A`` for each symmetric positive-definite ``A``
     (reading only the lower triangle of ``A``)."""
@@ -313,7 +314,7 @@ def _qr_vjp(g, out, a, mode="reduced"):
     return (concat(gx, matmul(q, gv), dim=-1),)
 
 
-@op("qr", shape=_qr_rule, vjp=_qr_vjp, batch=LEADING)
+@op("qr", shape=_qr_rule, vjp=_qr_vjp, batch=LEADING, amp="float32")
 def qr(xp, a, mode="reduced"):
     """The QR decomposition of each matrix, (Q, R) packed ('r': R alone)."""
     lapack_ready(a, square=False)
@@ -371,7 +372,7 @@ def svd_backward(gu, gs, gvh, u, s, vh):
     return matmul(matmul(u, inner), vh)
 
 
-@op("svd", shape=_svd_rule, vjp=_svd_vjp, batch=LEADING)
+@op("svd", shape=_svd_rule, vjp=_svd_vjp, batch=LEADING, amp="float32")
 def svd(xp, a, full_matrices=True):
     """The singular value decomposition of each matrix, (U, S, Vh) packed."""
     lapack_ready(a, square=False)
@@ -401,7 +402,7 @@ def _eigh_vjp(g, out, a, UPLO="L"):
     return (matmul_t(matmul(v, inner), v, transpose_b=True),)
 
 
-@op("eigh", shape=_eigh_rule, vjp=_eigh_vjp, batch=LEADING)
+@op("eigh", shape=_eigh_rule, vjp=_eigh_vjp, batch=LEADING, amp="float32")
 def eigh(xp, a, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors of each symmetric matrix, packed, reading the
     triangle ``UPLO`` names."""
@@ -434,7 +435,7 @@ def _pinv_vjp(g, out, a, atol=0.0, rtol=0.0, hermitian=False):
                 sub(pk, matmul(matmul(pk, out), a))),)
 
 
-@op("pinv", shape=_pinv_rule, vjp=_pinv_vjp, batch=LEADING)
+@op("pinv", shape=_pinv_rule, vjp=_pinv_vjp, batch=LEADING, amp="float32")
 def pinv(xp, a, atol=0.0, rtol=0.0, hermitian=False):
     """The pseudo-inverse of each matrix: singular values (absolute eigenvalues, if
     ``hermitian``) at or below ``max(atol, rtol * largest)`` count as zero."""

@@ -17,8 +17,10 @@ import string
 import numpy as np
 
 from ...errors import ShapeError, describe
+from ..creation import eye
 from ..op import needs_grad, op
 from ..shape_rules import shape_of, ufunc_dtype
+from .elementwise import holomorphic
 from .shape import broadcast_to, moved, reshape
 
 # PyTorch numbers labels A-Z then a-z; an implicit output lists them in that order
@@ -117,7 +119,6 @@ def _einsum_vjp(g, out, *operands, equation):
 
 def _on_diagonal(gx, labels, term, sizes):
     """``gx`` (over the distinct ``labels``) placed on the diagonals ``term`` repeats."""
-    from ..creation import eye
     free = iter(c for c in LABELS if c not in term)
     full, eyes, terms = "", [], [labels]
     for k, c in enumerate(term):
@@ -143,7 +144,8 @@ def _einsum_batch(inputs, bdims, equation):
     return einsum(*operands, equation=",".join(terms) + "->" + b + out), 0
 
 
-@op("einsum", shape=_einsum_rule, vjp=_einsum_vjp, batch=_einsum_batch)
+@op("einsum", shape=_einsum_rule, vjp=holomorphic(_einsum_vjp), batch=_einsum_batch,
+    amp="low")
 def einsum(xp, *operands, equation):
     """Einstein summation over an explicit equation (one letter per dimension, ``->`` and the
     output given). Two operands without a repeated label run as one matrix product."""

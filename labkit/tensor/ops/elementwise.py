@@ -1,9 +1,17 @@
 """Elementwise primitives: arithmetic, unary math, comparisons, where, casts and device moves.
 
 Each op is one declaration: kernel (against ``xp``), shape/dtype rule, vjp in labkit ops.
+
+Complex tensors follow PyTorch's convention: the gradient of a real loss ``L`` with respect to
+``z = x + iy`` is ``dL/dx + i dL/dy``. For an op that is holomorphic on complex inputs (mul,
+exp, matmul...) that is ``g * conj(f'(z))``: its vjp is the real rule marked ``holomorphic``,
+and the engine conjugates a complex cotangent on the way in and the results on the way out.
+Where a real input meets a complex cotangent, the engine keeps its real part.
 """
+import cmath
 import functools
 import math
+import warnings
 
 import numpy as np
 
@@ -33,14 +41,16 @@ def zero_vjp(g, out, *inputs, **attrs):
     return tuple(zeros_like(g) if needs_grad(x) else None for x in inputs)
 
 
-def ufunc_op(name, ufunc, vjp=None, no_bool=None):
+def ufunc_op(name, ufunc, vjp=None, no_bool=None, no_complex=None, amp=None):
     """An op that is one array-module ufunc (``ufunc``: NumPy's): its kernel is
     ``xp.<ufunc>(*inputs)`` with PyTorch's result dtype, its shape rule the ufunc's broadcasting
     and dtype resolution, and graph plans call ``xp.<ufunc>(*inputs, out=buffer)`` directly.
-    ``no_bool``: the remedy to print when PyTorch refuses bool operands (where NumPy has a loop)."""
+    ``no_bool`` / ``no_complex``: the remedy to print when PyTorch refuses bool / complex
+    operands (where NumPy has a loop: it orders complex numbers, PyTorch does not).
+    ``amp``: the op's precision class under autocast (``labkit.tensor.op``)."""
     fname = ufunc.__name__
 
-    refuse = bool(no_bool)
+    refuse = "b" * bool(no_bool) + "c" * bool(no_complex)
 
     # The usual cases go straight to the ufunc, in as few steps as possible (a tiny op's whole
     # budget is a couple of microseconds): one array of a dtype the loop keeps, two arrays of
@@ -49,7 +59,7 @@ def ufunc_op(name, ufunc, vjp=None, no_bool=None):
     if ufunc.nin == 1:
         def kernel(xp, x):
             d = getattr(x, "dtype", None)
-            if d is not None and (d.kind == "f" or keeps_ints and d.kind != "b"):
+            if d is not None and (d.kind == "f" or keeps_ints and d.kind not in "bc"):
                 return getattr(xp, fname)(x)
             return call_ufunc(getattr(xp, fname), ufunc, (x,), refuse)
     else:
@@ -60,7 +70,8 @@ def ufunc_op(name, ufunc, vjp=None, no_bool=None):
                 if t is float or t is int:
                     if d.kind == "f":
                         return getattr(xp, fname)(a, b)
-                elif b.dtype is d and (keeps_ints and not refuse or d.kind == "f"):
+                elif b.dtype is d and (d.kind == "f" or keeps_ints and d.kind != "c" and
+                                       "b" not in refuse):
                     return getattr(xp, fname)(a, b)
             except AttributeError:            # a Python number on the left (2.0 * x)
                 t = type(a)
@@ -72,8 +83,10 @@ def ufunc_op(name, ufunc, vjp=None, no_bool=None):
     rule = elementwise(ufunc, name)
     if no_bool:
         rule = _refusing_bool(rule, name, no_bool)
+    if no_complex:
+        rule = _refusing_complex(rule, name, no_complex)
     return op(name, shape=rule, vjp=vjp, into=lambda xp: getattr(xp, fname),
-              batch=ELEMENTWISE)(kernel)
+              batch=ELEMENTWISE, amp=amp)(kernel)
 
 
 def _keeps_ints(ufunc):
@@ -96,6 +109,35 @@ def _refusing_bool(rule, name, remedy):
     return checked
 
 
+def _refusing_complex(rule, name, remedy):
+    def checked(*inputs):
+        if any(isinstance(x, complex) or getattr(getattr(x, "dtype", None), "is_complex", False)
+               for x in inputs):
+            raise DTypeError(f"{name} is not defined for complex operands, as in PyTorch; got "
+                             f"({', '.join(describe(x) for x in inputs)}). {remedy}")
+        return rule(*inputs)
+    return checked
+
+
+NO_ORDER = "Complex numbers have no order: compare x.abs() or x.real instead."
+
+
+def holomorphic(rule):
+    """Mark ``rule``, the real vjp of an op that is holomorphic on complex inputs: PyTorch's
+    gradient there is ``g * conj(f'(z))``, the conjugate of what the real rule gives for the
+    conjugated cotangent, which the autodiff engine computes so for a complex cotangent (the
+    op's ``holomorphic`` flag). Real cotangents go to ``rule`` as they are, at no cost."""
+    rule.holomorphic = True
+    return rule
+
+
+def conjugate(x):
+    """``x`` conjugated if complex (a tensor or a Python complex), else ``x`` itself."""
+    if isinstance(x, complex):
+        return x.conjugate()
+    return conj(x) if isinstance(x, Tensor) and x.dtype.is_complex else x
+
+
 # ---- binary arithmetic ---------------------------------------------------------------------
 add = ufunc_op("add", np.add, vjp=lambda g, out, a, b: (_if(a, g), _if(b, g)))
 sub = ufunc_op("sub", np.subtract,
@@ -103,8 +145,8 @@ sub = ufunc_op("sub", np.subtract,
                no_bool="To invert a mask use ~mask or lk.logical_not; otherwise convert with "
                        "x.long() or x.float() first.")
 mul = ufunc_op("mul", np.multiply,
-               vjp=lambda g, out, a, b: (mul(g, b) if needs_grad(a) else None,
-                                         mul(g, a) if needs_grad(b) else None))
+               vjp=holomorphic(lambda g, out, a, b: (mul(g, b) if needs_grad(a) else None,
+                                                     mul(g, a) if needs_grad(b) else None)))
 
 
 def _div_vjp(g, out, a, b):
@@ -112,7 +154,7 @@ def _div_vjp(g, out, a, b):
     return (ga if needs_grad(a) else None), (neg(mul(ga, out)) if needs_grad(b) else None)
 
 
-div = ufunc_op("div", np.true_divide, vjp=_div_vjp)
+div = ufunc_op("div", np.true_divide, vjp=holomorphic(_div_vjp))
 
 
 def _pow_vjp(g, out, a, b):
@@ -129,9 +171,11 @@ def _pow_vjp(g, out, a, b):
             ga = where(eq(b, 0), 0, mul(g, mul(b, pow(a, sub(b, 1)))))
     if needs_grad(b):
         if _is_tensor(a):
-            gb = mul(g, where(logical_and(eq(a, 0), ge(b, 0)), 0, mul(out, log(a))))
+            gb = mul(g, where(logical_and(eq(a, 0), ge(real(b), 0)), 0, mul(out, log(a))))
         elif a == 0:
-            gb = mul(g, where(ge(b, 0), 0, mul(out, -math.inf)))
+            gb = mul(g, where(ge(real(b), 0), 0, mul(out, -math.inf)))
+        elif isinstance(a, complex):
+            gb = mul(g, mul(out, cmath.log(a)))
         else:
             gb = mul(g, mul(out, math.log(a) if a > 0 else math.nan))
     return ga, gb
@@ -145,7 +189,8 @@ def _pow_rule(a, b):
 
 
 # into: xp.power itself (a captured graph's shape rule has already refused bool ** bool)
-@op("pow", shape=_pow_rule, vjp=_pow_vjp, into=lambda xp: xp.power, batch=ELEMENTWISE)
+@op("pow", shape=_pow_rule, vjp=holomorphic(_pow_vjp), into=lambda xp: xp.power,
+    batch=ELEMENTWISE, amp="float32_gpu")
 def pow(xp, a, b):
     if common_np_dtype((a, b)).kind == "b":
         raise TypeError("bool ** bool")      # the rule explains it
@@ -162,20 +207,67 @@ def _extremum_vjp(loses):
     return vjp
 
 
-maximum = ufunc_op("maximum", np.maximum, vjp=_extremum_vjp(lambda a, b: lt(a, b)))
-minimum = ufunc_op("minimum", np.minimum, vjp=_extremum_vjp(lambda a, b: gt(a, b)))
+maximum = ufunc_op("maximum", np.maximum, vjp=_extremum_vjp(lambda a, b: lt(a, b)),
+                   no_complex=NO_ORDER)
+minimum = ufunc_op("minimum", np.minimum, vjp=_extremum_vjp(lambda a, b: gt(a, b)),
+                   no_complex=NO_ORDER)
 
 
 # ---- unary math ------------------------------------------------------------------------------
 neg = ufunc_op("neg", np.negative, vjp=lambda g, out, x: (neg(g),))
-exp = ufunc_op("exp", np.exp, vjp=lambda g, out, x: (mul(g, out),))
-log = ufunc_op("log", np.log, vjp=lambda g, out, x: (div(g, x),))
-sqrt = ufunc_op("sqrt", np.sqrt, vjp=lambda g, out, x: (div(mul(g, 0.5), out),))
-abs = ufunc_op("abs", np.absolute, vjp=lambda g, out, x: (mul(g, sign(x)),),
+# exp and log: float32 under a GPU autocast, as PyTorch's CUDA list has them
+exp = ufunc_op("exp", np.exp, vjp=holomorphic(lambda g, out, x: (mul(g, out),)),
+               amp="float32_gpu")
+log = ufunc_op("log", np.log, vjp=holomorphic(lambda g, out, x: (div(g, x),)), amp="float32_gpu")
+sqrt = ufunc_op("sqrt", np.sqrt, vjp=holomorphic(lambda g, out, x: (div(mul(g, 0.5), out),)))
+# (of a complex z: |z|, real; its gradient g * z / |z|, PyTorch's g * sgn(z))
+abs = ufunc_op("abs", np.absolute, vjp=lambda g, out, x: (mul(g, sgn(x)),),
                no_bool="A bool is its own absolute value: use it as it is, or x.long().")
 
 
+conj = ufunc_op("conj", np.conjugate, vjp=lambda g, out, x: (conj(g),))
+
+
+def _real_rule(x):
+    return shape_of(x), x.dtype.to_real()
+
+
+# (the engine gives a complex input the real cotangent as a complex one: g + 0i)
+@op("real", shape=_real_rule, vjp=lambda g, out, x: (g,), batch=ELEMENTWISE)
+def real(xp, x):
+    """The real part of each element: a view of a complex tensor's memory, a real tensor
+    itself."""
+    return x.real
+
+
+def _imag_rule(x):
+    if not x.dtype.is_complex:
+        raise DTypeError(f"imag is only defined for complex tensors, as in PyTorch; got "
+                         f"{describe(x)}. A real tensor's imaginary part is lk.zeros_like(x).")
+    return shape_of(x), x.dtype.to_real()
+
+
+# (the imaginary part y of z = x + iy: PyTorch's gradient dL/dy as a complex one, i g)
+@op("imag", shape=_imag_rule, vjp=lambda g, out, x: (mul(g, 1j),), batch=ELEMENTWISE)
+def imag(xp, x):
+    """The imaginary part of each element of a complex tensor (a view of its memory)."""
+    if x.dtype.kind != "c":
+        raise TypeError("real input")       # the rule explains it
+    return x.imag
+
+
+def sgn(x):
+    """``x / |x|`` (0 where ``x`` is 0) for complex ``x``; ``sign(x)`` for real ``x``."""
+    if not x.dtype.is_complex:
+        return sign(x)
+    zero = eq(x, 0)          # (0 / 1 there, not 0 / 0: no NaN, even in a gradient)
+    return where(zero, 0, div(x, where(zero, 1, abs(x))))
+
+
 def _sign_rule(x):
+    if x.dtype.is_complex:
+        raise DTypeError(f"sign is not defined for complex tensors, as in PyTorch; got "
+                         f"{describe(x)}. lk.sgn(x) gives x / |x|.")
     return (shape_of(x), x.dtype) if x.dtype.name == "bool_" else elementwise(np.sign, "sign")(x)
 
 
@@ -183,10 +275,12 @@ def _sign_rule(x):
     batch=ELEMENTWISE)
 def sign(xp, x):
     """-1, 0 or 1 by the sign of each element (a bool is its own sign); gradient zero."""
+    if x.dtype.kind == "c":
+        raise TypeError("complex input")     # the rule explains it
     return x.copy() if x.dtype == bool else call_ufunc(xp.sign, np.sign, (x,))
 
 
-tanh = ufunc_op("tanh", np.tanh, vjp=lambda g, out, x: (tanh_backward(g, out),))
+tanh = ufunc_op("tanh", np.tanh, vjp=holomorphic(lambda g, out, x: (tanh_backward(g, out),)))
 
 
 def _tanh_backward_vjp(c, out, g, y):
@@ -195,7 +289,8 @@ def _tanh_backward_vjp(c, out, g, y):
 
 
 # tanh's gradient as one op (one dispatch and one tape entry in an RNN step instead of three)
-@op("tanh_backward", shape=elementwise(np.multiply, "tanh_backward"), vjp=_tanh_backward_vjp,
+@op("tanh_backward", shape=elementwise(np.multiply, "tanh_backward"),
+    vjp=holomorphic(_tanh_backward_vjp),
     batch=ELEMENTWISE)
 def tanh_backward(xp, g, y):
     """``g * (1 - y * y)``: the gradient through ``y = tanh(x)`` of an upstream gradient ``g``."""
@@ -203,9 +298,9 @@ def tanh_backward(xp, g, y):
 
 
 def float_input(xp, x):
-    """``x`` itself if floating; a bool or int array in the float type PyTorch computes its exp
-    in (the default float dtype)."""
-    if getattr(x, "dtype", None) is not None and x.dtype.kind != "f":
+    """``x`` itself if floating or complex; a bool or int array in the float type PyTorch
+    computes its exp in (the default float dtype)."""
+    if getattr(x, "dtype", None) is not None and x.dtype.kind not in "fc":
         return x.astype(torch_loop(np.exp, x.dtype)[1])
     return x
 
@@ -214,6 +309,8 @@ def _sigmoid_kernel(xp, x):
     # 1 / (1 + exp(-x)): exp overflowing to inf for very negative x gives the exact 0, so four
     # passes over the data do (a form that never overflows takes eight)
     x = float_input(xp, x)
+    if x.dtype.kind == "c":
+        return 1 / (1 + xp.exp(-x))
     if xp is np:
         with np.errstate(over="ignore"):
             e = np.exp(-x)
@@ -226,14 +323,14 @@ def _sigmoid_kernel(xp, x):
 
 
 sigmoid = op("sigmoid", shape=elementwise(np.exp, "sigmoid"),
-             vjp=lambda g, out, x: (mul(g, mul(out, sub(1, out))),),
+             vjp=holomorphic(lambda g, out, x: (mul(g, mul(out, sub(1, out))),)),
              batch=ELEMENTWISE)(_sigmoid_kernel)
 
 
 def _relu_rule(x):
-    if x.dtype.name == "bool_":
-        raise DTypeError(f"relu does not take bool tensors, as in PyTorch; got {describe(x)}. "
-                         f"Convert first, e.g. x.float().")
+    if x.dtype.name == "bool_" or x.dtype.is_complex:
+        raise DTypeError(f"relu does not take {x.dtype} tensors, as in PyTorch; got "
+                         f"{describe(x)}. Convert first, e.g. x.float() (x.real for complex).")
     return shape_of(x), ufunc_dtype("relu", np.maximum, x, 0)   # the kernel's maximum(x, 0)
 
 
@@ -250,18 +347,18 @@ def relu_into(xp, x, out=None):
 @op("relu", shape=_relu_rule, vjp=lambda g, out, x: (mul(g, gt(out, 0)),),
     into=lambda xp: functools.partial(relu_into, xp), batch=ELEMENTWISE)
 def relu(xp, x):
-    if x.dtype == bool:
-        raise TypeError("bool input")        # the rule explains it
+    if x.dtype == bool or x.dtype.kind == "c":
+        raise TypeError("bool or complex input")        # the rule explains it
     return relu_into(xp, x)
 
 
 # ---- comparisons (no gradient) -----------------------------------------------------------
 eq = ufunc_op("eq", np.equal)
 ne = ufunc_op("ne", np.not_equal)
-lt = ufunc_op("lt", np.less)
-le = ufunc_op("le", np.less_equal)
-gt = ufunc_op("gt", np.greater)
-ge = ufunc_op("ge", np.greater_equal)
+lt = ufunc_op("lt", np.less, no_complex=NO_ORDER)
+le = ufunc_op("le", np.less_equal, no_complex=NO_ORDER)
+gt = ufunc_op("gt", np.greater, no_complex=NO_ORDER)
+ge = ufunc_op("ge", np.greater_equal, no_complex=NO_ORDER)
 logical_not = ufunc_op("logical_not", np.logical_not)
 logical_and = ufunc_op("logical_and", np.logical_and)
 logical_or = ufunc_op("logical_or", np.logical_or)
@@ -296,13 +393,34 @@ def _cast_rule(x, dtype):
 
 
 def _cast_vjp(g, out, x, dtype):
-    return (cast(g, dtype=x.dtype.name),) if x.dtype.is_floating else (None,)
+    return (cast(g, dtype=x.dtype.name),) if x.dtype.is_differentiable else (None,)
 
 
-@op("cast", shape=_cast_rule, vjp=_cast_vjp, batch=ELEMENTWISE)
+@op("cast", shape=_cast_rule, vjp=_cast_vjp, batch=ELEMENTWISE, moves=True)
 def cast(xp, x, dtype):
-    """``x`` converted to ``dtype`` (a copy unless the dtype already matches)."""
-    return x.astype(as_dtype(dtype).np, copy=False)
+    """``x`` converted to ``dtype`` (a copy unless the dtype already matches); complex to real
+    keeps the real part (its gradient: a real cotangent as a complex one)."""
+    d = as_dtype(dtype).np
+    if x.dtype.kind == "c" and d.kind != "c":
+        x = x.real
+    if d == _F16:
+        with np.errstate(over="ignore"):   # beyond float16's range is inf, as in PyTorch
+            return x.astype(d, copy=False)
+    return x.astype(d, copy=False)
+
+
+_F16 = np.dtype(np.float16)
+
+
+def converted(x, dtype):
+    """``x`` cast to ``dtype`` for a conversion the user asked for (``x.float()``, ``x.to``):
+    as PyTorch, complex to real keeps the real part and warns that it does."""
+    dtype = as_dtype(dtype)
+    if x.dtype.is_complex and not dtype.is_complex:
+        warnings.warn(f"converting a {x.dtype} tensor to {dtype} discards the imaginary part, "
+                      f"as in PyTorch; take x.real, x.abs() or x.angle() to say which part you "
+                      f"mean", UserWarning, stacklevel=3)
+    return cast(x, dtype=dtype.name)
 
 
 def _to_device_vjp(g, out, x, device):
@@ -315,7 +433,7 @@ def _to_device_kernel(xp, x, device):
 
 
 to_device = op("to_device", shape=same_as_first, vjp=_to_device_vjp,
-               batch=ELEMENTWISE)(_to_device_kernel)
+               batch=ELEMENTWISE, moves=True)(_to_device_kernel)
 to_device.out_device = lambda attrs: get_device(attrs["device"])
 
 
@@ -324,13 +442,14 @@ def check_float(opname, x):
         raise DTypeError(f"{opname} needs a floating-point tensor; got {describe(x)}")
 
 
-@op("clone", shape=same_as_first, vjp=lambda g, out, x: (g,), batch=ELEMENTWISE)
+@op("clone", shape=same_as_first, vjp=lambda g, out, x: (g,), batch=ELEMENTWISE,
+    moves=True)
 def clone(xp, x):
     """A copy of ``x`` in new memory; gradients flow through it (PyTorch's ``clone``)."""
     return x.copy()
 
 
-@op("stop_gradient", shape=same_as_first, vjp=None, batch=ELEMENTWISE)
+@op("stop_gradient", shape=same_as_first, vjp=None, batch=ELEMENTWISE, moves=True)
 def stop_gradient(xp, x):
     """``x`` itself, through which no gradient flows (``t.detach()`` under graph capture)."""
     return x

@@ -15,31 +15,37 @@ import numpy as np
 from ...errors import DTypeError, NumericsError, describe
 from ..batching import ELEMENTWISE
 from ..op import needs_grad, op
-from ..shape_rules import broadcast_shapes, elementwise, same_as_first, to_common, ufunc_dtype
+from ..shape_rules import (broadcast_shapes, elementwise, refuse_complex, same_as_first,
+                           to_common, ufunc_dtype)
 from ..tensor import Tensor
 from .elementwise import abs as absolute
-from .elementwise import (add, cast, div, eq, exp, float_input, ge, gt, le, logical_and,
-                          logical_or, lt, mul, neg, sqrt, sub, ufunc_op, where, zero_vjp)
+from .elementwise import (NO_ORDER, add, cast, div, eq, exp, float_input, ge, gt, holomorphic,
+                          le, logical_and, logical_or, lt, mul, neg, sqrt, sub, ufunc_op, where,
+                          zero_vjp)
 from .index import zeros_like
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
 
 def _grad(fn):
-    """vjp of a unary op from its derivative: ``fn(g, out, x) -> cotangent``."""
-    return lambda g, out, x: (fn(g, out, x),)
+    """vjp of a unary op from its derivative: ``fn(g, out, x) -> cotangent``; the functions
+    given so are analytic, so on complex inputs the rule is ``holomorphic``."""
+    return holomorphic(lambda g, out, x: (fn(g, out, x),))
 
 
 # ---- trigonometric and hyperbolic ------------------------------------------------------------
 sin = ufunc_op("sin", np.sin, vjp=_grad(lambda g, out, x: mul(g, cos(x))))
 cos = ufunc_op("cos", np.cos, vjp=_grad(lambda g, out, x: mul(g, neg(sin(x)))))
-tan = ufunc_op("tan", np.tan, vjp=_grad(lambda g, out, x: mul(g, add(mul(out, out), 1))))
-asin = ufunc_op("asin", np.arcsin, vjp=_grad(lambda g, out, x: mul(g, rsqrt(sub(1, mul(x, x))))))
+tan = ufunc_op("tan", np.tan, vjp=_grad(lambda g, out, x: mul(g, add(mul(out, out), 1))),
+               amp="float32_gpu")
+asin = ufunc_op("asin", np.arcsin, vjp=_grad(lambda g, out, x: mul(g, rsqrt(sub(1, mul(x, x))))),
+                amp="float32_gpu")
 acos = ufunc_op("acos", np.arccos,
-                vjp=_grad(lambda g, out, x: mul(g, neg(rsqrt(sub(1, mul(x, x)))))))
+                vjp=_grad(lambda g, out, x: mul(g, neg(rsqrt(sub(1, mul(x, x)))))),
+                amp="float32_gpu")
 atan = ufunc_op("atan", np.arctan, vjp=_grad(lambda g, out, x: div(g, add(mul(x, x), 1))))
-sinh = ufunc_op("sinh", np.sinh, vjp=_grad(lambda g, out, x: mul(g, cosh(x))))
-cosh = ufunc_op("cosh", np.cosh, vjp=_grad(lambda g, out, x: mul(g, sinh(x))))
+sinh = ufunc_op("sinh", np.sinh, vjp=_grad(lambda g, out, x: mul(g, cosh(x))), amp="float32_gpu")
+cosh = ufunc_op("cosh", np.cosh, vjp=_grad(lambda g, out, x: mul(g, sinh(x))), amp="float32_gpu")
 asinh = ufunc_op("asinh", np.arcsinh,
                  vjp=_grad(lambda g, out, x: mul(g, rsqrt(add(mul(x, x), 1)))))
 acosh = ufunc_op("acosh", np.arccosh,
@@ -59,11 +65,15 @@ atan2 = ufunc_op("atan2", np.arctan2, vjp=_atan2_vjp)
 
 
 # ---- exponentials and logarithms -----------------------------------------------------------
-log1p = ufunc_op("log1p", np.log1p, vjp=_grad(lambda g, out, x: div(g, add(x, 1))))
-log2 = ufunc_op("log2", np.log2, vjp=_grad(lambda g, out, x: div(g, mul(x, LN2))))
-log10 = ufunc_op("log10", np.log10, vjp=_grad(lambda g, out, x: div(g, mul(x, LN10))))
+log1p = ufunc_op("log1p", np.log1p, vjp=_grad(lambda g, out, x: div(g, add(x, 1))),
+                 amp="float32_gpu")
+log2 = ufunc_op("log2", np.log2, vjp=_grad(lambda g, out, x: div(g, mul(x, LN2))),
+                amp="float32_gpu")
+log10 = ufunc_op("log10", np.log10, vjp=_grad(lambda g, out, x: div(g, mul(x, LN10))),
+                 amp="float32_gpu")
 exp2 = ufunc_op("exp2", np.exp2, vjp=_grad(lambda g, out, x: mul(g, mul(out, LN2))))
-expm1 = ufunc_op("expm1", np.expm1, vjp=_grad(lambda g, out, x: mul(g, add(out, 1))))
+expm1 = ufunc_op("expm1", np.expm1, vjp=_grad(lambda g, out, x: mul(g, add(out, 1))),
+                 amp="float32_gpu")
 
 
 def _logaddexp_vjp(power):
@@ -223,9 +233,11 @@ def _clamp_one_vjp(keeps, passes):
 
 
 clamp_min = ufunc_op("clamp_min", np.maximum,
-                     vjp=_clamp_one_vjp(lambda x, b: ge(x, b), lambda x, b: lt(x, b)))
+                     vjp=_clamp_one_vjp(lambda x, b: ge(x, b), lambda x, b: lt(x, b)),
+                     no_complex=NO_ORDER)
 clamp_max = ufunc_op("clamp_max", np.minimum,
-                     vjp=_clamp_one_vjp(lambda x, b: le(x, b), lambda x, b: gt(x, b)))
+                     vjp=_clamp_one_vjp(lambda x, b: le(x, b), lambda x, b: gt(x, b)),
+                     no_complex=NO_ORDER)
 
 
 class _Typed:
@@ -258,11 +270,18 @@ def _clamp_into(xp):
     return clamp_into
 
 
-@op("clamp", shape=_ternary_rule("clamp", np.maximum), vjp=_clamp_vjp, into=_clamp_into,
-    batch=ELEMENTWISE)
+def _clamp_rule(x, lo, hi):
+    for v in (x, lo, hi):
+        refuse_complex("clamp", v)
+    return _ternary_rule("clamp", np.maximum)(x, lo, hi)
+
+
+@op("clamp", shape=_clamp_rule, vjp=_clamp_vjp, into=_clamp_into, batch=ELEMENTWISE)
 def clamp(xp, x, lo, hi):
     """``x`` limited to ``[lo, hi]`` (``hi`` wherever ``lo > hi``); NaN stays NaN."""
     x, lo, hi = to_common((x, lo, hi))
+    if x.dtype.kind == "c":
+        raise TypeError("complex input")         # the rule explains it
     return xp.minimum(xp.maximum(x, lo), hi)
 
 
@@ -379,7 +398,8 @@ def _lerp_vjp(g, out, start, end, weight):
             mul(g, sub(end, start)) if needs_grad(weight) else None)
 
 
-@op("lerp", shape=_ternary_rule("lerp", np.add), vjp=_lerp_vjp, batch=ELEMENTWISE)
+@op("lerp", shape=_ternary_rule("lerp", np.add), vjp=holomorphic(_lerp_vjp),
+    batch=ELEMENTWISE)
 def lerp(xp, start, end, weight):
     """``start + weight * (end - start)``, computed from ``end`` where ``weight >= 0.5`` (as
     PyTorch does: exact at ``weight = 1``, and infinite where an infinite end point is)."""

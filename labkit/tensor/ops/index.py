@@ -18,6 +18,7 @@ import numpy as np
 
 from ...errors import DataDependentShapeError, DTypeError, ShapeError, describe
 from ..batching import ALONG_DIM, ELEMENTWISE, data_dependent
+from ..dtypes import int64
 from ..op import needs_grad, op
 from ..shape_rules import normalize_dim, shape_of
 from ..tensor import Tensor
@@ -50,12 +51,13 @@ def split_index(x, index):
             spec.append(("b", bool(item)))       # a new dimension of size 1 (True) or 0 (False)
         elif isinstance(item, (int, np.integer)):
             spec.append(("i", int(item)))
-        elif isinstance(item, (list, tuple, np.ndarray)):
+        elif isinstance(item, (list, tuple, np.ndarray, range)):   # a range as its list
             spec.append(("t", len(tensors)))
             tensors.append(_index_tensor(x, item))
         else:
             raise ShapeError(f"cannot index {describe(x)} with {type(item).__name__} {item!r}: use "
-                             f"ints, slices, None, ..., bools, integer or boolean tensors")
+                             f"ints, slices, None, ..., bools, ranges, lists, integer or boolean "
+                             f"tensors")
     return tuple(spec), tensors
 
 
@@ -413,7 +415,7 @@ def _getitem_vjp_into(xp, acc, g, out, x, *idx, spec):
 
 
 @op("getitem", shape=_getitem_rule, vjp=_getitem_vjp, vjp_into=_getitem_vjp_into,
-    batch=_getitem_batch)
+    batch=_getitem_batch, moves=True)
 def _getitem(xp, x, *idx, spec):
     index = build_index(spec, idx)
     out = x[index]
@@ -692,7 +694,6 @@ def take(x, indices, dim=None):
 
 # ---- indices of data: nonzero, repeat_interleave ------------------------------------------------
 def _nonzero_rule(x):
-    from ..dtypes import int64
     return (None, len(shape_of(x))), int64
 
 
@@ -706,7 +707,6 @@ def nonzero(xp, x):
 
 
 def _repeat_interleave_rule(repeats, output_size=None):
-    from ..dtypes import int64
     if len(shape_of(repeats)) != 1 or repeats.dtype.is_floating or repeats.dtype.name == "bool_":
         raise ShapeError(f"repeat_interleave: repeats must be a 1-d integer tensor; got "
                          f"{describe(repeats)}")
@@ -732,7 +732,6 @@ def repeat_interleave(xp, repeats, output_size=None):
 
 
 def _one_hot_rule(x, num_classes=-1):
-    from ..dtypes import int64
     if x.dtype is not int64:
         raise DTypeError(f"one_hot: takes an int64 tensor of class indices; got {describe(x)}. "
                          f"Convert it with .long()")

@@ -110,7 +110,7 @@ def _diagonal_batch(inputs, bdims, offset=0, dim1=0, dim2=1):
     return diagonal(x, offset=offset, dim1=d1, dim2=d2), 0
 
 
-@op("diagonal", shape=_diagonal_rule, vjp=_diagonal_vjp, batch=_diagonal_batch)
+@op("diagonal", shape=_diagonal_rule, vjp=_diagonal_vjp, batch=_diagonal_batch, moves=True)
 def diagonal(xp, x, offset=0, dim1=0, dim2=1):
     """The ``offset``-th diagonal of the matrices in dimensions ``dim1``, ``dim2`` of ``x``, as
     its last dimension (a read-only view)."""

@@ -6,6 +6,7 @@ import numpy as np
 from ...errors import ShapeError, describe
 from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, shape_of, ufunc_dtype
+from .elementwise import holomorphic
 from .shape import aligned, expand_dims, moved, reshape
 
 
@@ -131,7 +132,8 @@ def matmul_batch(inputs, bdims, transpose_a=False, transpose_b=False):
     return (reshape(out, shape=tuple(shape)) if ra == 1 or rb == 1 else out), 0
 
 
-@op("matmul", shape=_matmul_rule, vjp=_matmul_vjp, into=_matmul_into, batch=matmul_batch)
+@op("matmul", shape=_matmul_rule, vjp=holomorphic(_matmul_vjp), into=_matmul_into,
+    batch=matmul_batch, amp="low")
 def matmul(xp, a, b, transpose_a=False, transpose_b=False):
     """Matrix product with NumPy's ``@`` semantics: batched over leading dims, 1-D promoted.
     ``transpose_a`` / ``transpose_b`` swap an operand's last two dimensions first (as BLAS's

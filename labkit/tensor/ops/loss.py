@@ -50,7 +50,7 @@ def _vjp(g, out, x, t, *weight):
     return (gx, gt) + (None,) * len(weight)
 
 
-@op("binary_cross_entropy", shape=_rule, vjp=_vjp, batch=ELEMENTWISE)
+@op("binary_cross_entropy", shape=_rule, vjp=_vjp, batch=ELEMENTWISE, amp="float32")
 def binary_cross_entropy(xp, x, t, *weight):
     """``-w (t log x + (1 - t) log(1 - x))`` elementwise, each log at least -100."""
     x, t = to_common((x, t))

@@ -29,6 +29,7 @@ import contextlib
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, describe
+from ..creation import arange
 from ..op import op
 from ..shape_rules import shape_of
 from .elementwise import cast, div, mul, ne, where
@@ -177,7 +178,6 @@ def _element_weights(target, weight, wdim, ignore_index, dtype):
     if wdim is None:
         picked = getitem(weight[0], safe)
     else:                            # one weight row per example
-        from ..creation import arange
         size = target.shape[0]
         rows = reshape(arange(size, device=target.device), shape=(size,) + (1,) * (target.ndim - 1))
         picked = getitem(moved(weight[0], wdim), (rows, safe))
@@ -202,7 +202,7 @@ def _nll_batch(inputs, bdims, reduction="mean", ignore_index=-100):
     return (total if reduction == "sum" else div(total, _per_example(w))), 0
 
 
-@op("nll_loss", shape=_nll_rule, vjp=_nll_vjp, batch=_nll_batch)
+@op("nll_loss", shape=_nll_rule, vjp=_nll_vjp, batch=_nll_batch, amp="float32")
 def nll_loss(xp, log_probs, target, *weight, reduction="mean", ignore_index=-100):
     """``-weight[target[i]] * log_probs[i, target[i], ...]`` (0 where ``target`` is
     ``ignore_index``), reduced by ``reduction`` ('mean' over the total weight, 'sum', 'none').

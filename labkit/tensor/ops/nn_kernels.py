@@ -32,6 +32,7 @@ from ..batching import ELEMENTWISE
 from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, float_dtype, shape_of
 from .elementwise import add, div, exp, mul, sub, tanh, zeros_like
+from .elementwise_math import special
 from .reduce import row_sums, sum as _sum
 from .shape import batch_size, materialized, moved, reshape
 
@@ -68,7 +69,6 @@ def _erf(xp, x, scale=1.0):
             q *= t2
             q += np.float32(c)
         return np.divide(p, q, out=p)
-    from .elementwise_math import special
     return special(xp).erf(x * scale if scale != 1.0 else x).astype(x.dtype, copy=False)
 
 
@@ -244,7 +244,8 @@ def _trailing_batch(rule_op):
 
 @op("layer_norm", shape=_layer_norm_rule,
     vjp=lambda g, out, x, ndim, eps: (layer_norm_backward(g, x, ndim=ndim, eps=eps),),
-    batch=lambda inputs, bdims, **attrs: _trailing_batch(layer_norm)(inputs, bdims, **attrs))
+    batch=lambda inputs, bdims, **attrs: _trailing_batch(layer_norm)(inputs, bdims, **attrs),
+    amp="float32_gpu")
 def layer_norm(xp, x, ndim, eps):
     """``(x - mean) / sqrt(var + eps)`` over the last ``ndim`` dimensions."""
     out, rstd, _ = _stats(xp, x, ndim, eps)

@@ -63,7 +63,7 @@ def _vjp(g, out, x, ord=2.0, dim=None, keepdim=False):
     return (_masked(div(mul(scaled, g), pow(safe_out, ord - 1)), zero),)
 
 
-@op("vector_norm", shape=_rule, vjp=_vjp, batch=REDUCTION)
+@op("vector_norm", shape=_rule, vjp=_vjp, batch=REDUCTION, amp="float32_gpu")
 def vector_norm(xp, x, ord=2.0, dim=None, keepdim=False):
     """``sum(|x|^ord) ^ (1/ord)`` over ``dim`` (None: every element); ``ord`` inf / -inf: the
     largest / smallest ``|x|``; 0: the number of non-zero elements."""

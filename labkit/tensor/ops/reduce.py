@@ -8,7 +8,7 @@ from ...errors import ShapeError, describe
 from ..batching import ONE_DIM_REDUCTION, REDUCTION
 from ..dtypes import from_numpy_dtype, int64
 from ..op import op
-from ..shape_rules import normalize_dims, reduced_shape, shape_of
+from ..shape_rules import normalize_dims, reduced_shape, refuse_complex, shape_of
 from .elementwise import cast, div, eq, mul
 from .index import SHORT_AXIS
 from .shape import broadcast_like, broadcast_to, expand_dims, moved, reshape
@@ -98,8 +98,9 @@ def _keep_shape(x, dim):
 def _reduce_rule(name, dtype_fn, needs_elements=False):
     def rule(x, dim=None, keepdim=False):
         axes = normalize_dims(name, dim, len(shape_of(x)), x)
-        if needs_elements:
+        if needs_elements:                 # max and min: they also order their values
             _check_nonempty(name, x, axes, dim)
+            refuse_complex(name, x)
         return reduced_shape(shape_of(x), axes, keepdim), dtype_fn(x)
     return rule
 
@@ -127,7 +128,8 @@ def _sum_vjp(g, out, x, dim=None, keepdim=False):
     return (broadcast_to(reshape(g, shape=_keep_shape(x, dim)), shape=x.shape),)
 
 
-@op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp, batch=REDUCTION)
+@op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp, batch=REDUCTION,
+    amp="float32_gpu")
 def sum(xp, x, dim=None, keepdim=False):
     """Sum over ``dim`` (None: every element), keeping reduced axes as size 1 if ``keepdim``."""
     out = _blas_sum(xp, x, dim, keepdim)
@@ -215,6 +217,8 @@ def _extremum_vjp(g, out, x, dim=None, keepdim=False):
     batch=REDUCTION)
 def max(xp, x, dim=None, keepdim=False):
     """Largest value over ``dim`` (the values, like ``torch.amax``; see ``argmax`` for indices)."""
+    if x.dtype.kind == "c":
+        raise TypeError("complex input")         # the rule explains it
     return _reduce(xp, x, dim, keepdim, "max", xp.maximum)
 
 
@@ -222,6 +226,8 @@ def max(xp, x, dim=None, keepdim=False):
     batch=REDUCTION)
 def min(xp, x, dim=None, keepdim=False):
     """Smallest value over ``dim`` (the values, like ``torch.amin``; see ``argmin``)."""
+    if x.dtype.kind == "c":
+        raise TypeError("complex input")         # the rule explains it
     return _reduce(xp, x, dim, keepdim, "min", xp.minimum)
 
 
@@ -232,6 +238,7 @@ def _arg_rule(name):
                              f"for {describe(x)}")
         axes = normalize_dims(name, dim, len(shape_of(x)), x)
         _check_nonempty(name, x, axes, dim)
+        refuse_complex(name, x)
         if dim is None:
             return ((1,) * len(shape_of(x)) if keepdim else ()), int64
         return reduced_shape(shape_of(x), axes, keepdim), int64
@@ -240,6 +247,8 @@ def _arg_rule(name):
 
 def _arg_kernel(fn):
     def kernel(xp, x, dim=None, keepdim=False):
+        if x.dtype.kind == "c":
+            raise TypeError("complex input")     # the rule explains it
         if dim is None:
             i = getattr(xp, fn)(x)
             return xp.asarray(i, dtype=xp.int64).reshape((1,) * x.ndim if keepdim else ())

@@ -15,8 +15,8 @@ import numpy as np
 from ..batching import ALONG_DIM
 from ..dtypes import from_numpy_dtype, int64
 from ..op import op
-from ..shape_rules import normalize_dim, shape_of
-from .elementwise import cast, div, eq, mul, where
+from ..shape_rules import normalize_dim, refuse_complex, shape_of
+from .elementwise import cast, div, eq, holomorphic, mul, where
 from .reduce import sum
 
 
@@ -51,7 +51,7 @@ def _scan(xp, fn, x, dim, reverse):
     return fn(x, axis=a)
 
 
-@op("cumsum", shape=_scan_rule("cumsum", accumulated_dtype), batch=ALONG_DIM,
+@op("cumsum", shape=_scan_rule("cumsum", accumulated_dtype), batch=ALONG_DIM, amp="float32_gpu",
     vjp=lambda g, out, x, dim, reverse=False: (cumsum(g, dim=dim, reverse=not reverse),))
 def cumsum(xp, x, dim, reverse=False):
     """Running sums along ``dim`` (from the last element if ``reverse``)."""
@@ -74,8 +74,8 @@ def _cumprod_vjp(g, out, x, dim, reverse=False):
     return (where(first_zero, at_zero, grad),)
 
 
-@op("cumprod", shape=_scan_rule("cumprod", accumulated_dtype), vjp=_cumprod_vjp,
-    batch=ALONG_DIM)
+@op("cumprod", shape=_scan_rule("cumprod", accumulated_dtype), vjp=holomorphic(_cumprod_vjp),
+    batch=ALONG_DIM, amp="float32_gpu")
 def cumprod(xp, x, dim, reverse=False):
     """Running products along ``dim`` (from the last element if ``reverse``)."""
     return _scan(xp, xp.cumprod, x, dim, reverse)
@@ -104,11 +104,17 @@ def doubling_scan(xp, fn, x, axis):
     return out
 
 
-@op("cumextremum_indices", shape=_scan_rule("cumextremum_indices", lambda x: int64), vjp=None,
-    batch=ALONG_DIM)
+def _cumextremum_rule(x, dim, largest=True):
+    refuse_complex("cummax" if largest else "cummin", x)
+    return _scan_rule("cumextremum_indices", lambda x: int64)(x, dim)
+
+
+@op("cumextremum_indices", shape=_cumextremum_rule, vjp=None, batch=ALONG_DIM)
 def cumextremum_indices(xp, x, dim, largest=True):
     """Where the running max (``largest``) or min along ``dim`` was last attained, as int64:
     PyTorch's cummax/cummin indices (a tie or a NaN takes the index over)."""
+    if x.dtype.kind == "c":
+        raise TypeError("complex input")         # the rule explains it
     a = scan_axis(dim, x.ndim)
     if not x.ndim:
         return xp.zeros((), xp.int64)

@@ -20,9 +20,11 @@ def resolve_shape(opname, x_shape, shape, x=None):
                          f"unique); reshape with -1 for at most one of them, or do this step "
                          f"outside lk.function")
     shape = tuple(int(s) for s in shape)
-    size = math.prod(x_shape)
     if shape.count(-1) > 1:
         raise ShapeError(f"{opname}: at most one dimension can be -1, got {shape} for {what}")
+    if any(s is None for s in x_shape):      # sizes known only when the graph runs: -1 is too
+        return tuple(None if s == -1 else s for s in shape)
+    size = math.prod(x_shape)
     if -1 in shape:
         rest = math.prod(s for s in shape if s != -1)
         if rest == 0 or size % rest:
@@ -81,7 +83,7 @@ def _reshape_batch(inputs, bdims, shape):
 
 
 @op("reshape", shape=_reshape_rule, vjp=lambda g, out, x, shape: (reshape(g, shape=x.shape),),
-    batch=_reshape_batch)
+    batch=_reshape_batch, moves=True)
 def reshape(xp, x, shape):
     """``x`` with a new shape holding the same elements (one dimension may be -1)."""
     return x.reshape(shape)
@@ -115,7 +117,7 @@ def _permute_batch(inputs, bdims, dims):
     return permute(x, dims=(0,) + tuple(d % nd + 1 for d in dims)), 0
 
 
-@op("permute", shape=_permute_rule, vjp=_permute_vjp, batch=_permute_batch)
+@op("permute", shape=_permute_rule, vjp=_permute_vjp, batch=_permute_batch, moves=True)
 def permute(xp, x, dims):
     """``x`` with its dimensions reordered: output dim i is input dim ``dims[i]``."""
     return x.transpose(dims)
@@ -142,7 +144,8 @@ def _broadcast_batch(inputs, bdims, shape):
     return broadcast_to(x, shape=(x.shape[0],) + tuple(shape)), 0
 
 
-@op("broadcast_to", shape=_broadcast_rule, vjp=_broadcast_vjp, batch=_broadcast_batch)
+@op("broadcast_to", shape=_broadcast_rule, vjp=_broadcast_vjp, batch=_broadcast_batch,
+    moves=True)
 def broadcast_to(xp, x, shape):
     """A read-only view of ``x`` broadcast to ``shape`` (NumPy rules)."""
     return xp.broadcast_to(x, shape)
@@ -178,7 +181,7 @@ def _broadcast_like_batch(inputs, bdims):
 
 
 @op("broadcast_like", shape=_broadcast_like_rule, vjp=_broadcast_like_vjp,
-    batch=_broadcast_like_batch)
+    batch=_broadcast_like_batch, moves=True)
 def broadcast_like(xp, x, like):
     """``x`` broadcast to the shape ``like`` has when the op runs (a read-only view)."""
     return xp.broadcast_to(x, like.shape)
@@ -203,7 +206,8 @@ def _expand_dims_batch(inputs, bdims, axes):
     return expand_dims(x, axes=tuple(normalize_dim("expand_dims", a, n) + 1 for a in axes)), 0
 
 
-@op("expand_dims", shape=_expand_dims_rule, vjp=_expand_dims_vjp, batch=_expand_dims_batch)
+@op("expand_dims", shape=_expand_dims_rule, vjp=_expand_dims_vjp, batch=_expand_dims_batch,
+    moves=True)
 def expand_dims(xp, x, axes):
     """``x`` with size-1 dimensions inserted at ``axes`` (positions in the result), whatever its
     other dimensions are when the op runs."""
@@ -246,7 +250,7 @@ def _concat_batch(inputs, bdims, dim=0):
     return concat(*xs, dim=normalize_dim("concat", dim, xs[0].ndim - 1) + 1), 0
 
 
-@op("concat", shape=_concat_rule, vjp=_concat_vjp, batch=_concat_batch)
+@op("concat", shape=_concat_rule, vjp=_concat_vjp, batch=_concat_batch, moves=True)
 def concat(xp, *xs, dim=0):
     """Join tensors along an existing dimension ``dim`` (dtypes promoted as PyTorch does)."""
     first = xs[0].dtype

@@ -14,7 +14,7 @@ import numpy as np
 from ...errors import ShapeError, describe
 from ..batching import ALONG_DIM
 from ..op import op
-from ..shape_rules import normalize_dim, shape_of, ufunc_dtype
+from ..shape_rules import normalize_dim, refuse_complex, shape_of, ufunc_dtype
 from .elementwise import exp, mul, sub
 from .reduce import short_row_columns, sum
 
@@ -24,6 +24,7 @@ def _rule(name):
         if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
             raise ShapeError(f"{name}: dim must be one int, got dim={dim!r} for {describe(x)}")
         normalize_dim(name, dim, max(len(shape_of(x)), 1), x)
+        refuse_complex(name, x)
         return shape_of(x), ufunc_dtype(name, np.exp, x)
     return rule
 
@@ -31,6 +32,8 @@ def _rule(name):
 def _shifted(xp, x, dim):
     """``x - max(x)`` over ``dim`` (a new array, in the result dtype) and the reduction axis."""
     axis = dim if x.ndim else None
+    if x.dtype.kind == "c":
+        raise TypeError("complex input")         # the rule explains it
     if x.dtype.kind in "biu":      # computed in the dtype NumPy's exp gives (the rule's)
         x = x.astype(np.exp.resolve_dtypes((x.dtype, None))[1])
     if x.size == 0:
@@ -60,7 +63,8 @@ def _rows(columns, x):
     return np.ascontiguousarray(columns.T).reshape(x.shape)
 
 
-@op("log_softmax", shape=_rule("log_softmax"), vjp=_log_softmax_vjp, batch=ALONG_DIM)
+@op("log_softmax", shape=_rule("log_softmax"), vjp=_log_softmax_vjp, batch=ALONG_DIM,
+    amp="float32_gpu")
 def log_softmax(xp, x, dim=-1):
     """log(softmax(x)) over ``dim``, computed without forming softmax (stable for large inputs).
 
@@ -83,7 +87,7 @@ def _softmax_vjp(g, out, x, dim=-1):
     return (mul(out, sub(g, sum(mul(g, out), dim=dim, keepdim=True))),)
 
 
-@op("softmax", shape=_rule("softmax"), vjp=_softmax_vjp, batch=ALONG_DIM)
+@op("softmax", shape=_rule("softmax"), vjp=_softmax_vjp, batch=ALONG_DIM, amp="float32_gpu")
 def softmax(xp, x, dim=-1):
     """exp(x) / sum(exp(x)) over ``dim``, stable for large inputs (the max is subtracted first).
 

@@ -16,9 +16,10 @@ import numpy as np
 
 from ...errors import ShapeError, describe
 from ..batching import ALONG_DIM, data_dependent
+from ..creation import tensor
 from ..dtypes import int32, int64
 from ..op import op
-from ..shape_rules import normalize_dim, reduced_shape, shape_of
+from ..shape_rules import normalize_dim, reduced_shape, refuse_complex, shape_of
 from ..tensor import Tensor
 from .scan import running, scan_axis
 from .shape import batch_size, materialized, reshape
@@ -30,6 +31,7 @@ def _dim_rule(name, x, dim, nonempty=False):
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise ShapeError(f"{name}: dim must be one int, got dim={dim!r} for {describe(x)}")
     d = normalize_dim(name, dim, len(shape_of(x)), x)
+    refuse_complex(name, x)
     if nonempty and shape_of(x) and shape_of(x)[d] == 0:
         raise ShapeError(f"{name}: dim={dim} of {describe(x)} has no elements, and {name} of "
                          f"nothing is undefined. Check the shape, or pick a non-empty dimension.")
@@ -45,6 +47,8 @@ def _argsort_rule(x, dim=-1, descending=False):
 def argsort_kernel(xp, x, axis, descending=False):
     """Stable argsort along ``axis``: equal elements keep their order, NaN goes last (first when
     ``descending``)."""
+    if x.dtype.kind == "c":
+        raise TypeError("complex input")         # the rules explain it
     if not descending:
         return xp.argsort(x, axis=axis, kind="stable")
     # descending and stable: sort the reversed array, reverse the order, and map positions back
@@ -198,7 +202,6 @@ def _searchsorted_batch(inputs, bdims, **attrs):
     if isinstance(values, Tensor):
         values = materialized(values, dv, size)
     else:
-        from ..creation import tensor
         values = tensor(np.full((size,), values), device=seq.device)
     if seq.ndim > 2:                      # a sorted row per row of values: batch first in both
         return searchsorted(seq, values, **attrs), 0

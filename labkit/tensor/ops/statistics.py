@@ -14,7 +14,9 @@ from ..batching import ONE_DIM_REDUCTION, REDUCTION
 from ..dtypes import bool_
 from ..op import op
 from ..shape_rules import normalize_dims, reduced_shape, shape_of
-from .elementwise import add, cast, div, eq, mul, ne, sqrt, stop_gradient, sub, where
+from .composite import var
+from .elementwise import (add, cast, div, eq, holomorphic, mul, ne, sqrt, stop_gradient, sub,
+                          where)
 from .index import getitem_slices, zeros_like
 from .reduce import sum
 from .scan import accumulated_dtype, cumprod, scan_axis
@@ -62,7 +64,8 @@ def _prod_vjp(g, out, x, dim=None, keepdim=False):
     return (mul(g if keepdim else expand_dims(g, axes=(d,)), others),)
 
 
-@op("prod", shape=_prod_rule, vjp=_prod_vjp, batch=ONE_DIM_REDUCTION)
+@op("prod", shape=_prod_rule, vjp=holomorphic(_prod_vjp), batch=ONE_DIM_REDUCTION,
+    amp="float32")
 def prod(xp, x, dim=None, keepdim=False):
     """Product over ``dim`` (None: every element; 1 for none), bool and int32 giving int64."""
     if not isinstance(dim, (int, type(None))):
@@ -97,7 +100,6 @@ def isnan(x):
 
 def std(x, dim=None, keepdim=False, correction=1):
     """Standard deviation over ``dim`` with Bessel's ``correction``."""
-    from .composite import var
     v = var(x, dim=dim, keepdim=keepdim, correction=correction)
     # zero where the variance is zero, as PyTorch's gradient is (not sqrt's infinite slope)
     flat = eq(v, 0)

@@ -11,7 +11,7 @@ from ..dtypes import as_dtype
 from ..ops.elementwise import cast
 from ..tensor import Tensor
 from .registry import tensor_method
-from .shaping import _sizes
+from .shape import _sizes
 
 
 def _get_data(self):
@@ -98,11 +98,12 @@ def cuda(self, device=None):
 
 
 Tensor.is_cuda = property(lambda self: self.device.type == "gpu",
-                          doc="Whether the tensor is on a GPU.")
+                          doc="Whether the tensor is on a GPU (labkit's GPUs are CUDA's).")
 Tensor.is_cpu = property(lambda self: self.device.type == "cpu",
-                         doc="Whether the tensor is on a CPU device.")
-# PyTorch's other accelerators, which labkit does not run on: programs test these to pick a path
-Tensor.is_xpu = property(lambda self: False, doc="False: labkit has no Intel GPU (XPU) device.")
-Tensor.is_mps = property(lambda self: False, doc="False: labkit has no Apple GPU (MPS) device.")
+                         doc="Whether the tensor is on the CPU (any of its virtual devices).")
+# PyTorch's other device kinds, which labkit has none of (DCGAN asks ``x.is_xpu``)
+for _kind in ("xpu", "mps", "meta", "xla", "ipu", "hpu", "mtia", "vulkan", "mkldnn"):
+    setattr(Tensor, f"is_{_kind}", property(lambda self: False,
+                                            doc=f"False: labkit has no {_kind} devices."))
 Tensor.grad_fn = property(lambda self: self._node,
                           doc="The tape entry that made this tensor (None for a leaf).")

@@ -87,8 +87,8 @@ for _row in [
      [False, True]),
     ("logical_not", E.logical_not, "Where ``x`` is zero (False), as bools.", [0.0, 2.0],
      [True, False]),
-    ("sgn", E.sign, "The sign (-1, 0 or 1) of real values, as ``sign``.", [-2.0, 0.0],
-     [-1.0, 0.0]),
+    ("sgn", E.sgn, "The sign of real values (-1, 0 or 1), ``x / |x|`` of complex ones.",
+     [-2.0, 0.0], [-1.0, 0.0]),
     ("absolute", E.abs, "Absolute value, as ``abs``.", [-2.0, 0.0], [2.0, 0.0]),
     ("negative", E.neg, "``-x``, as ``neg``.", [-2.0, 0.0], [2.0, -0.0]),
 ]:

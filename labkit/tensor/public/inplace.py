@@ -20,14 +20,18 @@ node; on a tensor from outside it is an ``assign`` node, run in program order.
 >>> _ = x.mul_(2).clamp_(min=0); x += 1; x.tolist()
 [3.0, 1.0, 7.0]
 """
+import functools
+
 import numpy as np
 
 from ...errors import DTypeError, GradError, ShapeError, describe
 from .. import dispatch, versions
-from ..creation import zeros_like
+from ..creation import full, tensor as _tensor, zeros_like
 from ..ops.elementwise import cast, clone, mul
+from ..ops.index import index_put, split_index
 from ..ops.shape import broadcast_to
 from ..ops.state import assign
+from ..random import rand, randn
 from ..tensor import Tensor
 from .registry import METHODS
 
@@ -101,17 +105,42 @@ def _recording(target, args):
                                         for a in args)
 
 
+def in_place(target, name, compute, *args, **kwargs):
+    """``compute(target, *args, **kwargs)`` written into ``target``, which is returned: what
+    every in-place method does (``name`` is the op, for errors)."""
+    _check_writable(target, name)
+    source = target
+    if _recording(target, args + tuple(kwargs.values())):
+        source = _before(target, copy=name not in _NO_SNAPSHOT)
+    return write(target, compute(source, *args, **kwargs), name)
+
+
 def inplace(name, compute):
     """The in-place method ``<name>_`` of ``compute(self, *args, **kwargs)``."""
     def method(self, *args, **kwargs):
-        _check_writable(self, name)
-        source = self
-        if _recording(self, args + tuple(kwargs.values())):
-            source = _before(self, copy=name not in _NO_SNAPSHOT)
-        return write(self, compute(source, *args, **kwargs), name)
+        return in_place(self, name, compute, *args, **kwargs)
     method.__name__ = f"{name}_"
     method.__doc__ = f"``x.{name}(...)`` written into ``x`` in place; returns ``x``."
     return method
+
+
+def inplace_flag(fn):
+    """``fn(input, ..., inplace=False)`` with PyTorch's trailing ``inplace`` flag honoured
+    (``F.relu(x, inplace=True)``, ``nn.ReLU(inplace=True)``, dropout): the result is written
+    into ``input``, which is returned, with the checks of every in-place op (a leaf that requires
+    grad is refused; a value autodiff saved and then overwritten makes backward raise)."""
+    n = fn.__code__.co_argcount            # ``inplace`` is the last positional parameter
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if len(args) == n:
+            flag, args = args[-1], args[:-1]
+        else:
+            flag = kwargs.pop("inplace", False)
+        if not flag:
+            return fn(*args, **kwargs)
+        return in_place(args[0], fn.__name__, lambda x: fn(x, *args[1:], **kwargs))
+    return run
 
 
 # ---- the methods ---------------------------------------------------------------------------
@@ -128,7 +157,6 @@ def _zero(x):
 
 
 def _fill(x, value):
-    from ..creation import full
     if isinstance(value, Tensor):
         if value.ndim:
             raise ShapeError(f"fill_: the value must be a number or a 0-d tensor, got "
@@ -150,12 +178,10 @@ def _copy(x, src, non_blocking=False):
 
 
 def _uniform(x, a=0.0, b=1.0, *, generator=None):
-    from ..random import rand
     return rand(x.shape, dtype=x.dtype, device=x.device) * (b - a) + a
 
 
 def _normal(x, mean=0.0, std=1.0, *, generator=None):
-    from ..random import randn
     return randn(x.shape, dtype=x.dtype, device=x.device) * std + mean
 
 
@@ -201,8 +227,6 @@ for _name in _FROM_METHODS:
 # ---- x[index] = value ----------------------------------------------------------------------
 def _setitem(x, index, value):
     """``x`` with ``value`` (broadcast, cast to x's dtype as PyTorch does) at ``x[index]``."""
-    from ..creation import tensor as _tensor
-    from ..ops.index import index_put, split_index
     spec, tensors = split_index(x, index)
     if not isinstance(value, Tensor):
         value = _tensor(value, device=x.device)

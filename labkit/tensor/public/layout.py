@@ -16,7 +16,9 @@ import math
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, describe
+from ..creation import zeros
 from ..ops import composite as C
+from ..ops import elementwise as E
 from ..ops import index as I
 from ..ops import layout as L
 from ..ops import shape as S
@@ -129,7 +131,8 @@ def _tile(x, reps):
     shape = (1,) * (len(reps) - x.ndim) + x.shape
     spread = S.reshape(x, shape=tuple(v for s in shape for v in (1, s)))
     spread = S.broadcast_to(spread, shape=tuple(v for r, s in zip(reps, shape) for v in (r, s)))
-    return S.reshape(spread, shape=tuple(r * s for r, s in zip(reps, shape)))
+    # new memory, as PyTorch's repeat: the reshape may still be a (read-only) view of ``x``
+    return E.clone(S.reshape(spread, shape=tuple(r * s for r, s in zip(reps, shape))))
 
 
 @tensor_method()
@@ -459,7 +462,6 @@ def block_diag(*tensors):
     >>> lk.block_diag(lk.tensor([[1, 2]]), lk.tensor(3)).tolist()
     [[1, 2, 0], [0, 0, 3]]
     """
-    from ..creation import zeros
     blocks = []
     for t in tensors:
         if t.ndim > 2:

@@ -19,18 +19,21 @@ import numbers
 import numpy as np
 
 from ...errors import ShapeError, describe
+from ..autocast import precision
+from ..creation import zeros
 from ..ops import composite as C
 from ..ops import decompositions as D
 from ..ops import elementwise as E
 from ..ops import norm as N
 from ..ops import reduce as R
 from ..ops.linalg import matmul
+from ..dtypes import finfo
 from ..ops.shape import permute, reshape
 from ..shape_rules import normalize_dim
 from . import return_types
 from .products import cross as _cross
 from .products import matrix_power  # noqa: F401  (lk.linalg.matrix_power)
-from .reductions import _cast_to
+from .reduce import _cast_to
 from .registry import accept_numpy_names, public
 
 
@@ -104,6 +107,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
 
 
 @accept_numpy_names
+@precision("float32_gpu")
 def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     """``torch.linalg.norm``: a vector norm when ``dim`` is one dimension (or ``A`` is 1-D),
     a matrix norm when it is two (or ``A`` is 2-D and ``ord`` is given); with neither ``ord``
@@ -261,7 +265,6 @@ def _qr(A, mode, result):
     m, n = A.shape[-2:]
     parts = D.unpack(D.qr(A, mode=mode), *D.qr_shapes(m, n, mode))
     if mode == "r":
-        from ..creation import zeros
         parts = [zeros(0, dtype=A.dtype, device=A.device)] + parts
     return result(*parts)
 
@@ -307,7 +310,6 @@ def torch_svd(input, some=True, compute_uv=True):
     ``compute_uv=False`` gives zero-filled U and V."""
     u, s, vh = _svd(input, full_matrices=not some)
     if not compute_uv:
-        from ..creation import zeros
         m, n = input.shape[-2:]
         batch = input.shape[:-2]
         return return_types.svd(zeros(batch + (m, m if not some else min(m, n)),
@@ -353,7 +355,7 @@ def eigvalsh(A, UPLO="L"):
 def _tolerances(A, atol, rtol):
     """PyTorch's defaults: rtol = eps * max(m, n) unless atol > 0 is given."""
     if rtol is None:
-        rtol = np.finfo(A.dtype.np).eps * max(A.shape[-2:]) if not atol else 0.0
+        rtol = finfo(A.dtype).eps * max(A.shape[-2:]) if not atol else 0.0
     return float(atol or 0.0), float(rtol)
 
 

@@ -14,6 +14,8 @@ import math
 import numbers
 
 from ...errors import ShapeError, describe
+from ..autocast import precision
+from ..creation import arange, eye, tensor
 from ..ops import composite as C
 from ..ops import elementwise as E
 from ..ops import reduce as R
@@ -35,6 +37,7 @@ def _need(name, x, ndims, what, instead):
 
 
 @public()
+@precision("low")
 def mm(input, mat2):
     """The product of two matrices (2-D tensors only; ``lk.matmul`` batches and broadcasts).
 
@@ -50,6 +53,7 @@ def mm(input, mat2):
 
 
 @public()
+@precision("low")
 def bmm(input, mat2):
     """Batched matrix product of (b, n, m) and (b, m, p) tensors (no broadcasting).
 
@@ -68,6 +72,7 @@ def bmm(input, mat2):
 
 
 @public()
+@precision("low_gpu")
 def mv(input, vec):
     """A matrix (n, m) times a vector (m,).
 
@@ -82,6 +87,7 @@ def mv(input, vec):
 
 
 @public()
+@precision("low_gpu")
 def dot(input, tensor):
     """The dot product of two 1-D tensors of one length.
 
@@ -106,8 +112,10 @@ def vdot(input, other):
     >>> import labkit as lk
     >>> lk.vdot(lk.tensor([1.0, 2.0]), lk.tensor([3.0, 4.0])).item()
     11.0
+    >>> lk.vdot(lk.tensor([1j]), lk.tensor([1j])).item()
+    (1+0j)
     """
-    return dot(input, other)
+    return dot(E.conjugate(input), other)
 
 
 @public()
@@ -164,6 +172,7 @@ def _plus_scaled(name, input, product, beta, alpha):
 
 
 @public()
+@precision("low")
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat1 @ mat2)`` for matrices ``mat1``, ``mat2``.
 
@@ -175,6 +184,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 
 @public()
+@precision("low_gpu")
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     """``beta * input + alpha * (mat @ vec)``.
 
@@ -186,6 +196,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
 
 
 @public()
+@precision("low_gpu")
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
     """``beta * input + alpha * outer(vec1, vec2)``.
 
@@ -197,6 +208,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
 
 
 @public()
+@precision("low")
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * bmm(batch1, batch2)``.
 
@@ -208,6 +220,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 
 @public()
+@precision("low")
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """``beta * input + alpha * sum_i batch1[i] @ batch2[i]`` (one matrix product over the
     batch and the inner dimension together).
@@ -343,7 +356,6 @@ def matrix_power(input, n):
     if not isinstance(n, numbers.Integral):
         raise TypeError(f"matrix_power: n must be an int, got {n!r}")
     if n == 0:
-        from ..creation import eye
         return _ignoring(input, eye(input.shape[-1], dtype=input.dtype, device=input.device))
     x = inv(input) if n < 0 else input
     n = abs(int(n))
@@ -359,7 +371,6 @@ def matrix_power(input, n):
 
 def diagonal_of(x):
     """The main diagonal of the matrices of ``x`` (the last two dimensions), as (..., k)."""
-    from ..creation import arange
     k = min(x.shape[-2:])
     idx = arange(k, device=x.device)
     return getitem(x, (Ellipsis, idx, idx))
@@ -405,7 +416,6 @@ def cross(input, other, dim=None):
     >>> lk.cross(lk.tensor([1.0, 0.0, 0.0]), lk.tensor([0.0, 1.0, 0.0])).tolist()
     [0.0, 0.0, 1.0]
     """
-    from ..creation import tensor
     shape, d = _cross_dim(input, other, dim)
     a, b = broadcast_to(input, shape=shape), broadcast_to(other, shape=shape)
     one = tensor([1, 2, 0], device=a.device)
@@ -415,6 +425,7 @@ def cross(input, other, dim=None):
 
 
 @public(method=False)
+@precision("float32")
 def cdist(x1, x2, p=2.0, compute_mode=None):
     """The p-norm distance between each row of ``x1`` (..., P, M) and each of ``x2``
     (..., R, M): (..., P, R). The gradient at a zero distance is 0, as in PyTorch.

@@ -10,6 +10,7 @@ nanmedian, mode, count_nonzero, nansum, nanmean.
 >>> values.tolist(), indices.tolist(), bool(x.all()), x.any(1).tolist()
 ([2.0, 3.0], [2, 0], False, [True, True])
 """
+from ..autocast import precision
 from ..ops import composite as C
 from ..ops import elementwise as E
 from ..ops import index as I
@@ -18,7 +19,7 @@ from ..ops import sorting as SO
 from ..ops import statistics as ST
 from ..shape_rules import float_dtype, normalize_dim, normalize_dims
 from . import return_types
-from .reductions import _cast_to
+from .reduce import _cast_to
 from .registry import public
 
 
@@ -108,6 +109,7 @@ def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 @public()
+@precision("float32_gpu")
 def logsumexp(x, dim, keepdim=False):
     """``log(sum(exp(x)))`` over ``dim`` (an int or a tuple), computed stably; -inf over no
     elements.

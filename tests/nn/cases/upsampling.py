@@ -1,5 +1,5 @@
 """Cases of Upsample (nearest, bilinear with and without align_corners, linear, trilinear,
-by size or scale) and its two fixed-mode forms."""
+by size or scale), its two fixed-mode forms, and PixelShuffle / PixelUnshuffle."""
 from ..module_cases import ModuleCase, normal
 
 MODULE_CASES = [
@@ -24,4 +24,8 @@ MODULE_CASES = [
                normal((1, 2, 2, 3))),
     ModuleCase("upsampling_bilinear2d", lambda nn: nn.UpsamplingBilinear2d(size=(5, 4)),
                normal((1, 2, 3, 3))),
+    ModuleCase("pixel_shuffle", lambda nn: nn.PixelShuffle(2), normal((2, 12, 3, 4)),
+               module="PixelShuffle"),
+    ModuleCase("pixel_unshuffle", lambda nn: nn.PixelUnshuffle(2), normal((2, 3, 4, 6)),
+               module="PixelUnshuffle"),
 ]

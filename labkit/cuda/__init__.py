@@ -26,12 +26,12 @@ taken; everything that needs a GPU raises a DeviceError saying what is missing.
 """
 import contextlib
 
-from .devices import cupy_module, get_device, gpu_count, memory_stats
-from .devices import reset_peak_memory_stats as _reset_peak
-from .errors import DeviceError
-from .tensor import random as _random
+from ..devices import cupy_module, get_device, gpu_count, memory_stats
+from ..devices import reset_peak_memory_stats as _reset_peak
+from ..errors import DeviceError
+from ..tensor import random as _random
 
-__all__ = ["is_available", "device_count", "current_device", "set_device", "device",
+__all__ = ["is_available", "is_bf16_supported", "device_count", "current_device", "set_device", "device",
            "get_device_name", "synchronize", "Stream", "stream", "current_stream",
            "default_stream", "Event", "memory_allocated", "max_memory_allocated",
            "memory_reserved", "reset_peak_memory_stats", "empty_cache", "manual_seed",
@@ -41,6 +41,12 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
 def is_available():
     """Whether a CUDA device is usable here (CuPy installed and a GPU present); never raises."""
     return gpu_count() > 0
+
+
+def is_bf16_supported(including_emulation=True):
+    """False: labkit's GPU arrays are CuPy's, which have no bfloat16; use float16 on a GPU
+    (``lk.autocast('cuda')``'s default). nanoGPT asks this to pick its dtype."""
+    return False
 
 
 def device_count():
@@ -330,3 +336,6 @@ seed_all = seed
 def initial_seed():
     """The seed the random numbers were last started from (``lk.initial_seed()``)."""
     return _random.initial_seed()
+
+
+from . import amp  # noqa: E402  (torch.cuda.amp: autocast and GradScaler for CUDA devices)
