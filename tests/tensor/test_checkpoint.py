@@ -924,15 +924,3 @@ def test_save_and_load_take_path_objects(tmp_path):
     lk.save((1, "two"), path)
     assert lk.load(path) == (1, "two")
 
-
-def test_pytorch_spellings_of_load(ckpt):
-    # torch.load(path, map_location=..., weights_only=...) as PyTorch programs call it
-    lk.save({"w": lk.ones(2)}, ckpt)
-    for weights_only in (None, True, False):
-        state = lk.load(ckpt, map_location="cpu", weights_only=weights_only)
-        assert state["w"].device == lk.device("cpu:0") and state["w"].tolist() == [1.0, 1.0]
-    assert lk.load(ckpt, map_location=lk.device("cpu"))["w"].tolist() == [1.0, 1.0]
-    with pytest.raises(TypeError, match="not both"):
-        lk.load(ckpt, device="cpu", map_location="cpu")
-    with pytest.raises(TypeError, match="a device or a device name"):
-        lk.load(ckpt, map_location=lambda storage, loc: storage)
