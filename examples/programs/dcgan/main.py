@@ -4,7 +4,7 @@ import os
 import random
 import torch
 import torch.nn as nn
-# import torch.nn.parallel  # LABKIT: labkit has no torch.nn.parallel yet (data_parallel is only called with several GPUs)
+import torch.nn.parallel
 import torch.backends.cudnn as cudnn
 import torch.optim as optim
 import torch.utils.data

@@ -24,8 +24,8 @@ from contextlib import nullcontext
 
 import numpy as np
 import torch
-# from torch.nn.parallel import DistributedDataParallel as DDP  # LABKIT: labkit has no torch.nn.parallel yet (DDP is used only under torchrun)
-# from torch.distributed import init_process_group, destroy_process_group  # LABKIT: labkit has no torch.distributed yet (used only under torchrun)
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.distributed import init_process_group, destroy_process_group
 
 from model import GPTConfig, GPT
 
@@ -108,7 +108,7 @@ torch.backends.cuda.matmul.allow_tf32 = True # allow tf32 on matmul
 torch.backends.cudnn.allow_tf32 = True # allow tf32 on cudnn
 device_type = 'cuda' if 'cuda' in device else 'cpu' # for later use in torch.autocast
 # note: float16 data type will automatically use a GradScaler
-ptdtype = {'float32': torch.float32, 'float16': torch.float16}[dtype]  # LABKIT: was {..., 'bfloat16': torch.bfloat16, ...}: labkit has no bfloat16 yet
+ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
 ctx = nullcontext() if device_type == 'cpu' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
 
 # poor man's data loader
@@ -193,14 +193,7 @@ if block_size < model.config.block_size:
 model.to(device)
 
 # initialize a GradScaler. If enabled=False scaler is a no-op
-# scaler = torch.cuda.amp.GradScaler(enabled=(dtype == 'float16'))  # LABKIT: labkit has no GradScaler yet; a disabled one's behaviour:
-class _DisabledGradScaler:  # LABKIT
-    def scale(self, loss): return loss  # LABKIT
-    def unscale_(self, optimizer): pass  # LABKIT
-    def step(self, optimizer): optimizer.step()  # LABKIT
-    def update(self): pass  # LABKIT
-assert dtype != 'float16', 'float16 needs a GradScaler'  # LABKIT
-scaler = _DisabledGradScaler()  # LABKIT
+scaler = torch.cuda.amp.GradScaler(enabled=(dtype == 'float16'))
 
 # optimizer
 optimizer = model.configure_optimizers(weight_decay, learning_rate, (beta1, beta2), device_type)

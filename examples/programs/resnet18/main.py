@@ -8,10 +8,10 @@ from enum import Enum
 
 import torch
 import torch.backends.cudnn as cudnn
-# import torch.distributed as dist  # LABKIT: labkit has no torch.distributed yet (used only for distributed training)
+import torch.distributed as dist
 # import torch.multiprocessing as mp  # LABKIT: labkit has no torch.multiprocessing (used only with --multiprocessing-distributed)
 import torch.nn as nn
-# import torch.nn.parallel  # LABKIT: labkit has no torch.nn.parallel yet (DataParallel and DDP are used only on GPUs)
+import torch.nn.parallel
 import torch.optim
 import torch.utils.data
 import torch.utils.data.distributed

@@ -75,7 +75,7 @@ def test():
 
 def checkpoint(epoch):
     model_out_path = "model_epoch_{}.pth".format(epoch)
-    torch.save(model.state_dict(), model_out_path)  # LABKIT: was torch.save(model, ...): labkit saves no whole modules yet (checkpoints run no code), so the state dict
+    torch.save(model, model_out_path)
     print("Checkpoint saved to {}".format(model_out_path))
 
 for epoch in range(1, opt.nEpochs + 1):

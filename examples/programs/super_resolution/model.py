@@ -3,17 +3,6 @@ import torch.nn as nn
 import torch.nn.init as init
 
 
-class PixelShuffle(nn.Module):  # LABKIT: nn.PixelShuffle's rearrangement, by view and permute
-    def __init__(self, r):  # LABKIT
-        super(PixelShuffle, self).__init__()  # LABKIT
-        self.r = r  # LABKIT
-
-    def forward(self, x):  # LABKIT
-        n, c, h, w = x.shape  # LABKIT
-        x = x.view(n, c // self.r ** 2, self.r, self.r, h, w).permute(0, 1, 4, 2, 5, 3)  # LABKIT
-        return x.reshape(n, c // self.r ** 2, h * self.r, w * self.r)  # LABKIT
-
-
 class Net(nn.Module):
     def __init__(self, upscale_factor):
         super(Net, self).__init__()
@@ -23,7 +12,7 @@ class Net(nn.Module):
         self.conv2 = nn.Conv2d(64, 64, (3, 3), (1, 1), (1, 1))
         self.conv3 = nn.Conv2d(64, 32, (3, 3), (1, 1), (1, 1))
         self.conv4 = nn.Conv2d(32, upscale_factor ** 2, (3, 3), (1, 1), (1, 1))
-        self.pixel_shuffle = PixelShuffle(upscale_factor)  # LABKIT: was nn.PixelShuffle, which labkit lacks yet (below)
+        self.pixel_shuffle = nn.PixelShuffle(upscale_factor)
 
         self._initialize_weights()
 

@@ -234,7 +234,7 @@ try:
         # Save the model if the validation loss is the best we've seen so far.
         if not best_val_loss or val_loss < best_val_loss:
             if True:  # LABKIT: was `with open(args.save, 'wb') as f:` (labkit saves to a path, not an open file)
-                torch.save(model.state_dict(), args.save)  # LABKIT: was torch.save(model, f) (labkit saves no whole modules yet)
+                torch.save(model.state_dict(), args.save)  # LABKIT: was torch.save(model, f): the state dict, which the load below reads without torch.serialization
             best_val_loss = val_loss
         else:
             # Anneal the learning rate if no improvement has been seen in the validation dataset.
@@ -244,7 +244,7 @@ except KeyboardInterrupt:
     print('Exiting from training early')
 
 # Load the best saved model.
-if True:  # LABKIT: the lines commented out below load a whole pickled module (torch.nn.modules' classes, an open file); labkit loads a state dict
+if True:  # LABKIT: the lines commented out below load a pickled module from an open file with torch.serialization.safe_globals of torch.nn.modules' classes, which labkit lacks; a state dict instead
     model.load_state_dict(torch.load(args.save))  # LABKIT
 #with open(args.save, 'rb') as f:
 #    if args.model == 'Transformer':
