@@ -203,6 +203,12 @@ class WorkerError(RuntimeError):
     pass
 
 
+def worker_name(module):
+    """How a worker finds a workload: its module's name in benchmarks/workloads, or its own
+    ``WORKER_NAME`` (a corpus program's)."""
+    return getattr(module, "WORKER_NAME", None) or module.__name__.rsplit(".", 1)[1]
+
+
 class Worker:
     """A worker process running one implementation; ``ask`` sends a command, returns the reply."""
 
@@ -210,8 +216,7 @@ class Worker:
         self.impl = impl
         self.err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.worker", module.__name__.rsplit(".", 1)[1], impl,
-             device],
+            [sys.executable, "-m", "benchmarks.worker", worker_name(module), impl, device],
             cwd=REPO, env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self.err)
 

@@ -1,9 +1,10 @@
 """One implementation of one workload, in a process of its own, driven by the runner.
 
-Started as ``python -m benchmarks.worker MODULE IMPLEMENTATION DEVICE``. It imports only the
-library its implementation needs (so import cost and memory are that library's alone), builds the
-seeded data, runs the agreement check, and then answers the runner's commands, one JSON object
-per line on stdin, one JSON reply per line on the protocol pipe:
+Started as ``python -m benchmarks.worker MODULE IMPLEMENTATION DEVICE`` (MODULE: a module of
+``benchmarks/workloads``, or ``corpus.NAME`` for a program of ``benchmarks/corpus``). It imports
+only the library its implementation needs (so import cost and memory are that library's alone),
+builds the seeded data, runs the agreement check, and then answers the runner's commands, one
+JSON object per line on stdin, one JSON reply per line on the protocol pipe:
 
 - ``{"cmd": "calibrate", "warmup_s": s, "target_s": t}``: warm up for about ``s`` seconds
   (at least two steps) and reply with how many steps make a sample of about ``t`` seconds;
@@ -48,7 +49,11 @@ def main(argv):
     baseline = common.current_rss()
 
     try:
-        mod = importlib.import_module(f"benchmarks.workloads.{module_name}")
+        if module_name.startswith("corpus."):         # a program of benchmarks/corpus
+            from benchmarks.corpus.bench import workload
+            mod = workload(module_name.split(".", 1)[1])
+        else:
+            mod = importlib.import_module(f"benchmarks.workloads.{module_name}")
         data = mod.data(common.rng())
         fp = common.fingerprint(data)
         bench = mod.IMPLS.factories[impl](data, device)

@@ -238,3 +238,32 @@ def test_the_questions_programs_ask_before_they_start():
         ours, theirs = getattr(labkit, name), getattr(torch, name)
         assert ours.np == torch.empty(0, dtype=theirs).numpy().dtype, name
         assert labkit.zeros(2, dtype=ours).dtype is ours
+
+
+def test_the_switches_and_flags_real_programs_touch():
+    # nanoGPT sets backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32; DCGAN tests is_xpu;
+    # pytorch/examples imagenet imports torch.utils.data.distributed
+    import labkit.utils.data.distributed as distributed
+    for T in (torch, labkit):
+        saved = T.backends.cuda.matmul.allow_tf32, T.backends.cudnn.allow_tf32
+        T.backends.cuda.matmul.allow_tf32 = True
+        T.backends.cudnn.allow_tf32 = True
+        T.backends.cuda.matmul.allow_tf32, T.backends.cudnn.allow_tf32 = saved
+        x = T.zeros(2)
+        assert (x.is_cpu, x.is_cuda, x.is_xpu, x.is_mps) == (True, False, False, False)
+    assert distributed.DistributedSampler is labkit.data.DistributedSampler
+
+
+def test_hub_refuses_pickled_checkpoints_and_caches_safetensors(tmp_path):
+    src = tmp_path / "weights.safetensors"
+    labkit.save({"w": labkit.arange(3.0)}, str(src))
+    cache = tmp_path / "cache"
+    state = labkit.hub.load_state_dict_from_url(src.as_uri(), model_dir=str(cache),
+                                                map_location="cpu")
+    assert state["w"].tolist() == [0.0, 1.0, 2.0] and (cache / "weights.safetensors").exists()
+    src.unlink()                               # read from the cache from now on
+    again = labkit.hub.load_state_dict_from_url(src.as_uri(), model_dir=str(cache))
+    assert again["w"].tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(labkit.CheckpointError, match="safetensors checkpoints only"):
+        labkit.hub.load_state_dict_from_url(
+            "https://download.pytorch.org/models/resnet18-5c106cde.pth", model_dir=str(cache))

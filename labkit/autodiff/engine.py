@@ -243,16 +243,19 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
             inputs = node.inputs
             if inputs is None:
                 raise _freed_error(node)
+            # writes since the node was recorded that touch none of its values (an optimiser's
+            # or BatchNorm's running statistics') do not take it off the fast paths
+            fresh = node.epoch == now or not _written_since(node)
             # (not for a vmap's per-example entry, whose output is a whole batch)
             if node.op.vjp_into is not None and not create_graph and g._data is not None and \
-                    node.epoch == now and type(node) is TapeNode:
+                    fresh and type(node) is TapeNode:
                 x = inputs[0]
                 if isinstance(x, Tensor) and (x._requires_grad or follow_all):
                     _add_into(node, g, x, grads, leaf_grads, owned)
                 if not retain_graph:
                     node.free()
                 continue
-            if node.epoch != now:        # something was written in place since
+            if not fresh:                      # one of its values was written in place since
                 input_grads = _vjp_checking_writes(node, g, create_graph)
             elif node.op.holomorphic and (g.dtype.is_complex if g._data is None else
                                           g._data.dtype.kind == "c"):
@@ -341,6 +344,17 @@ def _add_into(node, g, x, grads, leaf_grads, owned):
             leaf_grads[id(x)] = (x, acc)
     args = [a._data if isinstance(a, Tensor) else a for a in node.inputs]
     node.op.vjp_into(x._device.xp, acc._data, g._data, node.out, *args, **node.attrs)
+
+
+def _written_since(node):
+    """Whether one of ``node``'s inputs or its output was written in place after the node was
+    recorded (their version counters' last writes against the node's epoch)."""
+    for t in node.inputs:
+        c = getattr(t, "_version", None)
+        if c is not None and c[0] > node.epoch:
+            return True
+    c = node.out_version
+    return c is not None and c[0] > node.epoch
 
 
 def _vjp_checking_writes(node, g, create_graph):

@@ -62,6 +62,7 @@ _MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "einsum": "m
                 "elementwise": "elementwise", "elementwise_math": "elementwise",
                 "complex": "elementwise",
                 "bitwise": "elementwise", "nn_kernels": "elementwise", "composite": "elementwise",
+                "recurrent": "elementwise",
                 "reduce": "reduction", "statistics": "reduction", "scan": "reduction",
                 "norm": "reduction", "softmax": "reduction", "nll": "reduction",
                 "loss": "reduction",
@@ -69,7 +70,10 @@ _MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "einsum": "m
                 "scatter": "shape / index", "sorting": "shape / index",
                 "state": "state", "checks": "state"}
 # ... but for the ops of a module that holds more than one kind.
-_OP_KIND = {"layer_norm": "reduction", "layer_norm_backward": "reduction"}
+_OP_KIND = {"layer_norm": "reduction", "layer_norm_backward": "reduction",
+            "batch_norm": "reduction", "batch_norm_backward": "reduction",
+            "channel_moments": "reduction", "max_pool": "reduction",
+            "max_pool_backward": "reduction"}
 
 
 def op_kind(op_name):

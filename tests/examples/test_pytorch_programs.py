@@ -23,43 +23,12 @@ import pytest
 import torch
 
 import labkit as lk
+from benchmarks.corpus.porting import changed_lines, port
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "pytorch"
 MNIST = EXAMPLES / "mnist_cnn.py"
 WLM = EXAMPLES / "word_language_model"
 WLM_DATA = WLM / "data" / "verse"
-
-_IMPORT = re.compile(r"^(\s*)import torch((?:\.\w+)*)( as \w+)?\s*$")
-_FROM = re.compile(r"^(\s*)from torch((?:\.\w+)*) import ")
-
-
-def port(source):
-    """``source`` with its torch imports turned into labkit's, and nothing else touched."""
-    lines = []
-    for line in source.splitlines(keepends=True):
-        m = _IMPORT.match(line)
-        if m:
-            indent, sub, alias = m.groups()
-            assert alias or not sub, f"`import torch{sub}` without `as` binds `torch`: {line!r}"
-            line = f"{indent}import labkit{sub}{alias or ' as torch'}\n"
-        elif _FROM.match(line):
-            line = line.replace("from torch", "from labkit", 1)
-        lines.append(line)
-    return "".join(lines)
-
-
-def _changed_lines(a, b):
-    return [(x, y) for x, y in zip(a.splitlines(), b.splitlines()) if x != y]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # the shared test machine is small; PyTorch's thread pool only fights the other processes
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @contextlib.contextmanager
 def _isolated(directory, names):
@@ -119,7 +88,7 @@ def _run_main(module, argv, capsys):
 def test_the_port_changes_the_import_lines_only(path):
     source = path.read_text()
     ported = port(source)
-    changed = _changed_lines(source, ported)
+    changed = changed_lines(source, ported)
     assert changed, "the program imports torch"
     for before, after in changed:
         assert re.match(r"\s*(import|from) torch", before), before

@@ -131,6 +131,18 @@ def test_pools(pool):
                        other_args=[(batch(5, (3, 7, 7)),)])
 
 
+def test_smooth_l1_and_huber_losses():
+    export_and_compare(lambda x: F.smooth_l1_loss(x, lk.zeros(x.shape), reduction="none",
+                                                  beta=0.5) + F.huber_loss(x, x * 0.5),
+                       (batch(2, (3, 4, 4)),), ["x"])
+
+
+def test_leaky_relu_becomes_leakyrelu():
+    proto = export_and_compare(lambda x: F.leaky_relu(x, 0.2), (batch(2, (3, 4, 4)),), ["x"],
+                               {"x": {0: "n"}}, other_args=[(batch(5, (3, 4, 4)),)])
+    assert op_types(proto).count("LeakyRelu") == 1
+
+
 @pytest.mark.parametrize("cell", [nn.LSTM, nn.GRU, nn.RNN])
 def test_recurrent_taggers(cell):
     _ = lk.manual_seed(0)

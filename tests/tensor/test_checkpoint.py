@@ -962,3 +962,4 @@ def test_save_and_load_take_path_objects(tmp_path):
     path = tmp_path / "p.lk"
     lk.save((1, "two"), path)
     assert lk.load(path) == (1, "two")
+

@@ -23,6 +23,7 @@ from ...tensor.ops.elementwise import neg, relu as _relu, sigmoid as _sigmoid, s
 from ...tensor.ops.elementwise import tanh as _tanh, where
 from ...tensor.ops.elementwise_math import expm1, log1p
 from ...tensor.ops.nn_kernels import gelu as _gelu
+from ...tensor.ops.nn_kernels import leaky_relu as _leaky_relu
 from ...tensor.ops.shape import reshape
 from ...tensor.ops.softmax import log_softmax as _log_softmax
 from ...tensor.ops.softmax import softmax as _softmax
@@ -67,7 +68,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     >>> lk.nn.functional.leaky_relu(lk.tensor([-2.0, 3.0]), 0.5).tolist()
     [-1.0, 3.0]
     """
-    return where(gt(input, 0), input, mul(input, negative_slope))
+    return _leaky_relu(input, negative_slope=float(negative_slope))
 
 
 def _elu(x, alpha, scale, input_scale):

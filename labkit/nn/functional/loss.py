@@ -31,6 +31,7 @@ from ...tensor.ops.elementwise_math import clamp_min, log1p, xlogy
 from ...tensor.ops.index import getitem
 from ...tensor.ops.loss import binary_cross_entropy as _bce
 from ...tensor.ops.nll import _check as _check_nll
+from ...tensor.ops.loss import smooth_l1 as _smooth_l1
 from ...tensor.ops.nll import nll_loss as _nll_loss
 from ...tensor.ops.reduce import sum as _sum
 from ...tensor.ops.shape import reshape
@@ -387,11 +388,10 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     _check_reduction("smooth_l1_loss", reduction)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
-    z = abs(sub(input, target))
     if beta == 0:
-        return reduce_loss("smooth_l1_loss", z, reduction)
-    loss = where(lt(z, beta), div(mul(mul(0.5, z), z), beta), sub(z, 0.5 * beta))
-    return reduce_loss("smooth_l1_loss", loss, reduction)
+        return reduce_loss("smooth_l1_loss", abs(sub(input, target)), reduction)
+    return reduce_loss("smooth_l1_loss", _smooth_l1(sub(input, target), beta=float(beta)),
+                       reduction)
 
 
 @api_boundary
@@ -408,8 +408,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _check_reduction("huber_loss", reduction)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
-    z = abs(sub(input, target))
-    loss = where(lt(z, delta), mul(mul(0.5, z), z), mul(delta, sub(z, 0.5 * delta)))
+    loss = mul(_smooth_l1(sub(input, target), beta=float(delta)), delta)
     if weight is not None:
         return _weighted("huber_loss", loss, weight, reduction, False)
     return reduce_loss("huber_loss", loss, reduction)

@@ -19,6 +19,8 @@ from ...tensor.autocast import precision
 from ...tensor.ops.composite import mean
 from ...tensor.ops.elementwise import add, cast, div, mul, sub
 from ...tensor.ops.elementwise_math import clamp_min, rsqrt
+from ...tensor.ops.nn_kernels import batch_norm as _batch_norm
+from ...tensor.ops.nn_kernels import channel_moments as _channel_moments
 from ...tensor.ops.nn_kernels import layer_norm as _layer_norm
 from ...tensor.ops.norm import vector_norm
 from ...tensor.ops.shape import reshape
@@ -123,7 +125,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     """
     if input.ndim < 2:
         raise ShapeError(f"batch_norm: expects (N, C, *) input, got {describe(input)}")
-    dims = (0,) + tuple(range(2, input.ndim))
     shape = _channel_shape(input)
     if training:
         count = input.numel() // max(input.shape[1], 1) if None not in input.shape else None
@@ -131,15 +132,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise ValueError(f"batch_norm: expected more than 1 value per channel when "
                              f"training, got input {describe(input)}; use a larger batch, or "
                              f"model.eval() to use the running statistics")
-        batch_mean = mean(input, dim=dims, keepdim=True)
-        centered = sub(input, batch_mean)
-        batch_var = mean(mul(centered, centered), dim=dims, keepdim=True)
-        if running_mean is not None:
-            _update_running(running_mean, reshape(batch_mean, shape=(-1,)), momentum)
-        if running_var is not None:
-            unbiased = mul(reshape(batch_var, shape=(-1,)), count / max(count - 1, 1))
-            _update_running(running_var, unbiased, momentum)
-        y = mul(centered, rsqrt(add(batch_var, eps)))
+        if running_mean is not None or running_var is not None:
+            with no_grad():
+                moments = _channel_moments(input)         # (2, C): mean and biased variance
+            if running_mean is not None:
+                _update_running(running_mean, moments[0], momentum)
+            if running_var is not None:
+                _update_running(running_var, mul(moments[1], count / max(count - 1, 1)),
+                                momentum)
+        y = _batch_norm(input, eps=eps)                    # one op each way (nn_kernels)
     else:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm: training=False needs running_mean and running_var")

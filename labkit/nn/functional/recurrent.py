@@ -13,6 +13,7 @@ from ...tensor.ops.composite import unsqueeze
 from ...tensor.ops.elementwise import add, mul, relu, sigmoid, sub, tanh
 from ...tensor.ops.index import _FULL, _getitem, getitem_slices
 from ...tensor.ops.linalg import matmul_t
+from ...tensor.ops.recurrent import lstm_cell as _lstm_cell_op
 from ...tensor.ops.shape import concat, reshape
 from .dropout import dropout as _dropout
 
@@ -35,11 +36,9 @@ def _rnn_step(act):
 
 def _lstm_step(xw, state, w_hh, b_hh, w_hr):
     h, c = state
-    gates = add(xw, matmul_t(h, w_hh, transpose_b=True))
-    n = gates.shape[1] // 4
-    s = sigmoid(gates)                          # i, f, o from one call; g is tanh's
-    c = add(mul(_cols(s, n, 2 * n), c), mul(_cols(s, 0, n), tanh(_cols(gates, 2 * n, 3 * n))))
-    h = mul(_cols(s, 3 * n, 4 * n), tanh(c))
+    # gates, c' = f c + i g and h' = o tanh(c') in one op (labkit.tensor.ops.recurrent)
+    hc = _lstm_cell_op(xw, matmul_t(h, w_hh, transpose_b=True), c)
+    h, c = _getitem(hc, spec=(("i", 0),)), _getitem(hc, spec=(("i", 1),))
     if w_hr is not None:
         h = matmul_t(h, w_hr, transpose_b=True)
     return h, c

@@ -1,4 +1,5 @@
-"""Products and normalisation: matmul (with its transposes) and layer_norm."""
+"""Products, normalisation, activations, losses and recurrent steps: matmul (with its
+transposes), layer_norm, leaky_relu, smooth_l1 and lstm_cell."""
 import numpy as np
 
 from ..registry import converter
@@ -32,3 +33,35 @@ def _layer_norm(b, node, ins):
     scale = b.const(np.ones(tuple(int(d) for d in b.dims(node)[-ndim:]), node.dtype.np),
                     name="ones")
     return b.emit("LayerNormalization", [x, scale], axis=-ndim, epsilon=eps, name=node.name)
+
+
+@converter("lstm_cell")
+def _lstm_cell(b, node, ins):
+    """``stack([h', c'])`` of one LSTM step, in ONNX's elementwise ops (gates i, f, g, o)."""
+    xw, hw, c = b.operands(node, node.dtype)
+    i, f, g, o = b.emit("Split", [b.emit("Add", [xw, hw])], axis=-1, outputs=4)  # equal parts
+    c_new = b.emit("Add", [b.emit("Mul", [b.emit("Sigmoid", [f]), c]),
+                           b.emit("Mul", [b.emit("Sigmoid", [i]), b.emit("Tanh", [g])])])
+    h_new = b.emit("Mul", [b.emit("Sigmoid", [o]), b.emit("Tanh", [c_new])])
+    zero = b.const(np.asarray([0], np.int64), name="axis0")
+    return b.emit("Concat", [b.emit("Unsqueeze", [h_new, zero]),
+                             b.emit("Unsqueeze", [c_new, zero])], axis=0, name=node.name)
+
+
+@converter("leaky_relu")
+def _leaky_relu(b, node, ins):
+    (x,) = b.operands(node, node.dtype)
+    return b.emit("LeakyRelu", [x], alpha=float(node.attrs.get("negative_slope", 0.01)),
+                  name=node.name)
+
+
+@converter("smooth_l1")
+def _smooth_l1(b, node, ins):
+    """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
+    (d,) = b.operands(node, node.dtype)
+    beta = float(node.attrs["beta"])
+    const = lambda v: b.const(np.asarray(v, node.dtype.np), name="scalar")  # noqa: E731
+    a = b.emit("Abs", [d])
+    quadratic = b.emit("Mul", [b.emit("Mul", [a, a]), const(0.5 / beta)])
+    linear = b.emit("Sub", [a, const(0.5 * beta)])
+    return b.emit("Where", [b.emit("Less", [a, const(beta)]), quadratic, linear], name=node.name)

@@ -1,12 +1,14 @@
 """Whole convolutions and max pools, found in the graph and written as ONNX Conv / MaxPool.
 
-labkit builds ``conv2d`` and ``max_pool2d`` from primitives (unfold, then a matrix product or
-an argmax), so a captured graph holds those pieces; the converters of their last op look back
-for the whole pattern and, where it is there, write the one ONNX op a runtime has a fast
-kernel for. The pieces' own conversions stay correct on their own (``unfold`` as strided
-slices) and are dropped from the model when nothing else reads them.
+labkit builds ``conv2d`` from primitives (unfold, then a matrix product), and ``max_pool2d``
+with ``return_indices`` from unfold, argmax and gather, so a captured graph holds those pieces;
+the converters of their last op look back for the whole pattern and, where it is there, write
+the one ONNX op a runtime has a fast kernel for. The pieces' own conversions stay correct on
+their own (``unfold`` as strided slices) and are dropped from the model when nothing else reads
+them. ``max_pool2d`` without indices is one op, ``max_pool``, written as MaxPool directly.
 """
 from ...graph.node import Node
+from ..dims import OnnxExportError
 from ..registry import CONVERTERS, converter
 
 
@@ -85,6 +87,18 @@ def _max_pool(node):
 
 def _write_max_pool(b, node, x, unfold):
     return b.emit("MaxPool", [b.value(x)], name=node.name, **_geometry(unfold))
+
+
+@converter("max_pool")
+def _max_pool_op(b, node, ins):
+    if len(node.shape) != 4:
+        raise OnnxExportError(f"lk.onnx.export: max_pool node '{node.name}' pools a "
+                              f"{len(node.shape)}-d tensor; ONNX's MaxPool takes (N, C, H, W)")
+    a = node.attrs
+    ((top, bottom), (left, right)) = a["padding"]
+    return b.emit("MaxPool", [b.value(node.inputs[0])], name=node.name,
+                  kernel_shape=list(a["kernel_size"]), strides=list(a["stride"]),
+                  pads=[top, left, bottom, right], dilations=list(a["dilation"]))
 
 
 def _pattern(op_name, match, write):

@@ -4,15 +4,20 @@
   the batch; with stride, padding and dilation;
 - ``fold``: its adjoint, summing windows back into an image.
 
-Each is the other's vjp, so ``conv2d`` (unfold + one matmul), ``max_pool2d`` (unfold + max) and
-``avg_pool2d`` (unfold + mean) are composites with gradients of every order for free.
+Each is the other's vjp, so ``conv2d`` (unfold + one matmul) and ``avg_pool2d`` (unfold + mean)
+are composites with gradients of every order for free. ``max_pool2d`` is a primitive of its own,
+``max_pool``: the running maximum of the kh*kw strided slices of the input, and its vjp
+``max_pool_backward`` (each window's gradient to its first largest element), instead of copying
+every window (unfold, reshape), an argmax, a gather and their vjps (a scatter and a fold).
 """
+import math
+
 import numpy as np
 
 from ...errors import ArgumentError, IndexingError, ShapeError, describe
 from .. import arguments
 from .. import creation as _creation
-from ..op import op
+from ..op import needs_grad, op
 from ..shape_rules import shape_of
 from .elementwise import add, cast, div, mul
 from .elementwise_math import floor_divide, remainder, trunc
@@ -21,7 +26,7 @@ from .layout import pad as _pad
 from .linalg import matmul
 from .reduce import argmax
 from .reduce import sum as _sum
-from .shape import moved, permute, reshape
+from .shape import materialized, moved, permute, reshape
 
 
 def pair(v, name="argument", op="conv2d"):
@@ -267,13 +272,132 @@ def _windows(x, geo, extra, value):
     return unfold(x, **dict(geo, padding=(0, 0)))
 
 
+# ---- max pooling as a primitive -------------------------------------------------------------------
+def _pool_window(a, i, j, stride, dilation, oh, ow):
+    """The elements of ``a`` (..., H, W) at window position (i, j) of every window: a strided
+    view (..., oh, ow)."""
+    (sh, sw), (dh, dw) = stride, dilation
+    return a[..., i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+
+
 def _lowest(dtype):
-    """The padding value no element of ``dtype`` is below: -inf, or an integer type's least."""
-    if dtype.is_floating:
-        return float("-inf")
-    if dtype.name == "bool_":
+    """The padding value no element of NumPy ``dtype`` is below: -inf, False, or an integer
+    type's least (bfloat16, whose kind is not "f", is a float here too)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
         return False
-    return int(np.iinfo(dtype.np).min)
+    if dtype.kind in "iu":
+        return int(np.iinfo(dtype).min)
+    return float("-inf")
+
+
+def _pool_padded(xp, x, padding):
+    """``x`` with ``padding`` ((top, bottom), (left, right)) of the dtype's lowest value."""
+    (pt, pb), (pl, pr) = padding
+    if not (pt or pb or pl or pr):
+        return x
+    widths = ((0, 0),) * (x.ndim - 2) + ((pt, pb), (pl, pr))
+    return xp.pad(x, widths, constant_values=_lowest(x.dtype))
+
+
+def _max_pool_rule(x, kernel_size, stride, padding, dilation):
+    sx = shape_of(x)
+    if len(sx) < 2:
+        raise ShapeError(f"max_pool: expects (..., H, W), got {describe(x)}")
+    out = []
+    for size, k, s, (lo, hi), d in zip(sx[-2:], kernel_size, stride, padding, dilation):
+        o = (size + lo + hi - d * (k - 1) - 1) // s + 1 if size is not None else None
+        if o is not None and o <= 0:
+            raise ShapeError(f"max_pool: a {kernel_size} window does not fit {describe(x)} "
+                             f"with padding {padding}")
+        out.append(o)
+    return tuple(sx[:-2]) + tuple(out), x.dtype
+
+
+def _max_pool_batch(op_):
+    def rule(inputs, bdims, **attrs):
+        n = next(x.shape[d] for x, d in zip(inputs, bdims) if d is not None)
+        return op_(*[materialized(x, d, n) for x, d in zip(inputs, bdims)], **attrs), 0
+    return rule
+
+
+def _max_pool_vjp(g, out, x, **geo):
+    return (max_pool_backward(g, x, out, **geo),)
+
+
+@op("max_pool", shape=_max_pool_rule, vjp=_max_pool_vjp,
+    batch=lambda inputs, bdims, **attrs: _max_pool_batch(max_pool)(inputs, bdims, **attrs))
+def max_pool(xp, x, kernel_size, stride, padding, dilation):
+    """The largest element of each kh x kw window of ``x`` (..., H, W) (NaN if the window holds
+    one), ``padding`` ((top, bottom), (left, right)) counting as the lowest value."""
+    xpad = _pool_padded(xp, x, padding)
+    oh, ow = _max_pool_rule(x, kernel_size, stride, padding, dilation)[0][-2:]
+    kh, kw = kernel_size
+    out = _pool_window(xpad, 0, 0, stride, dilation, oh, ow).copy()
+    for i in range(kh):
+        for j in range(kw):
+            if i or j:
+                xp.maximum(out, _pool_window(xpad, i, j, stride, dilation, oh, ow), out=out)
+    return out
+
+
+def _max_pool_backward_rule(g, x, out, **geo):
+    shape, dtype = _max_pool_rule(x, **geo)
+    if tuple(shape_of(g)) != tuple(shape) or tuple(shape_of(out)) != tuple(shape):
+        raise ShapeError(f"max_pool_backward: the gradient {describe(g)} and the pooled "
+                         f"{describe(out)} must both be shaped like max_pool's result {shape}")
+    return tuple(shape_of(x)), g.dtype
+
+
+def _first_max_gather(c, x, kernel_size, stride, padding, dilation):
+    """``c`` (..., H, W) read at each window's first largest element of ``x``: the adjoint of
+    ``max_pool_backward``'s routing, in ops (for its vjp)."""
+    (pt, pb), (pl, pr) = padding
+    lead = tuple(x.shape[:-2])
+    n = math.prod(lead) if lead else 1
+    shape4 = (n, 1) + tuple(x.shape[-2:])
+    geo = dict(kernel_size=kernel_size, stride=stride, padding=(0, 0), dilation=dilation)
+    low = _lowest(x.dtype.np)
+    xs = _pad(reshape(x, shape=shape4), widths=((0, 0), (0, 0), (pt, pb), (pl, pr)), value=low)
+    cs = _pad(reshape(c, shape=shape4), widths=((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    wx, wc = unfold(xs, **geo), unfold(cs, **geo)                 # (n, 1, kh, kw, oh, ow)
+    kh, kw, oh, ow = wx.shape[2:]
+    flat = (n, 1, kh * kw, oh, ow)
+    picked = _gather(reshape(wc, shape=flat), argmax(reshape(wx, shape=flat), dim=2,
+                                                     keepdim=True), dim=2)
+    return reshape(picked, shape=lead + (oh, ow))
+
+
+def _max_pool_backward_vjp(c, result, g, x, out, **geo):
+    # linear in g (the adjoint of the routing); piecewise constant in x and out
+    return (_first_max_gather(c, x, **geo) if needs_grad(g) else None, None, None)
+
+
+@op("max_pool_backward", shape=_max_pool_backward_rule, vjp=_max_pool_backward_vjp,
+    batch=lambda inputs, bdims, **attrs: _max_pool_batch(max_pool_backward)(inputs, bdims,
+                                                                             **attrs))
+def max_pool_backward(xp, g, x, out, kernel_size, stride, padding, dilation):
+    """max_pool's vjp: each window's gradient ``g`` added at the window's first largest element
+    of ``x`` (in row-major order of the window, as PyTorch's), ``out`` being max_pool's result."""
+    xpad = _pool_padded(xp, x, padding)
+    oh, ow = out.shape[-2:]
+    dpad = xp.zeros(xpad.shape, dtype=g.dtype)
+    taken = xp.zeros(out.shape, dtype=bool)
+    nan = out.dtype.kind == "f" and bool(xp.isnan(out).any())
+    last = kernel_size[0] * kernel_size[1] - 1
+    for k in range(last + 1):
+        i, j = divmod(k, kernel_size[1])
+        w = _pool_window(xpad, i, j, stride, dilation, oh, ow)
+        hit = w == out
+        if nan:
+            hit |= xp.isnan(w) & xp.isnan(out)
+        if k:
+            hit &= ~taken
+        if k < last:
+            taken |= hit
+        _pool_window(dpad, i, j, stride, dilation, oh, ow)[...] += g * hit
+    (pt, _), (pl, _) = padding
+    return dpad[..., pt:pt + x.shape[-2], pl:pl + x.shape[-1]]
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -290,7 +414,12 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     """
     geo, extra = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation,
                                 ceil_mode)
-    cols = _windows(x, geo, extra, _lowest(x.dtype))            # (N, C, kh, kw, OH, OW)
+    if not return_indices:
+        (ph, pw) = geo["padding"]
+        return max_pool(x, kernel_size=geo["kernel_size"], stride=geo["stride"],
+                        padding=((ph, ph + extra[0]), (pw, pw + extra[1])),
+                        dilation=geo["dilation"])
+    cols = _windows(x, geo, extra, _lowest(x.dtype.np))   # (N, C, kh, kw, OH, OW)
     n, c, kh, kw, oh, ow = cols.shape
     flat = reshape(cols, shape=(n, c, kh * kw, oh, ow))
     where_max = argmax(flat, dim=2, keepdim=True)

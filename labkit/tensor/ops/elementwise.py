@@ -306,12 +306,20 @@ def float_input(xp, x):
 
 
 def _sigmoid_kernel(xp, x):
-    # 1/(1+exp(-x)) overflows exp for very negative x; this form never does.
+    # 1 / (1 + exp(-x)): exp overflowing to inf for very negative x gives the exact 0, so four
+    # passes over the data do (a form that never overflows takes eight)
     x = float_input(xp, x)
     if x.dtype.kind == "c":
         return 1 / (1 + xp.exp(-x))
-    e = xp.exp(-xp.abs(x))
-    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(e.dtype, copy=False)
+    if xp is np:
+        with np.errstate(over="ignore"):
+            e = np.exp(-x)
+    else:
+        e = xp.exp(-x)
+    if not e.ndim:
+        return 1 / (1 + e)
+    e += 1
+    return xp.reciprocal(e, out=e)
 
 
 sigmoid = op("sigmoid", shape=elementwise(np.exp, "sigmoid"),

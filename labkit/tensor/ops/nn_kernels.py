@@ -1,5 +1,7 @@
-"""Kernels of two layers every transformer runs many times: ``gelu`` and ``layer_norm``, each
-with its gradient as one op (``gelu_backward``, ``layer_norm_backward``).
+"""Kernels of layers that programs run many times: ``gelu`` and ``layer_norm`` (every
+transformer), ``batch_norm`` (every CNN), ``leaky_relu`` (GAN discriminators), each with its
+gradient as one op (``gelu_backward``, ``layer_norm_backward``, ``batch_norm_backward``,
+``leaky_relu_backward``), and ``channel_moments`` (BatchNorm's running statistics, no gradient).
 
 Written as compositions of elementwise ops and reductions they cost 5 ops forward and about 15
 backward (GELU), 7 and 15 (layer norm), each a pass over the activations with its own dispatch
@@ -8,6 +10,8 @@ written in labkit ops (from the closed-form second derivatives), so gradients of
 
 ``layer_norm`` here is the normalisation alone, ``(x - mean) / sqrt(var + eps)`` over the last
 ``ndim`` dimensions (biased variance, as PyTorch's); ``F.layer_norm`` adds the affine part.
+``batch_norm`` is the same over every dimension but the channels (dim 1); its per-channel sums
+are BLAS products over each (example, channel) row, then a sum over the batch.
 
 On the CPU a float32 ``erf`` is computed with a rational approximation (a few float32 ulps,
 like PyTorch's vectorised one) instead of SciPy's, which is ten times slower.
@@ -23,14 +27,14 @@ import math
 
 import numpy as np
 
-from ...errors import ShapeError, describe
+from ...errors import DTypeError, ShapeError, describe
 from ..batching import ELEMENTWISE
 from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, float_dtype, shape_of
-from .elementwise import add, div, exp, mul, sub, tanh
+from .elementwise import add, div, exp, mul, sub, tanh, zeros_like
 from .elementwise_math import special
 from .reduce import row_sums, sum as _sum
-from .shape import batch_size, materialized, moved
+from .shape import batch_size, materialized, moved, reshape
 
 SQRT_HALF = math.sqrt(0.5)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -168,6 +172,47 @@ def gelu_backward(xp, g, x, approximate="none"):
     return (g * slope).astype(np.result_type(g.dtype, x.dtype), copy=False)
 
 
+# ---- leaky_relu ----------------------------------------------------------------------------------
+def _leaky_rule(name, *tensors):
+    x = tensors[-1]
+    if not x.dtype.is_floating:
+        raise DTypeError(f"{name}: expects a floating-point tensor, got {describe(x)}")
+    return broadcast_shapes(name, *tensors), float_dtype(name, x)
+
+
+@op("leaky_relu", shape=lambda x, negative_slope=0.01: _leaky_rule("leaky_relu", x),
+    vjp=lambda g, out, x, negative_slope=0.01: (
+        leaky_relu_backward(g, x, negative_slope=negative_slope),),
+    batch=ELEMENTWISE)
+@_vectors
+def leaky_relu(xp, x, negative_slope=0.01):
+    """``x`` where ``x > 0``, else ``negative_slope * x``: the larger of the two for a slope in
+    [0, 1] (two passes over the data; NaN stays NaN), else a select."""
+    out = xp.multiply(x, negative_slope, dtype=x.dtype)
+    if 0 <= negative_slope <= 1:
+        return xp.maximum(x, out, out=out)
+    return xp.where(x > 0, x, out)
+
+
+@op("leaky_relu_backward",
+    shape=lambda g, x, negative_slope=0.01: _leaky_rule("leaky_relu_backward", g, x),
+    # linear in g; its derivative in x is zero wherever it exists
+    vjp=lambda c, out, g, x, negative_slope=0.01: (
+        leaky_relu_backward(c, x, negative_slope=negative_slope) if needs_grad(g) else None,
+        zeros_like(x) if needs_grad(x) else None),
+    batch=ELEMENTWISE)
+@_vectors
+def leaky_relu_backward(xp, g, x, negative_slope=0.01):
+    """``g`` where ``x > 0``, else ``negative_slope * g``."""
+    dtype = np.result_type(g.dtype, x.dtype)
+    if g.shape == x.shape:
+        out = xp.multiply(g, negative_slope, dtype=dtype)
+        xp.copyto(out, g, where=x > 0)
+        return out
+    return xp.where(x > 0, g, xp.multiply(g, negative_slope, dtype=dtype)).astype(dtype,
+                                                                               copy=False)
+
+
 # ---- layer_norm ----------------------------------------------------------------------------------
 def _layer_norm_rule(x, ndim, eps):
     sx = shape_of(x)
@@ -223,22 +268,35 @@ def _mean(x, ndim):
     return mul(_sum(x, dim=dims, keepdim=True), 1.0 / max(n, 1))
 
 
-def _layer_norm_backward_vjp(c, out, g, x, ndim, eps):
-    """Cotangents of ``dx = r (g - mean(g) - xhat mean(g xhat))`` (r = 1/sqrt(var + eps)):
-    for g, the same map applied to c (it is symmetric); for x,
-    ``-r**2 ((mean(c g) - mean(c) mean(g) - 3 a b) xhat + b (g - mean(g)) + a (c - mean(c)))``
-    with ``a = mean(g xhat)``, ``b = mean(c xhat)``."""
-    dg = layer_norm_backward(c, x, ndim=ndim, eps=eps) if needs_grad(g) else None
+def _normalisation_vjp(c, g, x, mean, normalised, backward):
+    """Cotangents of ``dx = r (g - mean(g) - xhat mean(g xhat))`` (r = 1/sqrt(var + eps), the
+    means over the normalised dimensions): for g, the same map applied to c (it is symmetric);
+    for x, ``-r**2 ((mean(c g) - mean(c) mean(g) - 3 a b) xhat + b (g - mean(g)) + a (c -
+    mean(c)))`` with ``a = mean(g xhat)``, ``b = mean(c xhat)``. ``normalised(t)`` and
+    ``backward(t)`` are the op and its backward (at x)."""
+    dg = backward(c) if needs_grad(g) else None
     if not needs_grad(x):
         return dg, None
-    xhat = layer_norm(x, ndim=ndim, eps=eps)
-    centered = sub(x, _mean(x, ndim))
-    minus_r2 = div(-1.0, add(_mean(mul(centered, centered), ndim), eps))
-    g_mean, c_mean = _mean(g, ndim), _mean(c, ndim)
-    a, b = _mean(mul(g, xhat), ndim), _mean(mul(c, xhat), ndim)
-    k = sub(sub(_mean(mul(c, g), ndim), mul(c_mean, g_mean)), mul(mul(a, b), 3.0))
+    xhat = normalised(x)
+    centered = sub(x, mean(x))
+    minus_r2 = div(-1.0, add(mean(mul(centered, centered)), normalised.eps))
+    g_mean, c_mean = mean(g), mean(c)
+    a, b = mean(mul(g, xhat)), mean(mul(c, xhat))
+    k = sub(sub(mean(mul(c, g)), mul(c_mean, g_mean)), mul(mul(a, b), 3.0))
     total = add(add(mul(k, xhat), mul(b, sub(g, g_mean))), mul(a, sub(c, c_mean)))
     return dg, mul(total, minus_r2)
+
+
+def _with_eps(f, eps):
+    f.eps = eps
+    return f
+
+
+def _layer_norm_backward_vjp(c, out, g, x, ndim, eps):
+    return _normalisation_vjp(
+        c, g, x, lambda t: _mean(t, ndim),
+        _with_eps(lambda t: layer_norm(t, ndim=ndim, eps=eps), eps),
+        lambda t: layer_norm_backward(t, x, ndim=ndim, eps=eps))
 
 
 @op("layer_norm_backward", shape=_layer_norm_backward_rule, vjp=_layer_norm_backward_vjp,
@@ -254,3 +312,117 @@ def layer_norm_backward(xp, g, x, ndim, eps):
     dx -= xhat
     dx *= rstd
     return dx.astype(x.dtype, copy=False)
+
+
+# ---- batch_norm: the normalisation over every dimension but the channels (dim 1) --------------
+def _channel_sums(xp, a):
+    """Sums of ``a`` (N, C, ...) over every dimension but 1, kept as size 1: each (n, c) row's
+    sum as a BLAS product (``row_sums``), then over the batch (pairwise-accurate, and no strided
+    reduction over the batch and the positions at once)."""
+    n, c = a.shape[:2]
+    if a.ndim > 2 and a.size:
+        s = row_sums(xp, a.reshape(n, c, -1), 1).sum(axis=0, keepdims=True)
+    else:
+        s = a.sum(axis=tuple(i for i in range(a.ndim) if i != 1), keepdims=True)
+    return s.reshape((1, c) + (1,) * (a.ndim - 2))
+
+
+def _channel_stats(xp, x, eps):
+    """(x - mean, 1 / sqrt(var + eps), 1 / n) per channel, in float32 at least."""
+    x = _upcast(xp, x)
+    inv_n = 1.0 / max(x.size // max(x.shape[1], 1), 1)
+    centered = x - _channel_sums(xp, x) * inv_n
+    var = _channel_sums(xp, centered * centered) * inv_n
+    return centered, 1 / xp.sqrt(var + eps), inv_n
+
+
+def _batch_norm_rule(x, eps, name="batch_norm"):
+    if len(shape_of(x)) < 2:
+        raise ShapeError(f"{name}: expects (N, C, ...) input, got {describe(x)}")
+    return shape_of(x), float_dtype(name, x)
+
+
+def _channel_mean(t):
+    dims = (0,) + tuple(range(2, t.ndim))
+    n = 1
+    for d in dims:
+        n *= t.shape[d]
+    return mul(_sum(t, dim=dims, keepdim=True), 1.0 / max(n, 1))
+
+
+def _channels_last(t):
+    """(N, C, ...) batched (B first) with the channels first: (B, C, N, ...), for layer_norm."""
+    return moved(t, 2, to=1)
+
+
+def _batch_norm_batch(backward=False):
+    """Batch norm of a batch of examples: each example's statistics are over its own batch and
+    positions, so with the channels moved next to the examples' batch dimension it is
+    layer_norm over the rest."""
+    def rule(inputs, bdims, eps):
+        n = batch_size(inputs, bdims)
+        xs = [_channels_last(materialized(t, d, n)) for t, d in zip(inputs, bdims)]
+        nd = xs[-1].ndim - 2
+        out = layer_norm_backward(*xs, ndim=nd, eps=eps) if backward else \
+            layer_norm(*xs, ndim=nd, eps=eps)
+        return moved(out, 1, to=2), 0
+    return rule
+
+
+@op("batch_norm", shape=_batch_norm_rule, batch=_batch_norm_batch(),
+    vjp=lambda g, out, x, eps: (batch_norm_backward(g, x, eps=eps),))
+def batch_norm(xp, x, eps):
+    """``(x - mean) / sqrt(var + eps)`` per channel of (N, C, ...) ``x``: the mean and (biased)
+    variance over the batch and the positions."""
+    out, rstd, _ = _channel_stats(xp, x, eps)
+    out *= rstd
+    return out.astype(x.dtype, copy=False)
+
+
+def _batch_norm_backward_rule(g, x, eps):
+    if shape_of(g) != shape_of(x):
+        raise ShapeError(f"batch_norm_backward: gradient {describe(g)} and input {describe(x)} "
+                         f"must have the same shape")
+    return _batch_norm_rule(x, eps, "batch_norm_backward")
+
+
+@op("batch_norm_backward", shape=_batch_norm_backward_rule,
+    batch=_batch_norm_batch(backward=True),
+    vjp=lambda c, out, g, x, eps: _normalisation_vjp(
+        c, g, x, _channel_mean, _with_eps(lambda t: batch_norm(t, eps=eps), eps),
+        lambda t: batch_norm_backward(t, x, eps=eps)))
+def batch_norm_backward(xp, g, x, eps):
+    """The gradient through ``batch_norm(x)`` of an upstream gradient ``g``."""
+    xhat, rstd, inv_n = _channel_stats(xp, x, eps)
+    xhat *= rstd
+    g32 = _upcast(xp, g)
+    dx = g32 - _channel_sums(xp, g32) * inv_n
+    xhat *= _channel_sums(xp, g32 * xhat) * inv_n
+    dx -= xhat
+    dx *= rstd
+    return dx.astype(x.dtype, copy=False)
+
+
+def _moments_rule(x):
+    _batch_norm_rule(x, 0.0, "channel_moments")
+    return (2, shape_of(x)[1]), float_dtype("channel_moments", x)
+
+
+def _moments_batch(inputs, bdims):
+    x = moved(inputs[0], bdims[0])           # (B, N, C, ...): each example's own moments
+    b, n, c = x.shape[:3]
+    merged = reshape(moved(x, 1, to=0), shape=(n, b * c) + tuple(x.shape[3:]))
+    return moved(reshape(channel_moments(merged), shape=(2, b, c)), 1, to=0), 0
+
+
+@op("channel_moments", shape=_moments_rule, vjp=None, batch=_moments_batch)
+def channel_moments(xp, x):
+    """``stack([mean, var])`` per channel of (N, C, ...) ``x`` over the batch and the positions
+    (the biased variance): what BatchNorm's running statistics are updated from. No gradient."""
+    x32 = _upcast(xp, x)
+    c = x.shape[1]
+    inv_n = 1.0 / max(x.size // max(c, 1), 1)
+    mean = _channel_sums(xp, x32) * inv_n
+    centered = x32 - mean
+    var = _channel_sums(xp, centered * centered) * inv_n
+    return xp.stack([mean.reshape(c), var.reshape(c)]).astype(x.dtype, copy=False)

@@ -124,3 +124,23 @@ PRIMITIVE_CASES = [
           dict(shape=(2, 3), weight="last"), dict(shape=(1, 1), weight="same")],
          op="binary_cross_entropy"),
 ]
+
+
+def _away_from_kinks(rng, shape, beta):
+    """Differences at least 0.1 from 0 and from +-beta (where smooth L1's pieces meet)."""
+    side = rng.choice([-1.0, 1.0], shape)
+    near = rng.uniform(0.1, max(beta - 0.1, 0.1), shape)
+    far = rng.uniform(beta + 0.1, beta + 2.0, shape)
+    return _arr(side * np.where(rng.random(shape) < 0.5, near, far))
+
+
+_SMOOTH_EDGES = [dict(shape=(), beta=1.0), dict(shape=(0,), beta=0.5), dict(shape=(2, 3), beta=1.0),
+                 dict(shape=(4,), beta=0.3)]
+
+PRIMITIVE_CASES.append(
+    Case("smooth_l1", lambda d, beta: _loss.smooth_l1(d, beta=beta),
+         torch_ref(lambda d, beta: TF.smooth_l1_loss(d, d.new_zeros(d.shape), reduction="none",
+                                                     beta=beta)),
+         lambda rng, shape, beta: Sample((_away_from_kinks(rng, shape, beta),), {"beta": beta}),
+         st.fixed_dictionaries({"shape": shapes(), "beta": st.sampled_from([0.3, 1.0, 2.0])}),
+         _SMOOTH_EDGES, op="smooth_l1"))

@@ -1,7 +1,9 @@
-"""Cases of the layer kernels (``gelu``, ``layer_norm``) and their backward ops, with PyTorch
-as the oracle: ``F.gelu`` and ``F.layer_norm`` (without affine parameters), and their
+"""Cases of the layer kernels (``gelu``, ``leaky_relu``, ``layer_norm``) and their backward ops,
+with PyTorch as the oracle: ``F.gelu``, ``F.leaky_relu`` and ``F.layer_norm`` (without affine
+parameters), and their
 gradients taken by ``torch.autograd`` with ``create_graph=True`` for the backward ops, so that
 the harness's second-order checks compare with PyTorch's double backward too."""
+import numpy as np
 import torch
 import torch.nn.functional as TF
 from hypothesis import strategies as st
@@ -46,7 +48,35 @@ _LN_EDGES = [dict(shape=(1,), ndim=1, eps=1e-5), dict(shape=(2, 3), ndim=1, eps=
              dict(shape=(2, 1, 3), ndim=1, eps=1e-5)]
 
 
+_LEAKY_EDGES = [dict(shape=(), negative_slope=0.01), dict(shape=(0,), negative_slope=0.2),
+                dict(shape=(2, 3), negative_slope=0.2), dict(shape=(3,), negative_slope=1.5),
+                dict(shape=(2, 1), negative_slope=0.0)]
+
+
+def _leaky_params():
+    return st.fixed_dictionaries({"shape": shapes(),
+                                  "negative_slope": st.sampled_from([0.0, 0.01, 0.2, 1.0, 2.5])})
+
+
+def _away_from_zero(rng, shape):
+    """Values at least 0.1 from the kink at 0 (finite differences are exact there)."""
+    return _arr(rng.choice([-1.0, 1.0], shape) * rng.uniform(0.1, 2.0, shape))
+
+
 PRIMITIVE_CASES = [
+    Case("leaky_relu", lambda x, negative_slope: K.leaky_relu(x, negative_slope=negative_slope),
+         torch_ref(lambda x, negative_slope: TF.leaky_relu(x, negative_slope)),
+         lambda rng, shape, negative_slope: Sample((_away_from_zero(rng, shape),),
+                                                   {"negative_slope": negative_slope}),
+         _leaky_params(), _LEAKY_EDGES, op="leaky_relu"),
+    Case("leaky_relu_backward", lambda g, x, negative_slope: K.leaky_relu_backward(
+        g, x, negative_slope=negative_slope),
+         torch_ref(lambda g, x, negative_slope: _through(
+             lambda v: TF.leaky_relu(v, negative_slope), x, g)),
+         lambda rng, shape, negative_slope: Sample((normal(rng, shape),
+                                                    _away_from_zero(rng, shape)),
+                                                   {"negative_slope": negative_slope}),
+         _leaky_params(), _LEAKY_EDGES, op="leaky_relu_backward"),
     Case("gelu", lambda x, approximate: K.gelu(x, approximate=approximate),
          torch_ref(lambda x, approximate: TF.gelu(x, approximate=approximate)),
          lambda rng, shape, approximate: Sample((_arr(normal(rng, shape) * 2),),
@@ -70,4 +100,43 @@ PRIMITIVE_CASES = [
          lambda rng, shape, ndim, eps: Sample((normal(rng, shape), _shifted(rng, shape)),
                                               {"ndim": ndim, "eps": eps}),
          _ln_params(), _LN_EDGES, op="layer_norm_backward", rtol=1e-6, atol=1e-8),
+]
+
+
+# ---- batch_norm (per channel, dim 1) and the running statistics' moments ----------------------
+def _bn(x, eps):
+    return TF.batch_norm(x, None, None, training=True, eps=eps)
+
+
+@st.composite
+def _bn_params(draw):
+    n = draw(st.integers(1, 3))
+    c = draw(st.integers(1, 3))
+    rest = draw(st.lists(st.integers(1, 3), max_size=2).map(tuple))
+    if n * (1 if not rest else int(np.prod(rest))) == 1:
+        n = 2                                   # more than one value per channel
+    return {"shape": (n, c) + rest, "eps": draw(st.sampled_from([1e-5, 0.1]))}
+
+
+_BN_EDGES = [dict(shape=(4, 3), eps=1e-5), dict(shape=(2, 3, 4, 4), eps=1e-5),
+             dict(shape=(3, 1, 2), eps=0.1), dict(shape=(2, 2, 1, 3), eps=1e-5)]
+
+
+def _moments(x):
+    axes = (0,) + tuple(range(2, x.ndim))
+    return np.stack([x.mean(axis=axes), x.var(axis=axes)])
+
+
+PRIMITIVE_CASES += [
+    Case("batch_norm", lambda x, eps: K.batch_norm(x, eps=eps), torch_ref(_bn),
+         lambda rng, shape, eps: Sample((_shifted(rng, shape),), {"eps": eps}),
+         _bn_params(), _BN_EDGES, op="batch_norm", rtol=1e-6, atol=1e-8),
+    Case("batch_norm_backward", lambda g, x, eps: K.batch_norm_backward(g, x, eps=eps),
+         torch_ref(lambda g, x, eps: _through(lambda v: _bn(v, eps), x, g)),
+         lambda rng, shape, eps: Sample((normal(rng, shape), _shifted(rng, shape)),
+                                        {"eps": eps}),
+         _bn_params(), _BN_EDGES, op="batch_norm_backward", rtol=1e-6, atol=1e-8),
+    Case("channel_moments", K.channel_moments, _moments,
+         lambda rng, shape, eps: Sample((_shifted(rng, shape),)), _bn_params(), _BN_EDGES,
+         op="channel_moments", differentiable=False),
 ]

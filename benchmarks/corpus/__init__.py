@@ -1,0 +1,1 @@
+"""The corpus of public PyTorch programs in ``examples/programs``, run on PyTorch and on labkit."""

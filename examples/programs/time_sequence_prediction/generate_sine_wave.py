@@ -1,0 +1,13 @@
+import numpy as np
+import torch
+
+np.random.seed(2)
+
+T = 20
+L = 200  # CORPUS: waves of 1000 samples shortened to 200 (fewer steps)
+N = 100
+
+x = np.empty((N, L), 'int64')
+x[:] = np.array(range(L)) + np.random.randint(-4 * T, 4 * T, N).reshape(N, 1)
+data = np.sin(x / 1.0 / T).astype('float64')
+torch.save(data, 'traindata.pt')  # LABKIT: was torch.save(data, open('traindata.pt', 'wb')): labkit saves to a path only (atomically), not to an open file

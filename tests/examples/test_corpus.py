@@ -1,0 +1,105 @@
+"""The corpus of public PyTorch programs (``examples/programs``) runs on labkit by its imports.
+
+For every program: the port changes its import lines and nothing else; its training step (the
+body of its training loop, ``benchmarks/corpus/programs.py``) gives PyTorch's losses step for step
+from PyTorch's initial weights and the same batches, eagerly and captured (``lk.function``); and
+the program itself runs to its end on labkit, as a user runs it with a short command line. The
+``# LABKIT:`` edits (what labkit still lacks) are counted against the corpus's README.
+"""
+import math
+import re
+
+import numpy as np
+import pytest
+
+from benchmarks.corpus import porting
+from benchmarks.corpus.programs import PROGRAMS, check_run
+
+NAMES = sorted(PROGRAMS)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("corpus")
+
+
+def sources():
+    return sorted(p for p in porting.CORPUS.rglob("*.py") if p.name != "offline.py")
+
+
+def test_the_corpus_holds_ten_programs_with_their_licences():
+    folders = {p.name for p in porting.CORPUS.iterdir() if p.is_dir() and p.name[0] != "_"}
+    assert folders == set(NAMES)
+    readme = (porting.CORPUS / "README.md").read_text()
+    for name in NAMES:
+        assert f"`{name}/`" in readme, name
+    for licence in ("LICENSE.pytorch-examples", "LICENSE.torchvision", "LICENSE.nanoGPT"):
+        assert "Redistribution" in (porting.CORPUS / licence).read_text() or \
+            "Permission is hereby granted" in (porting.CORPUS / licence).read_text()
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(porting.CORPUS)))
+def test_the_port_changes_the_import_lines_only(path):
+    source = path.read_text()
+    ported = porting.port(source)
+    assert len(ported.splitlines()) == len(source.splitlines())
+    for before, after in porting.changed_lines(source, ported):
+        assert re.match(r"\s*(import|from) torch\b", before), before
+        assert re.match(r"\s*(import|from) labkit\b", after), after
+    assert not re.search(r"^\s*(import|from) torch\b", ported, re.M)
+    compile(ported, str(path), "exec")
+
+
+def test_port_of_each_import_form():
+    assert porting.port("import torch\n") == "import labkit as torch\n"
+    assert porting.port("import torch.nn as nn  # layers\n") == \
+        "import labkit.nn as nn  # layers\n"
+    assert porting.port("import torch.utils.data\n") == \
+        "import labkit.utils.data, labkit as torch\n"
+    assert porting.port("    from torch.nn import functional as F\n") == \
+        "    from labkit.nn import functional as F\n"
+    assert porting.port("x = torch.ones(2)  # import torch\n") == \
+        "x = torch.ones(2)  # import torch\n"
+
+
+def test_labkit_edits_are_marked_with_a_reason_and_counted_in_the_readme():
+    edits = []
+    for path in sources():
+        for line in path.read_text().splitlines():
+            if "# LABKIT:" in line:
+                reason = line.split("# LABKIT:", 1)[1].strip()
+                assert len(reason) > 10, line
+                edits.append(path)
+    readme = (porting.CORPUS / "README.md").read_text()
+    stated = int(re.search(r"There are \*\*(\d+)\*\*", readme).group(1))
+    assert len(edits) == stated, f"{len(edits)} `# LABKIT:` edits, the README says {stated}"
+    table = sum(int(n) for n in re.findall(r"^ *\| [^|]+ \| (\d+) \| [^|]+ \|$", readme, re.M))
+    assert table == stated
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_steps_give_pytorchs_losses(name, workdir):
+    program = PROGRAMS[name]
+    batches = program.check_batches(np.random.default_rng(0))
+    state, theirs = check_run(program, "torch", workdir, None, batches)
+    _, ours = check_run(program, "labkit", workdir, state, batches)
+    _, captured = check_run(program, "labkit", workdir, state, batches, captured=True)
+    print(f"{name} losses (torch, labkit eager, labkit captured):",
+          list(zip(theirs, ours, captured)))
+    assert len(theirs) == program.check_steps
+    assert all(math.isfinite(v) for step in theirs for v in step)
+    np.testing.assert_allclose(ours, theirs, rtol=program.rtol, err_msg="eager")
+    np.testing.assert_allclose(captured, theirs, rtol=program.rtol, err_msg="captured")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_program_runs_to_its_end_on_labkit(name, tmp_path):
+    program = PROGRAMS[name]
+    out = ""
+    for entry, argv in program.runs:
+        out += porting.run(name, "labkit", tmp_path, entry, argv)
+    numbers = [float(v) for v in re.findall(r"[Ll]oss[:_ a-zA-Z]*?:? +(-?[0-9.]+(?:e[-+]\d+)?)",
+                                            out)]
+    print(out[-1500:])
+    assert numbers, out[-2000:]
+    assert all(math.isfinite(v) for v in numbers)
