@@ -118,6 +118,9 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
                   create_graph, follow_all, early)
         finally:
             st.grad_all = grad_all
+        if accumulate and hooks._leaf_grads_hooks:
+            for fn in hooks._leaf_grads_hooks:
+                fn(leaf_grads, early.done if early is not None else ())
         _finish(leaf_grads, handed, target_keys, results, create_graph, accumulate,
                 early.done if early is not None else ())
     return results

@@ -83,8 +83,27 @@ def read_to_host(t, how, frame):
         watch.read(t, how, frame)
 
 
+# Tensor types made of other tensors (a DTensor holds one local tensor per device) handle the
+# ops applied to them themselves: ``type -> handler(op, inputs, attrs)``. Empty unless such a
+# type was registered, so that ``bind`` then costs one test more.
+_type_handlers = {}
+
+
+def register_tensor_type(cls, handler):
+    """Let ``handler(op, inputs, attrs)`` apply every op that has an input of type ``cls`` (a
+    Tensor subclass made of other tensors, such as ``labkit.distributed.tensor.DTensor``). The
+    handler applies ops to the tensors inside, which go through ``bind`` as usual: eager,
+    captured, differentiated. As PyTorch's ``__torch_dispatch__``, one level below the op."""
+    _type_handlers[cls] = handler
+
+
 def bind(op, inputs, attrs):
     """Apply ``op`` to ``inputs`` (a tuple) with ``attrs`` (a dict) in the current mode."""
+    if _type_handlers:
+        for a in inputs:
+            handler = _type_handlers.get(type(a))
+            if handler is not None:
+                return handler(op, inputs, attrs)
     return _state.mode.apply(op, inputs, attrs)
 
 

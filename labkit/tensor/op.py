@@ -43,7 +43,7 @@ class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
     __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "into",
-                 "writes", "vjp_into", "batch", "__weakref__")
+                 "writes", "vjp_into", "batch", "family", "__weakref__")
 
     def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False, into=None,
                  writes=None, vjp_into=None, batch=None):
@@ -73,6 +73,10 @@ class Op:
         self.vjp_into = vjp_into
         # the batching rule (``lk.vmap``), or None: vmap then runs the op once per example
         self.batch = batch.make(self) if isinstance(batch, BatchFamily) else batch
+        # the family the op was declared in (``labkit.tensor.batching``: ELEMENTWISE,
+        # REDUCTION...), or None; other rules shared by families (how a distributed tensor's
+        # placements pass through the op) are looked up by it
+        self.family = batch if isinstance(batch, BatchFamily) else None
 
     def __call__(self, *inputs, **attrs):
         return dispatch.bind(self, inputs, attrs)

@@ -1,0 +1,60 @@
+"""``CommDebugMode``: which collectives a block of DTensor code ran, and the bytes each moved,
+PyTorch's ``torch.distributed.tensor.debug.CommDebugMode``.
+
+Counted where the collectives are made: eagerly, each call; inside ``lk.function``, each
+collective of the trace (what every later run of the captured function runs again).
+
+>>> import labkit as lk
+>>> from labkit.distributed.tensor import Replicate, Shard, distribute_tensor, init_device_mesh
+>>> lk.devices.configure(cpus=4)
+>>> x = distribute_tensor(lk.ones(8, 4), init_device_mesh("cpu", (4,)), [Shard(0)])
+>>> with CommDebugMode() as comm:
+...     _ = x.redistribute(placements=[Replicate()])
+>>> comm.get_comm_counts(), comm.bytes_per_device()
+({'all_gather': 1}, {'all_gather': 96})
+>>> lk.devices.configure(cpus=1)
+"""
+from .. import mesh_comm
+
+
+class CommDebugMode:
+    """Count the collectives run inside the block: ``get_comm_counts()`` (calls per kind),
+    ``get_total_counts()``, ``bytes_per_device()`` (bytes each device sent, per kind: the
+    ring algorithms' ``(n-1)/n`` of the tensor for an all-gather or a reduce-scatter, twice
+    that for an all-reduce) and ``records`` (kind, mesh dimension, devices, bytes), in order."""
+
+    def __init__(self):
+        self.records = []
+
+    def _record(self, kind, mesh_dim, devices, bytes_per_device):
+        self.records.append((kind, mesh_dim, devices, bytes_per_device))
+
+    def __enter__(self):
+        self.records = []
+        mesh_comm._counters.append(self._record)
+        return self
+
+    def __exit__(self, *exc):
+        mesh_comm._counters.remove(self._record)
+        return False
+
+    def get_comm_counts(self):
+        out = {}
+        for kind, *_ in self.records:
+            out[kind] = out.get(kind, 0) + 1
+        return out
+
+    def get_total_counts(self):
+        return len(self.records)
+
+    def bytes_per_device(self, mesh_dim=None):
+        """Bytes each device sent, per kind of collective (along ``mesh_dim`` only, if given:
+        its name or index)."""
+        out = {}
+        for kind, dim, _, nbytes in self.records:
+            if mesh_dim is None or dim == mesh_dim:
+                out[kind] = out.get(kind, 0) + nbytes
+        return out
+
+    def __repr__(self):
+        return f"<CommDebugMode: {self.get_comm_counts()}>"
