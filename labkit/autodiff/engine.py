@@ -21,19 +21,21 @@ from . import hooks
 
 
 def _topological(roots):
-    """Tape nodes reachable from ``roots``, each after every node that consumes its output."""
-    order, seen = [], set()
-    stack = [(n, False) for n in roots]
+    """Tape nodes reachable from ``roots``, latest recorded first: each after every node that
+    consumes its output (a consumer is always recorded after what it reads), and, like
+    PyTorch's engine, the forward pass's order reversed. A computation spread over several
+    devices in one process then goes back layer by layer on all of them together, so each
+    layer's saved values are freed before the previous layer's are needed."""
+    seen = set()
+    stack = list(roots)
     pop, push, mark = stack.pop, stack.append, seen.add
+    nodes = []
     while stack:
-        node, expanded = pop()
-        if expanded:
-            order.append(node)
-            continue
+        node = pop()
         if node in seen:
             continue
         mark(node)
-        push((node, True))
+        nodes.append(node)
         inputs = node.inputs
         if inputs is None:
             continue
@@ -41,9 +43,13 @@ def _topological(roots):
             if isinstance(inp, Tensor):
                 parent = inp._node
                 if parent is not None and parent not in seen:
-                    push((parent, False))
-    order.reverse()
-    return order
+                    push(parent)
+    nodes.sort(key=_seq, reverse=True)
+    return nodes
+
+
+def _seq(node):
+    return node.seq
 
 
 def _freed_error(node):
@@ -316,6 +322,9 @@ class _WriteCheck(dispatch.Mode):
 
     def accumulate_grad(self, leaf, g):
         return self.below.accumulate_grad(leaf, g)
+
+    def rematerialize(self, target, value):
+        return self.below.rematerialize(target, value)
 
 
 def _accumulate(leaf, g, handed, create_graph):

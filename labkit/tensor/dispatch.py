@@ -39,6 +39,13 @@ class Mode:
         from ``target``'s memory."""
         return None
 
+    def rematerialize(self, target, value):
+        """Give ``target`` (a tensor saved for backward whose memory was released, as FSDP
+        does with gathered parameters between forward and backward) ``value``'s contents,
+        computed again: eagerly its array, under capture its graph node. Not a write: the
+        value is the same, so no version changes."""
+        target._data = value._data
+
     def write_inplace(self, target, result):
         """An in-place op's last step: give ``target`` the value ``result`` holds. Return True
         if the mode did it itself (capture rebinds a symbolic tensor to ``result``'s node);

@@ -64,6 +64,9 @@ class ProfilingMode(Mode):
     def accumulate_grad(self, leaf, g):
         self.below.accumulate_grad(leaf, g)
 
+    def rematerialize(self, target, value):
+        self.below.rematerialize(target, value)
+
 
 def _record(prof, op, inputs, out, start, end, span, lane):
     tensors = [a._data for a in inputs if isinstance(a, Tensor)]

@@ -22,7 +22,8 @@
 """
 from ..device_mesh import DeviceMesh, init_device_mesh
 from .dtensor import DParameter, DTensor, distribute_tensor
+from .module import distribute_module, shard_inputs
 from .placement_types import Partial, Placement, Replicate, Shard
 
 __all__ = ["DTensor", "DParameter", "DeviceMesh", "Partial", "Placement", "Replicate", "Shard",
-           "distribute_tensor", "init_device_mesh"]
+           "distribute_module", "distribute_tensor", "init_device_mesh", "shard_inputs"]
