@@ -73,6 +73,37 @@ def make_gpt(torch, config, dtype=None):
     return model if dtype is None else model.to(dtype)
 
 
+def as_sequence(torch, model):
+    """The GPT as a Sequential of its parts (embedding, blocks, head), to cut into pipeline
+    stages; it shares the model's modules (and its tied embedding)."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Embed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = model.tok, model.pos
+
+        def forward(self, idx):
+            T_ = idx.size(1)
+            pos = torch.arange(0, T_, dtype=torch.long, device=idx.device)
+            return self.tok(idx) + self.pos(pos)
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_f, self.head = model.ln_f, model.head
+
+        def forward(self, x):
+            logits = self.head(self.ln_f(x))
+            return logits.view(-1, logits.size(-1))
+
+    return nn.Sequential(Embed(), *model.blocks, Head())
+
+
+def loss_fn(torch):
+    return lambda logits, targets: torch.nn.functional.cross_entropy(logits, targets.view(-1))
+
+
 def weights(config, seed=0):
     """The model's state dict as NumPy float64 arrays (GPT-2's initialisation, as W10's)."""
     rng = np.random.default_rng(seed)
