@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from ..devices import get_device
-from ..tensor.ops.elementwise import add, to_device
+from ..tensor.ops.elementwise import add, mul, to_device
 from ..tensor.ops.index import zeros_like
 from ..tensor.ops.shape import concat, reshape
 from ..tensor.op import op
@@ -309,5 +309,10 @@ class MpiComm:
 
 
 def zeros_beside(t):
-    """Zeros of ``t``'s shape, dtype and device, as an op (so it is captured like the rest)."""
+    """Zeros of ``t``'s shape, dtype and device, as an op (so it is captured like the rest).
+    For a ``t`` that requires grad, ``t * 0``: the zeros still depend on ``t``, so its
+    gradient (zero) is computed, as on the device that keeps the value, and every MPI rank's
+    backward reaches the same leaves (and so calls the same collectives)."""
+    if t._requires_grad:
+        return mul(t, 0.0)
     return zeros_like(t)
