@@ -9,6 +9,7 @@ samples in time order, the peak marked and labelled.
 True
 """
 from . import style
+from .svg_picture import SvgPicture
 from .timeline import _esc, bytes_text
 
 WIDTH = 640
@@ -24,7 +25,7 @@ KIND_COLORS = {
 }
 
 
-class MemoryPicture:
+class MemoryPicture(SvgPicture):
     """The SVG of a memory trace (``svg``, ``save(path)``)."""
 
     def __init__(self, trace, title=None):
@@ -83,13 +84,6 @@ class MemoryPicture:
                    f'and pipeline actions) →</text></svg>')
         return "".join(out)
 
-    def _repr_svg_(self):
-        return self.svg()
-
-    def save(self, path):
-        with open(path, "w") as f:
-            f.write(self.svg())
-        return path
 
 
 def memory(trace, title=None):

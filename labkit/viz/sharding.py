@@ -18,6 +18,7 @@ a 2-d mesh's ``(Shard(0), Shard(1))`` a 2 x 2 checkerboard.
 import math
 
 from . import style
+from .svg_picture import SvgPicture
 from .timeline import _esc
 
 WIDTH, HEIGHT = 420, 220
@@ -28,7 +29,7 @@ def _cut(lo, hi, points):
     return list(zip(marks, marks[1:]))
 
 
-class ShardingPicture:
+class ShardingPicture(SvgPicture):
     """The SVG of a DTensor's layout (``svg``, ``save(path)``); ``cells``: ``((rows),
     (columns), [devices])`` of each cell of the grid."""
 
@@ -94,13 +95,6 @@ class ShardingPicture:
         out.append("</svg>")
         return "".join(out)
 
-    def _repr_svg_(self):
-        return self.svg()
-
-    def save(self, path):
-        with open(path, "w") as f:
-            f.write(self.svg())
-        return path
 
     def __repr__(self):
         return f"<ShardingPicture of {self.dtensor!r}: {len(self.cells)} cells>"
