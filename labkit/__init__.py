@@ -33,6 +33,7 @@ from . import utils
 from . import func
 from . import viz
 from . import dist
+from . import distributed
 
 __version__ = "0.1.0"
 

@@ -58,13 +58,20 @@ def set_retrace_warning(count):
 
 # ---- graph optimisation passes (see labkit.graph.passes) -------------------------------------
 _state.update({"disabled_passes": frozenset(), "passes_version": 0, "cpu_fusion": "cost"})
+_pass_names = []     # every declared pass, in order of declaration (``graph_pass`` adds to it)
+
+
+def register_pass(name):
+    """Make ``name`` a pass that ``disable_pass`` / ``enable_pass`` accept (``graph_pass`` in
+    ``labkit.graph.passes`` calls this when a pass is declared)."""
+    if name not in _pass_names:
+        _pass_names.append(name)
 
 
 def _known_passes(names):
-    from .graph.passes import PASSES
-    unknown = [n for n in names if n not in PASSES]
+    unknown = [n for n in names if n not in _pass_names]
     if unknown:
-        raise ValueError(f"unknown graph pass(es) {unknown}; the passes are {list(PASSES)}")
+        raise ValueError(f"unknown graph pass(es) {unknown}; the passes are {_pass_names}")
 
 
 def _set_disabled(disabled):

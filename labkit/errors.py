@@ -20,6 +20,10 @@ class LabkitError(Exception):
     """Base class of every error labkit raises on purpose."""
 
 
+class GraphError(LabkitError, ValueError):
+    """A malformed graph, or a graph used wrongly (unfed placeholder, foreign fetch...)."""
+
+
 class ShapeError(LabkitError, ValueError):
     """Shapes that do not fit an op (matmul inner dims, broadcasting, reshape sizes...)."""
 

@@ -34,7 +34,7 @@ import warnings
 
 from ..errors import GradError, LabkitError, ShapeError, VmapError, describe, user_frame
 from ..tensor import dispatch
-from ..tensor.dispatch import Mode
+from ..tensor.dispatch import WrappingMode
 from ..tensor.ops.composite import stack
 from ..tensor.ops.elementwise import cast
 from ..tensor.ops.index import _FULL, _getitem
@@ -187,11 +187,11 @@ def _same_shape(got, rule):
     return len(got) == len(rule) and all(r is None or g == r for g, r in zip(got, rule))
 
 
-class VmapMode(Mode):
+class VmapMode(WrappingMode):
     """The mode of one ``lk.vmap`` call: applies batching rules to ops on its BatchedTensors."""
 
     def __init__(self, below, size, depth):
-        self.below = below     # the mode under this one: rules' ops and unbatched ops go there
+        super().__init__(below)   # the mode under this one: rules' ops and unbatched ops go there
         self.size = size
         self.depth = depth
 
@@ -245,9 +245,6 @@ class VmapMode(Mode):
             device = next(a._device for a in args if isinstance(a, Tensor))
             return zeros((0,) + tuple(shape), dtype=dtype, device=device), 0
         return one_by_one(functools.partial(op, **attrs), op.name, args, bdims)
-
-    def phase(self, name):
-        return self.below.phase(name)
 
     def set_grad(self, tensor, value):
         if type(value) is BatchedTensor and value._level is self:

@@ -291,12 +291,13 @@ def _vjp_checking_writes(node, g, create_graph):
         return node.op.vjp(g, out, *node.inputs, **node.attrs)
 
 
-class _WriteCheck(dispatch.Mode):
+class _WriteCheck(dispatch.WrappingMode):
     """The mode a vjp runs under when values it may read were written in place: every op it
     applies is checked for such a value among its inputs, then passed to the mode below."""
 
     def __init__(self, below, written, node):
-        self.below, self.written, self.node = below, written, node
+        super().__init__(below)
+        self.written, self.node = written, node
 
     def apply(self, op, inputs, attrs):
         for a in inputs:
@@ -313,18 +314,6 @@ class _WriteCheck(dispatch.Mode):
                     f"(t = t.clone() before the in-place op, or the out-of-place form t = t + 1), "
                     f"or make the change after backward().")
         return self.below.apply(op, inputs, attrs)
-
-    def phase(self, name):
-        return self.below.phase(name)
-
-    def set_grad(self, tensor, value):
-        return self.below.set_grad(tensor, value)
-
-    def accumulate_grad(self, leaf, g):
-        return self.below.accumulate_grad(leaf, g)
-
-    def rematerialize(self, target, value):
-        return self.below.rematerialize(target, value)
 
 
 def _accumulate(leaf, g, handed, create_graph):

@@ -10,8 +10,9 @@ carries them on GPU tensors.
 - ``rank()``, ``world_size()``, ``local_rank()``, ``device()``, ``is_initialized()``.
 - Script mode: ``python -m labkit.dist.run -n 4 train.py`` (or ``mpiexec -n 4 python
   train.py``) starts the ranks; ``init()`` in the script joins them into the process group.
-- ``allreduce`` (sum, mean, max, min), ``broadcast``, ``allgather``, ``reduce_scatter``,
-  ``barrier``.
+- ``allreduce`` (sum, mean, max, min, prod), ``broadcast``, ``allgather``, ``reduce_scatter``,
+  ``barrier``; each takes ``group=`` (a sub-group). ``labkit.distributed`` spells them as
+  ``torch.distributed`` does.
 - ``%%lk_dist``: a cell magic (registered when a Cluster is created in IPython) that runs the
   cell on every worker of a kept Cluster.
 - ``DataParallel(module)``: parameters broadcast from rank 0, gradients averaged in buckets.

@@ -25,7 +25,7 @@ from . import runtime
 from .buffers import empty as _empty
 from .errors import DistError
 
-OPS = ("sum", "mean", "max", "min")
+OPS = ("sum", "mean", "max", "min", "prod")
 
 
 # ---- argument checks -------------------------------------------------------------------------
@@ -77,7 +77,8 @@ def _wire(array):
 
 def _mpi_op(op):
     from mpi4py import MPI
-    return {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
+    return {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN,
+            "prod": MPI.PROD}[op]
 
 
 def _finish_mean(out, op, size):
@@ -150,7 +151,7 @@ def _nccl_type(dtype):
 def _nccl_op(op):
     from cupy.cuda import nccl
     return {"sum": nccl.NCCL_SUM, "mean": nccl.NCCL_SUM, "max": nccl.NCCL_MAX,
-            "min": nccl.NCCL_MIN}[op]
+            "min": nccl.NCCL_MIN, "prod": nccl.NCCL_PROD}[op]
 
 
 def nccl_allreduce_(group, array, op="sum"):
@@ -208,15 +209,23 @@ def _nccl_reduce_scatter(group, array, op):
 
 
 # ---- the public collectives ----------------------------------------------------------------------
+def _group(group):
+    """The Group a collective runs in: ``group`` (a sub-group, made by
+    ``labkit.distributed.new_group``), or this worker's whole world (None outside a worker)."""
+    return runtime.group() if group is None else group
+
+
 def _local_copy(tensor):
     return Tensor._make(tensor._data.copy(), tensor.device)
 
 
-def allreduce(tensor, op="sum"):
+def allreduce(tensor, op="sum", group=None):
     """Combine ``tensor`` across all ranks elementwise; every rank gets the result.
 
-    ``op``: "sum", "mean", "max" or "min". Returns a new tensor (same shape, dtype and device);
-    the input is unchanged. Every rank must pass a tensor of the same shape and dtype.
+    ``op``: "sum", "mean", "max", "min" or "prod". Returns a new tensor (same shape, dtype and
+    device); the input is unchanged. Every rank must pass a tensor of the same shape and dtype.
+    ``group``: the ranks of a sub-group only (every collective here takes it; ranks such as
+    ``src`` are then ranks within the group); default, every rank.
 
     >>> import labkit as lk
     >>> lk.dist.allreduce(lk.tensor([1.0, 5.0]), op="max").tolist()   # one rank here
@@ -228,7 +237,7 @@ def allreduce(tensor, op="sum"):
     """
     _check_tensor("allreduce", tensor)
     _check_op("allreduce", op, tensor)
-    g = runtime.group()
+    g = _group(group)
     if g is None or g.size == 1:
         return _local_copy(tensor)
     _agree("allreduce", g, (tuple(tensor.shape), tensor.dtype.name, op))
@@ -237,7 +246,7 @@ def allreduce(tensor, op="sum"):
     return _from_host(_mpi_allreduce(g.comm, _to_host(tensor), op, g.size), tensor.device)
 
 
-def broadcast(tensor, src=0):
+def broadcast(tensor, src=0, group=None):
     """Every rank gets rank ``src``'s values of ``tensor``.
 
     Every rank passes a tensor of the same shape and dtype (the others' values are ignored);
@@ -248,7 +257,7 @@ def broadcast(tensor, src=0):
     [3, 4]
     """
     _check_tensor("broadcast", tensor)
-    g = runtime.group()
+    g = _group(group)
     size = g.size if g is not None else 1
     if not isinstance(src, (int, np.integer)) or not 0 <= src < size:
         raise ValueError(f"lk.dist.broadcast: src={src!r} is not a rank; ranks are "
@@ -261,7 +270,7 @@ def broadcast(tensor, src=0):
     return _from_host(_mpi_broadcast(g.comm, _to_host(tensor), int(src)), tensor.device)
 
 
-def allgather(tensor):
+def allgather(tensor, group=None):
     """Every rank's ``tensor``, stacked along a new first dimension (rank order): a tensor of
     shape ``(world_size, *tensor.shape)``, the same on every rank.
 
@@ -270,7 +279,7 @@ def allgather(tensor):
     [[1, 2]]
     """
     _check_tensor("allgather", tensor)
-    g = runtime.group()
+    g = _group(group)
     if g is None or g.size == 1:
         return Tensor._make(tensor._data[None].copy(), tensor.device)
     _agree("allgather", g, (tuple(tensor.shape), tensor.dtype.name))
@@ -279,7 +288,7 @@ def allgather(tensor):
     return _from_host(_mpi_allgather(g.comm, _to_host(tensor), g.size), tensor.device)
 
 
-def reduce_scatter(tensor, op="sum"):
+def reduce_scatter(tensor, op="sum", group=None):
     """Reduce ``tensor`` across ranks and give each rank its slice of the result along dim 0.
 
     ``tensor``'s first dimension must divide by the world size W; rank r gets rows
@@ -292,7 +301,7 @@ def reduce_scatter(tensor, op="sum"):
     """
     _check_tensor("reduce_scatter", tensor)
     _check_op("reduce_scatter", op, tensor)
-    g = runtime.group()
+    g = _group(group)
     size = g.size if g is not None else 1
     if tensor.ndim == 0 or tensor.shape[0] % size:
         raise DistError(f"lk.dist.reduce_scatter: the first dimension of {describe(tensor)} must "
@@ -306,13 +315,13 @@ def reduce_scatter(tensor, op="sum"):
     return _from_host(_mpi_reduce_scatter(g.comm, _to_host(tensor), op, g.size), tensor.device)
 
 
-def barrier():
+def barrier(group=None):
     """Wait until every rank has reached this call (a no-op outside a launched worker).
 
     >>> import labkit as lk
     >>> lk.dist.barrier()
     """
-    g = runtime.group()
+    g = _group(group)
     if g is None or g.size == 1:
         return
     if g.device.type == "gpu":

@@ -35,6 +35,7 @@ import weakref
 import numpy as np
 
 from ..autodiff.hooks import current_pass, queue_callback
+from ..graph.capture import current_graph
 from ..nn.module import Module
 from ..profiler.events import now_ns
 from ..profiler.profile import active_profile
@@ -188,7 +189,19 @@ class DataParallel(Module):
             for p in module.parameters() if p.requires_grad]
 
     def forward(self, *args, **kwargs):
+        self._refuse_capture()
         return self.module(*args, **kwargs)
+
+    def _refuse_capture(self):
+        """A captured step (``lk.function``, ``lk.compile``) runs no eager backward pass, so no
+        gradient hook would average anything: with several ranks, say so instead."""
+        group = runtime.group()
+        if group is not None and group.size > 1 and current_graph() is not None:
+            raise DistError(
+                f"{type(self).__name__} inside a captured function (lk.function / lk.compile): "
+                f"it averages gradients during eager backward passes, which a captured step "
+                f"does not run, so the ranks would train apart. Capture the model inside it "
+                f"(DDP(lk.compile(model))) and run the step eagerly, or call the step eagerly.")
 
     def _check_replicas(self, group):
         mine = [(name, tuple(p.shape), p.dtype.name) for name, p in
@@ -203,10 +216,13 @@ class DataParallel(Module):
 
     def broadcast_state(self, src=0):
         """Overwrite every rank's parameters and buffers with rank ``src``'s, in place."""
+        self._broadcast(list(self.module.parameters()) + list(self.module.buffers()), src)
+
+    def _broadcast(self, tensors, src):
+        """Overwrite every rank's ``tensors`` with rank ``src``'s, in place, in buckets."""
         group = runtime.group()
-        if group is None or group.size == 1:
+        if group is None or group.size == 1 or not tensors:
             return
-        tensors = list(self.module.parameters()) + list(self.module.buffers())
         for bucket in _buckets(tensors, self.bucket_cap_mb * 2 ** 20):
             if group.rank == src:
                 for t, view in bucket.views():
@@ -232,6 +248,27 @@ class DataParallel(Module):
             key = [(p, p._data.dtype, p.device) for p in params]
             plan = self._grad_plan = _Plan(params, key, self.bucket_cap_mb * 2 ** 20)
         return plan
+
+    @property
+    def require_backward_grad_sync(self):
+        """Whether backward passes average the gradients over the ranks (True; False inside
+        ``no_sync()``). PyTorch's DistributedDataParallel has it too, and gradient accumulation
+        is often written by setting it: ``model.require_backward_grad_sync = (micro_step ==
+        steps - 1)`` keeps all but the last micro-batch's gradients local.
+
+        >>> import labkit as lk
+        >>> dp = lk.dist.DataParallel(lk.nn.Linear(2, 1))
+        >>> dp.require_backward_grad_sync = False
+        >>> with dp.no_sync():
+        ...     pass
+        >>> dp.require_backward_grad_sync
+        False
+        """
+        return self._sync_enabled
+
+    @require_backward_grad_sync.setter
+    def require_backward_grad_sync(self, value):
+        self._sync_enabled = bool(value)
 
     @contextlib.contextmanager
     def no_sync(self):

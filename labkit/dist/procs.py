@@ -10,9 +10,9 @@ import os
 MARKER = "LABKIT_DIST_CLUSTER"
 
 
-def marked(cluster_id=None):
-    """The live processes carrying ``cluster_id`` (any labkit cluster when None), as
-    psutil.Process objects."""
+def marked(cluster_id=None, prefix=None):
+    """The live processes carrying ``cluster_id`` (any labkit cluster when None), or a cluster id
+    starting with ``prefix`` (a launcher's ``"<pid>-"``), as psutil.Process objects."""
     import psutil
     me = os.getpid()
     found = []
@@ -22,6 +22,8 @@ def marked(cluster_id=None):
         try:
             value = proc.environ().get(MARKER)
             if value is None or (cluster_id is not None and value != cluster_id):
+                continue
+            if prefix is not None and not value.startswith(prefix):
                 continue
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue

@@ -2,8 +2,9 @@
 
 It sends the rank's stdout and stderr (the file descriptors, so output of native code too) to
 files of its own in the run's folder, which the launcher reads and prints labelled with the rank;
-runs the script (or ``-m`` module) as ``__main__``, as ``python`` would; and writes the rank's
-pid and then its exit code to the run's folder, so the launcher knows which rank failed first.
+sets torchrun's per-rank variables (``RANK``, ``LOCAL_RANK``); runs the script (or ``-m`` module)
+as ``__main__``, as ``python`` would; and writes the rank's pid and then its exit code to the
+run's folder, so the launcher knows which rank failed first.
 A failed rank leaves at once (``os._exit``): it must not wait in MPI's finalize for ranks that
 wait for it in a collective. It runs as a plain file and imports nothing of labkit itself (the
 script does, if it wants to).
@@ -74,10 +75,18 @@ def _run(target):
         runpy.run_path(target[0], run_name="__main__")
 
 
+def _torchrun_env(env):
+    """torchrun's per-rank variables (the launcher set those that all ranks share)."""
+    local = env.local_rank if env.local_rank is not None else env.rank    # one machine
+    os.environ.update(RANK=str(env.rank), LOCAL_RANK=str(local), ROLE_RANK=str(env.rank))
+
+
 def main(argv):
     folder, target = argv[1], argv[2:]
     env = _load_launch_env().from_environ()
     rank = env.rank if env is not None else 0
+    if env is not None:
+        _torchrun_env(env)
     _redirect(folder, rank)
     record(folder, rank, "pid", str(os.getpid()))
     try:

@@ -1,5 +1,10 @@
 """``python -m labkit.dist.run -n 4 train.py [args...]``: a script as several ranks, as torchrun.
 
+It takes torchrun's options too (``--nproc_per_node``, ``--standalone``, ``--nnodes=1``...) and
+gives each rank torchrun's environment (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
+``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), so a script written for torchrun runs
+as it is, with ``labkit.distributed.init_process_group()``.
+
 The ranks are one MPI world, started by ``mpiexec`` (the one beside this Python, as for
 ``lk.dist.Cluster``); in the script, ``lk.dist.init()`` joins them into labkit's process group.
 Every line a rank prints comes out labelled ``[rank r]`` (stdout to stdout, stderr to stderr).
@@ -24,7 +29,7 @@ import tempfile
 import time
 
 from . import procs, reaper
-from .cluster import _default_n, _is_open_mpi, _worker_env, find_mpiexec
+from .cluster import _cores, _default_n, _is_open_mpi, _worker_env, find_mpiexec
 from .errors import DistError
 from .output import TextOutput
 
@@ -38,6 +43,9 @@ DESCRIPTION = """\
 Start a Python script as NPROC ranks of one MPI world on this machine, as torchrun does.
 In the script, lk.dist.init() joins the ranks into labkit's process group (rank, world size,
 collectives, lk.dist.DataParallel); lk.data.DistributedSampler gives each rank its share.
+Each rank also gets torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT), and torchrun's options are accepted, so a script written for
+torchrun runs as it is: labkit.distributed.init_process_group() joins the ranks there.
 
 Each line a rank prints is labelled with its rank. When a rank fails, the other ranks are
 stopped, the rank that failed first is named with the end of its traceback, and the launcher
@@ -46,6 +54,7 @@ exits with its exit code. Ctrl-C stops every rank.
 EPILOG = """\
 examples:
   python -m labkit.dist.run -n 4 train.py --epochs 3
+  python -m labkit.dist.run --standalone --nproc_per_node=2 train.py    # torchrun's spelling
   python -m labkit.dist.run -n 2 -m mypackage.train
 
 The same script also runs as `mpiexec -n 4 python train.py`, under Slurm's srun, and as a
@@ -54,17 +63,53 @@ mpiexec or srun directly.
 """
 
 
+def _nproc(text):
+    """``--nproc_per_node``: a number, or torchrun's "auto" (one per GPU, else per core), "gpu"
+    or "cpu"."""
+    if text in ("auto", "gpu", "cpu"):
+        from ..devices import gpu_count
+        if text == "gpu" and not gpu_count():
+            raise argparse.ArgumentTypeError("'gpu' asks for one rank per GPU, and there is none")
+        return gpu_count() if text == "gpu" else _cores() if text == "cpu" else _default_n(None)
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of ranks, or auto, gpu, cpu; got "
+                                         f"{text!r}") from None
+
+
+def _flag(parser, name, **kw):
+    """An option spelled with underscores and with dashes, as torchrun takes both."""
+    spellings = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
+    parser.add_argument(*spellings, dest=name, **kw)
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m labkit.dist.run", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-n", "--nproc-per-node", "--nproc_per_node", dest="nproc", type=int,
+    parser.add_argument("-n", "--nproc-per-node", "--nproc_per_node", dest="nproc", type=_nproc,
                         default=None, metavar="NPROC",
                         help="number of ranks to start (default: one per GPU where there are "
-                             "GPUs, else one per CPU core)")
+                             "GPUs, else one per CPU core; torchrun's auto, gpu, cpu too)")
     parser.add_argument("-m", "--module", action="store_true",
                         help="interpret training_script as a Python module, executing with the "
                              "same behaviour as 'python -m'")
+    torchrun = parser.add_argument_group(
+        "torchrun's options", "accepted so that a torchrun command line works; the ranks always "
+        "run on this machine")
+    torchrun.add_argument("--standalone", action="store_true",
+                          help="one machine (what this launcher always does)")
+    _flag(torchrun, "nnodes", default="1", help="must be 1 (or 1:1)")
+    _flag(torchrun, "node_rank", type=int, default=0, help="must be 0")
+    _flag(torchrun, "master_addr", default="127.0.0.1",
+          help="MASTER_ADDR for the script (labkit's ranks do not use it)")
+    _flag(torchrun, "master_port", type=int, default=None,
+          help="MASTER_PORT for the script (default: a free port)")
+    _flag(torchrun, "rdzv_backend", default=None, help="ignored on one machine")
+    _flag(torchrun, "rdzv_endpoint", default=None, help="ignored on one machine")
+    _flag(torchrun, "rdzv_id", default=None, help="TORCHELASTIC_RUN_ID for the script")
+    _flag(torchrun, "max_restarts", type=int, default=0, help="must be 0")
     parser.add_argument("training_script",
                         help="the script (or, with -m, module) to run on every rank, followed "
                              "by its arguments")
@@ -75,9 +120,43 @@ def parse_args(argv):
         args.nproc = _default_n(None)
     if args.nproc < 1:
         parser.error(f"-n must be a positive number of ranks, got {args.nproc}")
+    if args.nnodes not in ("1", "1:1") or args.node_rank != 0:
+        parser.error(f"--nnodes={args.nnodes} --node_rank={args.node_rank}: this launcher "
+                     f"starts the ranks on this machine only; for several machines start the "
+                     f"script with mpiexec or srun (lk.dist.Cluster(hosts=...) from a notebook)")
+    if args.max_restarts:
+        parser.error(f"--max_restarts={args.max_restarts}: labkit's launcher does not restart "
+                     f"ranks; a failing rank stops the run (lk.dist.train_with_checkpoints "
+                     f"resumes from checkpoints)")
     if not args.module and not os.path.isfile(args.training_script):
         parser.error(f"no such script: {args.training_script!r}")
     return args
+
+
+def _free_port(address):
+    import socket
+    with socket.socket() as s:
+        try:
+            s.bind((address, 0))
+        except OSError:
+            s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_env(n, master_addr="127.0.0.1", master_port=None, run_id=None):
+    """torchrun's variables that are the same on every rank (``rank_bootstrap`` adds ``RANK``,
+    ``LOCAL_RANK``, ``ROLE_RANK`` per rank).
+
+    >>> env = torchrun_env(2, master_port=29500)
+    >>> env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"], env["MASTER_ADDR"], env["MASTER_PORT"]
+    ('2', '2', '127.0.0.1', '29500')
+    """
+    port = master_port if master_port is not None else _free_port(master_addr)
+    return {"WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n), "MASTER_ADDR": master_addr,
+            "MASTER_PORT": str(port), "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1",
+            "ROLE_NAME": "default", "ROLE_WORLD_SIZE": str(n),
+            "TORCHELASTIC_RUN_ID": run_id or "none", "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": "0"}
 
 
 class _Tail:
@@ -114,7 +193,7 @@ class _Tail:
 class _Run:
     """One start of the ranks: the run folder, the reaper, mpiexec, and the ranks' records."""
 
-    def __init__(self, n, target):
+    def __init__(self, n, target, extra_env=None):
         self.n = n
         self.run_id = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.folder = tempfile.mkdtemp(prefix="labkit-run-")
@@ -123,6 +202,7 @@ class _Run:
         env = dict(os.environ)
         env.update((k, v) for k, v in _worker_env(n, self.run_id, "").items()
                    if k != "IPYTHONDIR")
+        env.update(extra_env or {})
         env.setdefault("PYTHONUNBUFFERED", "1")      # the ranks' prints appear as they happen
         cmd = ([mpiexec, "-n", str(n)] + (["--bind-to", "none"] if _is_open_mpi(mpiexec) else [])
                + [sys.executable, os.path.join(HERE, "rank_bootstrap.py"), self.folder]
@@ -240,7 +320,8 @@ def main(argv=None):
         list(args.training_script_args)
     previous_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        run = _Run(args.nproc, target)
+        run = _Run(args.nproc, target, torchrun_env(args.nproc, args.master_addr,
+                                                    args.master_port, args.rdzv_id))
     except DistError as exc:
         print(f"lk.dist.run: {exc}", file=sys.stderr)
         return 1

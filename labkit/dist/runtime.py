@@ -46,6 +46,23 @@ class Group:
                 self._nccl = nccl.NcclCommunicator(self.size, uid, self.rank)
         return self._nccl
 
+    def subgroup(self, ranks):
+        """A Group of ``ranks`` (ranks of this group, in that order) on the ranks among them, None
+        on the others. Every rank of this group must call it, with the same ``ranks``."""
+        from mpi4py import MPI
+        member = self.rank in ranks
+        comm = self.comm.Split(0 if member else MPI.UNDEFINED,
+                               key=ranks.index(self.rank) if member else 0)
+        if not member:
+            return None
+        local = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+        return Group(comm, local, self.device, self.backend)
+
+    def free(self):
+        """Release the communicators (the group cannot be used afterwards)."""
+        self.comm.Free()
+        self._nccl = None
+
     def use_nccl(self, device):
         """Whether collectives on tensors of ``device`` go through NCCL (else through MPI)."""
         if device.type != "gpu" or self.backend == "mpi":
@@ -102,6 +119,14 @@ def join(backend="auto"):
         device.xp.cuda.Device(device.index).use()     # raw CuPy calls go to this GPU too
     _group = Group(comm, local, device, backend)
     return _group
+
+
+def leave():
+    """Undo ``join``: free this process's Group; afterwards it is a world of one again."""
+    global _group
+    group, _group = _group, None
+    if group is not None:
+        group.free()
 
 
 def worker_seed(seed, rank):

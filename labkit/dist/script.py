@@ -53,26 +53,37 @@ def init(backend="auto"):
                         f"{', '.join(map(repr, BACKENDS))}")
     if runtime.is_initialized():
         return _info()
+    group = join_started_ranks(backend, "lk.dist.init")
+    if group is None:
+        return _info()
+    seed = group.comm.bcast(initial_seed(), root=0)
+    manual_seed(runtime.worker_seed(seed, group.rank))
+    group.device.__enter__()       # new tensors go to the rank's device, as in a launched worker
+    return _info()
+
+
+def join_started_ranks(backend, caller):
+    """Join the MPI world of the ranks a launcher started (``mpiexec``, ``labkit.dist.run``,
+    ``srun``), after checking it against the launcher's environment; return the ``Group``, or
+    None when no launcher's variables are set (a plain ``python script.py``). ``caller`` names
+    the function the person called, for the errors. Sets nothing else up (``init`` seeds the
+    rank's generator and makes its device the default; ``labkit.distributed`` does not)."""
     env = from_environ()
     if env is None:
-        return _info()
+        return None
     try:
         from mpi4py import MPI
     except ImportError:
-        raise DistError(f"lk.dist.init: this process is rank {env.rank} of {env.world_size} "
+        raise DistError(f"{caller}: this process is rank {env.rank} of {env.world_size} "
                         f"(started by {env.launcher}), and the ranks talk over MPI, which is "
                         f"not installed: pip install 'labkit[dist]'") from None
     if MPI.COMM_WORLD.Get_size() != env.world_size or MPI.COMM_WORLD.Get_rank() != env.rank:
         raise DistError(
-            f"lk.dist.init: {env.launcher}'s environment says this process is rank {env.rank} "
+            f"{caller}: {env.launcher}'s environment says this process is rank {env.rank} "
             f"of {env.world_size}, but MPI sees rank {MPI.COMM_WORLD.Get_rank()} of "
             f"{MPI.COMM_WORLD.Get_size()}: the processes were not started as one MPI world, "
             f"which labkit's collectives need. Start them with "
             f"`python -m labkit.dist.run -n {env.world_size} script.py` or "
             f"`mpiexec -n {env.world_size} python script.py` (under Slurm: "
             f"`srun --mpi=pmix ...`).")
-    group = runtime.join(backend)
-    seed = group.comm.bcast(initial_seed(), root=0)
-    manual_seed(runtime.worker_seed(seed, group.rank))
-    group.device.__enter__()       # new tensors go to the rank's device, as in a launched worker
-    return _info()
+    return runtime.join(backend)

@@ -1,10 +1,12 @@
 """Graphs: the IR, capture (``lk.function``, explicit graphs), the executor, graph gradients."""
+from ..errors import GraphError
 from .capture import name_scope, placeholder
 from .control_flow import cond, scan, while_loop
 from .frozen import FrozenValueWarning
 from .function import Function, function
 from .gradients import gradients
-from .ir import Graph, GraphError, Node
+from .ir import Graph
+from .node import Node
 from .symbolic import SymbolicTensor, TracingError
 
 __all__ = ["FrozenValueWarning", "Function", "Graph", "GraphError", "Node", "SymbolicTensor", "TracingError",

@@ -5,27 +5,130 @@ op's shape rule (no kernel) and adds a node. Tensors from outside the graph are 
 reference (the graph reads their current value when it runs). Under capture the tape is still
 recorded, so ``loss.backward()`` and ``lk.grad`` inside a captured function put the backward pass
 into the graph, from the same vjp rules.
+
+The capture mode also keeps ``.grad`` of tensors from outside the graph (parameters), with
+eager semantics. While a function is traced, every write to such a ``.grad`` goes through the
+mode, which keeps, per tensor, what its gradient is now: untouched (whatever it is when the
+function runs), cleared (``zero_grad``), or a value of the graph. ``backward()`` adding to an
+untouched gradient that is None while tracing makes the trace assume it is None when it runs (a
+*guard*, checked per call, like PyTorch's compiled code guards on ``.grad``): the new gradient
+simply becomes ``.grad``, with no zeros made and added. A call that finds such a ``.grad`` set
+runs a second trace that reads it when the graph runs (``read_grad``) and adds to it, so a
+captured step accumulates across calls exactly as eagerly (micro-batches). After ``zero_grad``
+inside the function backward simply replaces it. When the trace ends the tensors get their
+gradients back, and each run of the function sets them from the graph's outputs. Optimisers and
+gradient clipping read a gradient through the mode (``get_grad``): under capture, a ``.grad``
+from before the trace is read when the graph runs.
 """
 import contextlib
 import threading
 
 from ..devices import default_device
 from ..devices.device import requested_device
-from ..errors import user_line
+from ..errors import GradError, GraphError, describe, user_line
 from ..tensor import dispatch
 from ..tensor.dispatch import Mode
 from ..tensor.dtypes import as_dtype, float32
 from ..tensor.eager import device_beside_cpu_scalars
-from ..tensor.ops.elementwise import to_device
+from ..tensor.op import op
+from ..tensor.ops.elementwise import add, to_device
 from ..tensor.ops.random import DRAWS
 from ..tensor.tape import TapeNode
 from ..tensor import versions
 from ..tensor.tensor import Tensor
-from .grad_state import GradTracker
-from .ir import PLACEHOLDER, GraphError, Node
+from .node import PLACEHOLDER, Node
 from .symbolic import SymbolicTensor
 
 
+# ---- .grad of outside tensors during a trace -------------------------------------------------
+class GradOf:
+    """The ``.grad`` of a tensor, read when a graph runs (the attribute of ``read_grad``)."""
+
+    __slots__ = ("tensor", "missing")
+
+    def __init__(self, tensor, missing="zeros"):
+        self.tensor = tensor
+        self.missing = missing
+
+    def __repr__(self):
+        return f"<.grad of {describe(self.tensor)}>"
+
+
+def _read_grad_rule(source):
+    return source.tensor.shape, source.tensor.dtype
+
+
+@op("read_grad", shape=_read_grad_rule, vjp=None, register=False, stateful=True)
+def _read_grad(xp, source):
+    g = source.tensor.grad
+    if g is None or g._data is None:
+        if source.missing == "zeros":
+            return xp.zeros(source.tensor.shape, dtype=source.tensor.dtype.np)
+        raise GradError(
+            f"a captured function ran, but {describe(source.tensor)} has no .grad now (it had "
+            f"one when the function was traced). Run backward() before each call, or put "
+            f"backward() inside the captured function.")
+    return g._data
+
+
+_read_grad.out_device = lambda attrs: attrs["source"].tensor.device
+
+
+def read_grad(tensor, missing="zeros"):
+    """The ``.grad`` of outside ``tensor`` as it is when the graph runs (``missing``: 'zeros' or
+    'error' when it has none then)."""
+    return _read_grad(source=GradOf(tensor, missing))
+
+
+UNTOUCHED, CLEARED, SET = "untouched", "cleared", "set"
+
+
+class GradTracker:
+    """Per outside tensor: its ``.grad`` before the trace, and its state during the trace."""
+
+    def __init__(self, assume_none=True):
+        self.entries = {}       # id(tensor) -> [tensor, original grad, state, value]
+        self.assume_none = assume_none
+        self.guards = []        # tensors whose .grad the trace assumes is None when it runs
+
+    def _entry(self, tensor):
+        e = self.entries.get(id(tensor))
+        if e is None:
+            e = self.entries[id(tensor)] = [tensor, tensor._grad, UNTOUCHED, None]
+        return e
+
+    def set(self, tensor, value):
+        e = self._entry(tensor)
+        e[2], e[3] = (CLEARED, None) if value is None else (SET, value)
+        tensor._grad = value
+
+    def accumulate(self, tensor, g):
+        e = self._entry(tensor)
+        if e[2] == UNTOUCHED and self.assume_none and e[1] is None:
+            value = g
+            self.guards.append(tensor)
+        elif e[2] == UNTOUCHED:
+            value = add(read_grad(tensor), g)
+        elif e[2] == CLEARED:
+            value = g
+        else:
+            value = add(e[3], g)
+        e[2], e[3] = SET, value
+        tensor._grad = value
+
+    def finish(self):
+        """Give every tensor its gradient back; return [(tensor, value)] and [cleared tensors]."""
+        sets, clears = [], []
+        for tensor, original, state, value in self.entries.values():
+            tensor._grad = original
+            if state == SET:
+                sets.append((tensor, value))
+            elif state == CLEARED:
+                clears.append(tensor)
+        return sets, clears
+
+
+# ---- the capture mode ---------------------------------------------------------------------------
 class SymbolicTapeNode(TapeNode):
     """A tape entry whose output is a graph node rather than an array."""
 
@@ -113,6 +216,12 @@ class CaptureMode(Mode):
             yield
         finally:
             self.role = previous
+
+    def get_grad(self, tensor):
+        g = tensor._grad
+        if g is None or isinstance(g, SymbolicTensor):
+            return g
+        return read_grad(tensor, missing="error")   # from before the trace: read at run time
 
     def set_grad(self, tensor, value):
         if isinstance(tensor, SymbolicTensor):
@@ -280,17 +389,3 @@ def role(name):
         return
     with mode.phase(name):
         yield
-
-
-def as_node(graph, t):
-    """The node of ``graph`` that tensor ``t`` stands for (GraphError if it is another graph's)."""
-    if isinstance(t, SymbolicTensor):
-        if t._gnode.graph is not graph:
-            raise GraphError(f"fetch {t!r} belongs to graph {t._gnode.graph.name!r}, not to "
-                             f"{graph.name!r}: fetch tensors of the graph you run")
-        return t._gnode
-    if isinstance(t, Node):
-        if t.graph is not graph:
-            raise GraphError(f"node {t.name} belongs to another graph")
-        return t
-    raise GraphError(f"cannot fetch {type(t).__name__} {t!r}: fetch symbolic tensors of the graph")

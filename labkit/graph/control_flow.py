@@ -19,17 +19,17 @@ vjps; the vjp of ``while`` / ``scan`` is a node whose kernel runs the loop forwa
 each iteration's carried state, then runs the body's vjp (built by ``lk.gradients`` on the body's
 sub-graph, from the same vjp rules) in reverse.
 """
-from ..errors import DTypeError, GradError, LabkitError, ShapeError
+from ..autodiff.trees import text as spec_text, unflatten
+from ..errors import DTypeError, GradError, GraphError, LabkitError, ShapeError
 from ..tensor import dispatch
 from ..tensor.creation import tensor
 from ..tensor.op import op
 from ..tensor.tensor import Tensor
 from .capture import current_graph
-from .ir import GraphError, Node
+from .node import Node
 from .subgraph import (Like, OutputsToken, Subgraph, align_lifted, bind_multi, check_scalar,
                        collect_cotangents, flatten_values, next_name, node_text, trace,
                        output, type_text, wants_grad)
-from .structures import text as spec_text, unflatten
 from .symbolic import SymbolicTensor
 
 __all__ = ["cond", "while_loop", "scan"]

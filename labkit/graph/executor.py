@@ -1,4 +1,6 @@
-"""Running a graph: prune to what the fetches need, compile a flat plan, execute it.
+"""Executing a ready graph: a ``Plan`` compiles the nodes that some fetches need into flat code
+and runs it. Plans are made by ``labkit.graph.compile``, which places, optimises and partitions
+a graph first; nothing here changes a graph.
 
 A plan is generated as one straight-line Python function (``v3 = k3(v1, v2)`` ...) with every
 kernel, literal and attribute bound in advance: at run time there is no per-node dictionary
@@ -7,18 +9,19 @@ after its last use. Plans are cached per (fetches, feeds) and may run from sever
 once: all state lives in the function's locals.
 
 Ops whose declaration gives a form that writes into a given array (``Op.into``: the elementwise
-ufuncs, ``relu``, ``matmul``) are bound to it directly, skipping their kernel wrapper. When the
+ufuncs, ``relu``, ``matmul``, fused kernels; ``node.direct_call``) are bound to it
+directly, skipping their kernel wrapper. When the
 graph carries a buffer plan for exactly these fetches (``graph.buffer_plan``, made by the
 buffer-reuse pass), results are written with ``out=`` into the buffers of a *workspace*: one set
 of arrays per concurrently running call, taken from the plan's pool at the start of a run and
 given back at its end, so steady-state runs allocate only their outputs. A value fetched twice,
 and a fetched constant, is handed out as a copy, so that no two results share memory.
 
-A graph that spans devices (or asks for placement) is placed and partitioned when its plan is
-compiled (``labkit.graph.passes``: ``placement``, ``partition``); each device's nodes become a
-straight-line function of their own, run on that device's worker thread, and the parts pass
-values through Send/Recv pairs that meet in the plan's rendezvous, keyed by the run's step. A
-single-device plan keeps the one straight-line function, run by the calling thread.
+A graph that spans devices arrives placed and partitioned (a Send/Recv pair on each edge
+between devices); each device's nodes become a straight-line function of their own, run on
+that device's worker thread, and the parts pass values through Send/Recv pairs that meet in the
+plan's rendezvous, keyed by the run's step. A single-device plan keeps the one straight-line
+function, run by the calling thread.
 
 Under ``lk.profile()`` a plan runs an instrumented copy of its code (compiled on first use):
 a timestamp after each op node (and, on a GPU, a CUDA event on the device's stream), turned
@@ -45,44 +48,17 @@ import weakref
 
 import numpy as np
 
-from .. import config
 from ..devices import get_device
 from ..devices.memory import register_cached_bytes
 from ..devices.workers import current_device, run_parts
-from ..errors import DTypeError, describe
+from ..errors import DTypeError, GraphError, describe
 from ..profiler import active_profile
 from ..profiler.events import OpEvent, lane_name, now_ns, shapes_text
 from ..profiler.gpu_time import GpuSpan
 from ..profiler.profile import _active as _profiles
 from ..tensor.tensor import Tensor
-from .ir import CAPTURE, CONSTANT, PLACEHOLDER, GraphError, Node
+from .node import CAPTURE, CONSTANT, PLACEHOLDER, Node, direct_call
 from .rendezvous import Rendezvous, recv, recv_value, send, send_value
-
-_fused_op = None
-
-
-def _fused():
-    global _fused_op
-    if _fused_op is None:
-        from .passes.fusion import fused
-        _fused_op = fused
-    return _fused_op
-
-
-def direct_call(node):
-    """The function computing ``node`` into a given array (``f(*inputs, out=array)``), from its
-    op's declaration (``Op.into``), or None."""
-    if node.kind != "op" or node.op.into is None:
-        return None
-    return node.op.into(node.device.xp, **node.attrs) if node.attrs else \
-        node.op.into(node.device.xp)
-
-
-def writes_into(node):
-    """Whether the executor can have ``node`` write its result into a given array (``out=``)."""
-    if node.kind != "op" or node.shape is None or None in node.shape:
-        return False
-    return node.op is _fused() or direct_call(node) is not None
 
 
 def needed_nodes(graph, fetch_nodes, fed, include_stateful):
@@ -103,20 +79,20 @@ def needed_nodes(graph, fetch_nodes, fed, include_stateful):
 
 
 class Plan:
-    """A compiled schedule for one (fetches, feeds) pair of a graph.
+    """A compiled schedule for one (fetches, feeds) pair of a ready graph (made by
+    ``labkit.graph.compile``: placed, optimised and partitioned as it needs).
 
     A plan whose nodes are all on one device is one straight-line function run by the calling
-    thread. A plan that spans devices (after placement) is partitioned first (a Send/Recv pair
-    on each edge between devices, ``labkit.graph.passes.partition``); each device's nodes then
-    become a straight-line function of their own, run on that device's worker thread
-    (``labkit.devices.workers``), and the parts meet in a rendezvous keyed by the run's step.
+    thread. In a plan that spans devices (a partitioned graph: a Send/Recv pair on each edge
+    between devices) each device's nodes become a straight-line function of their own, run on
+    that device's worker thread (``labkit.devices.workers``), and the parts meet in a
+    rendezvous keyed by the run's step.
 
     While an ``lk.profile()`` is open, a run uses an instrumented variant of the same code
     (compiled on first use) that records one event per op node; otherwise nothing is added.
     """
 
     def __init__(self, graph, fetch_nodes, feed_nodes, include_stateful=False):
-        graph, fetch_nodes, feed_nodes = _partition_if_needed(graph, fetch_nodes, feed_nodes)
         self.graph = graph
         self.fetch_nodes = list(fetch_nodes)
         self.feed_nodes = list(feed_nodes)
@@ -341,21 +317,6 @@ def workspace_bytes(device_name):
 register_cached_bytes(workspace_bytes)     # lk.devices.memory_stats reports them
 
 
-def _partition_if_needed(graph, fetch_nodes, feed_nodes):
-    """The graph to compile: placed and partitioned when it spans devices or asks for it."""
-    from .passes.partition import partition_graph
-    from .passes.placement import needs_placement, placement
-    if getattr(graph, "partitioned", False) or not needs_placement(graph):
-        return graph, fetch_nodes, feed_nodes
-    if not getattr(graph, "placed", False) and "placement" not in config.disabled_passes():
-        placed = placement(graph)
-        fetch_nodes = [placed.nodes[n.index] for n in fetch_nodes]
-        feed_nodes = [placed.nodes[n.index] for n in feed_nodes]
-        graph = placed
-    new, mapping, _, _ = partition_graph(graph)
-    return new, [mapping[n.index] for n in fetch_nodes], [mapping[n.index] for n in feed_nodes]
-
-
 class _Part:
     """One device's compiled share of a plan."""
 
@@ -562,38 +523,3 @@ def feed_array(node, value):
         raise GraphError(f"feed for placeholder '{node.name}': expected shape {node.shape}, got "
                          f"{tuple(array.shape)}")
     return array
-
-
-def _flatten_fetches(fetches):
-    if isinstance(fetches, dict):
-        keys = list(fetches)
-        return [fetches[k] for k in keys], lambda vals: dict(zip(keys, vals))
-    if isinstance(fetches, (list, tuple)):
-        kind = type(fetches)
-        return list(fetches), lambda vals: kind(vals)
-    return [fetches], lambda vals: vals[0]
-
-
-def run_graph(graph, fetches, feeds=None):
-    from .capture import as_node
-    items, rebuild = _flatten_fetches(fetches)
-    fetch_nodes = [as_node(graph, t) for t in items]
-    feeds = feeds or {}
-    feed_nodes, feed_values = [], []
-    for k, v in feeds.items():
-        node = as_node(graph, k) if not isinstance(k, str) else graph.node(k)
-        if node.kind != PLACEHOLDER:
-            raise GraphError(f"feeds: '{node.name}' is a {node.op_name}, not a placeholder; "
-                             f"only placeholders can be fed")
-        feed_nodes.append(node)
-        feed_values.append(feed_array(node, v))
-    key = (tuple(n.index for n in fetch_nodes), tuple(n.index for n in feed_nodes))
-    plan = graph._plans.get(key)
-    if plan is None:
-        with graph._lock:
-            plan = graph._plans.get(key)
-            if plan is None:
-                plan = Plan(graph, fetch_nodes, feed_nodes)
-                graph._plans[key] = plan
-    arrays = plan(*feed_values)
-    return rebuild([Tensor._make(a, n.device) for a, n in zip(arrays, plan.fetch_nodes)])

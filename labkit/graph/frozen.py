@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import _LABKIT, describe_named, source_text, user_frame, user_line
 from ..tensor import dispatch
 from ..tensor.tensor import Tensor
-from .ir import CAPTURE
+from .node import CAPTURE
 
 _TENSOR_FILE = Tensor.item.__code__.co_filename
 # what a user wrote, by the Tensor method that read the value on their behalf

@@ -38,18 +38,19 @@ import warnings
 import weakref
 
 from .. import config
+from ..autodiff import trees
 from ..autodiff.batched import BatchedTensor, VmapMode, vmap
 from ..devices.device import no_device_request
-from ..errors import LabkitError, describe_named
+from ..errors import describe_named
 from ..profiler.profile import _active as _profiles
 from ..tensor import dispatch
 from ..tensor.tensor import Tensor
 from .capture import enter_graph
-from .executor import Plan, feed_array
+from .compile import compile_graph
+from .executor import feed_array
 from .frozen import FrozenWatch
 from .ir import PLACEHOLDER, Graph
-from . import structures
-from .passes import needs_placement, placement, run_passes
+from .passes import run_passes
 from .symbolic import SymbolicTensor
 
 def _is_tensor(obj):
@@ -59,7 +60,7 @@ def _is_tensor(obj):
 def _flatten(obj, leaves, path="", paths=None):
     """Structure spec of ``obj`` (hashable: Python values in it are part of a trace's
     signature); tensors go to ``leaves`` (their paths to ``paths``)."""
-    return structures.flatten(obj, leaves, _is_tensor, structures.value, path, paths)
+    return trees.flatten_into(obj, leaves, _is_tensor, trees.value, path, paths)
 
 
 def _tensor_spec(t):
@@ -221,15 +222,15 @@ class Function:
             batched = self._batched.get(key)
             if batched is None:
                 def per_example(*tensors):
-                    a, k = structures.unflatten(structure, tensors)
+                    a, k = trees.unflatten(structure, tensors)
                     return self.fn(*a, **k)
                 per_example.__name__ = self.name
                 batched = self._batched[key] = Function(vmap(per_example, in_axes=bdims),
                                                         name=f"vmap({self.name})")
             out = batched(*[t._value if d is not None else t for t, d in zip(leaves, bdims)])
         out_leaves = []
-        spec = structures.flatten(out, out_leaves, _is_tensor, structures.value)
-        return structures.unflatten(spec, [BatchedTensor._wrap(t, 0, mode)
+        spec = trees.flatten_into(out, out_leaves, _is_tensor, trees.value)
+        return trees.unflatten(spec, [BatchedTensor._wrap(t, 0, mode)
                                            for t in out_leaves])
 
     def _run(self, trace, leaves):
@@ -246,7 +247,7 @@ class Function:
             tensor._grad = None
         outs = [Tensor._make(a, n.device) for a, n in
                 zip(results[:n_out], trace.plan.fetch_nodes)]
-        return structures.unflatten(trace.out_spec, outs)
+        return trees.unflatten(trace.out_spec, outs)
 
     @staticmethod
     def _set_argument_grads(trace, leaves, arrays):
@@ -351,7 +352,7 @@ class Function:
             called = modes.pop()
         out_leaves = []
         out_spec = _flatten(result, out_leaves)
-        structures.check_rebuildable(out_spec, f"lk.function {self.name}")
+        trees.check_rebuildable(out_spec, f"lk.function {self.name}")
         fetches = []
         for t in out_leaves:
             if isinstance(t, SymbolicTensor):
@@ -393,20 +394,11 @@ class Function:
         return trace
 
     def _optimize(self, trace):
-        """Run the enabled passes on the trace's raw graph; compile the plan from the result.
-        A graph that asks for placement is placed first, so the passes see final devices."""
-        graph = trace.raw_graph
-        if "placement" not in config.disabled_passes() and needs_placement(graph):
-            graph = placement(graph)
-        opt = run_passes(graph)
-        by_name = {n.name: n for n in opt.nodes}
-        missing = [n.name for n in trace.raw_feeds if n.name not in by_name]
-        if missing:
-            raise LabkitError(f"lk.function {self.name}: a graph pass removed the placeholders "
-                              f"{missing}; passes must keep every placeholder")
-        trace.graph = opt
-        trace.plan = Plan(opt, opt.outputs, [by_name[n.name] for n in trace.raw_feeds],
-                          include_stateful=True)
+        """Compile the trace's raw graph with the enabled passes (``labkit.graph.compile``):
+        ``trace.graph`` is the optimised graph, ``trace.plan`` what runs."""
+        trace.graph, trace.plan = compile_graph(
+            trace.raw_graph, trace.raw_graph.outputs, trace.raw_feeds, passes=None,
+            include_stateful=True, what=f"lk.function {self.name}")
         trace.passes_version = config._state["passes_version"]
 
     # ---- inspection -------------------------------------------------------------------------------
@@ -439,7 +431,7 @@ class Function:
 
 def _substitute(obj, symbolic):
     if isinstance(obj, Tensor):
-        made_of = structures.tensor_parts(obj)
+        made_of = trees.tensor_parts(obj)
         if made_of is not None:       # a DTensor argument: its local tensors become symbolic
             parts, context = made_of
             return type(obj).__tensor_unflatten__([_substitute(p, symbolic) for p in parts],
@@ -457,15 +449,15 @@ def _substitute(obj, symbolic):
 def _python_changes(old, new, names):
     """Which Python-valued arguments changed between two structures, as readable lines."""
     changes = []
-    (old_args, old_kwargs), (new_args, new_kwargs) = structures.items(old), structures.items(new)
-    old_args, new_args = structures.items(old_args), structures.items(new_args)
+    (old_args, old_kwargs), (new_args, new_kwargs) = trees.items(old), trees.items(new)
+    old_args, new_args = trees.items(old_args), trees.items(new_args)
     if len(old_args) != len(new_args):
         return [f"number of positional arguments {len(old_args)} -> {len(new_args)}"]
     for i, (a, b) in enumerate(zip(old_args, new_args)):
         if a != b:
             name = names[i] if i < len(names) else f"args[{i}]"
             changes.append(f"{name}: {_value_text(a)} -> {_value_text(b)}")
-    old_d, new_d = structures.items(old_kwargs), structures.items(new_kwargs)
+    old_d, new_d = trees.items(old_kwargs), trees.items(new_kwargs)
     for k in sorted(set(old_d) | set(new_d), key=str):
         if old_d.get(k) != new_d.get(k):
             changes.append(f"{k}: {_value_text(old_d.get(k))} -> {_value_text(new_d.get(k))}")
@@ -475,13 +467,13 @@ def _python_changes(old, new, names):
 def _value_text(spec):
     if spec is None:
         return "(absent)"
-    if spec == structures.LEAF:
+    if spec == trees.LEAF:
         return "a tensor"
     if spec[0] == "value":
         return f"Python value {spec[2]!r}"
     if spec[0] == "object":
         return "an object"
-    if spec[0] == structures.PARTS:
+    if spec[0] == trees.PARTS:
         return f"a {spec[1].__name__} laid out as {spec[2]}"
     return f"a {spec[0].__name__}"
 

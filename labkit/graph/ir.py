@@ -16,71 +16,12 @@ import threading
 
 import numpy as np
 
-from ..errors import LabkitError
+from .. import display
+from ..errors import GraphError
 from ..tensor.dtypes import as_dtype
 from ..tensor.op import REGISTRY
-
-PLACEHOLDER, CAPTURE, CONSTANT = "placeholder", "capture", "constant"
-SPECIAL = (PLACEHOLDER, CAPTURE, CONSTANT)
-
-
-class GraphError(LabkitError, ValueError):
-    """A malformed graph, or a graph used wrongly (unfed placeholder, foreign fetch...)."""
-
-
-class Node:
-    """One value of a graph: ``op`` applied to ``inputs`` (Nodes or Python literals)."""
-
-    __slots__ = ("graph", "index", "name", "op", "kind", "inputs", "attrs", "shape", "dtype",
-                 "device", "requested_device", "scope", "value", "stateful", "role",
-                 "device_forced", "colocation", "placement_reason", "source", "__weakref__")
-
-    def __init__(self, graph, name, kind, op, inputs, attrs, shape, dtype, device):
-        self.graph = graph
-        self.index = -1
-        self.name = name
-        self.kind = kind            # "op" or one of SPECIAL
-        self.op = op                # the Op object for kind == "op"
-        self.inputs = tuple(inputs)
-        self.attrs = dict(attrs)
-        self.shape = None if shape is None else tuple(shape)
-        self.dtype = dtype
-        self.device = device        # assigned device
-        self.requested_device = None   # Device asked for with ``with lk.device(...)``
-        self.device_forced = False     # the request was made with force=True
-        self.colocation = None         # name of the node it must share a device with
-        self.placement_reason = None   # why it is on ``device`` (set by the placement pass)
-        self.scope = ""
-        self.value = None           # CONSTANT: the array; CAPTURE: the captured Tensor
-        self.stateful = False       # has a side effect: never pruned from a function's plan
-        self.role = "forward"       # forward | backward | update (for pictures)
-        self.source = None          # (filename, line) of the user's code that made it (traced)
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def op_name(self):
-        return self.op.name if self.kind == "op" else self.kind
-
-    def ref(self):
-        return f"%{self.index}"
-
-    def __repr__(self):
-        return f"<Node {self.ref()} {self.name}: {self.op_name} {_type_text(self)}>"
-
-
-def _type_text(node):
-    shape = "?" if node.shape is None else ", ".join("?" if s is None else str(s)
-                                                    for s in node.shape)
-    return f"{node.dtype.name if node.dtype else '?'}[{shape}]"
-
-
-def _arg_text(a):
-    if isinstance(a, Node):
-        return a.ref()
-    return repr(a)
+from .node import (CAPTURE, CONSTANT, PLACEHOLDER, SPECIAL, Node,  # noqa: F401 (ir.Node as before)
+                   arg_text, type_text)
 
 
 class Graph:
@@ -168,7 +109,7 @@ class Graph:
         lines = []
         for n in (self.nodes if nodes is None else nodes):
             if n.kind == "op":
-                args = [_arg_text(a) for a in n.inputs]
+                args = [arg_text(a) for a in n.inputs]
                 args += [f"{k}={v!r}" for k, v in n.attrs.items() if k != "res"]
                 call = f"{n.op.name}({', '.join(args)})"
             elif n.kind == CONSTANT:
@@ -176,7 +117,7 @@ class Graph:
             else:
                 call = f"{n.kind}()"
             dev = f"@{n.device.name}" if n.device is not None else ""
-            lines.append(f"{n.ref():>5} = {call:<40} : {_type_text(n):<18} {dev:<7} {n.name}")
+            lines.append(f"{n.ref():>5} = {call:<40} : {type_text(n):<18} {dev:<7} {n.name}")
             for sub in _subgraphs(n):   # control flow: each sub-graph indented under its node
                 lines.extend("        " + ln for ln in sub.listing_lines())
         return "\n".join(lines)
@@ -187,13 +128,13 @@ class Graph:
     def __repr__(self):
         return f"<Graph {self.name!r}: {len(self.nodes)} nodes>"
 
-    def _repr_svg_(self):         # notebook display; viz is imported only when drawing
-        from ..viz import graph as draw
-        return draw(self)._repr_svg_()
+    def _repr_svg_(self):         # notebook display: lk.viz.graph(self)
+        picture = display.drawing("graph", self)
+        return None if picture is None else picture._repr_svg_()
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from ..viz import graph as draw
-        return draw(self)._repr_mimebundle_(include, exclude)
+        picture = display.drawing("graph", self)
+        return None if picture is None else picture._repr_mimebundle_(include, exclude)
 
     def lint(self):
         """Check that every input is an earlier node of this graph; raise GraphError otherwise."""
@@ -228,7 +169,7 @@ class Graph:
         ``fetches``: a tensor, a list/tuple, or a dict of them; the result has the same form
         (NumPy-backed Tensors). Safe to call from several threads at once.
         """
-        from .executor import run_graph
+        from .compile import run_graph
         return run_graph(self, fetches, feeds)
 
     # ---- serialisation -----------------------------------------------------------------------

@@ -25,9 +25,9 @@ copying, and waits for its copy to finish before the source array may be freed.
 import threading
 
 from ..devices import get_device, transfer
+from ..errors import GraphError
 from ..tensor.op import op
 from ..tensor.shape_rules import same_as_first
-from .ir import GraphError
 
 
 class RendezvousAborted(GraphError):

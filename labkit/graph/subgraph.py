@@ -21,7 +21,8 @@ import functools
 import numbers
 import threading
 
-from ..errors import DTypeError, ShapeError
+from ..autodiff import trees
+from ..errors import DTypeError, GraphError, ShapeError
 from ..tensor import dispatch
 from ..tensor.dtypes import as_dtype, float32
 from ..tensor.op import op
@@ -29,8 +30,9 @@ from ..tensor.ops.elementwise import add
 from ..tensor.ops.index import zeros_like
 from ..tensor.tensor import Tensor
 from .capture import CaptureMode, _graphs, enter_graph
-from .ir import CAPTURE, CONSTANT, PLACEHOLDER, Graph, GraphError, Node
-from . import structures
+from .compile import compile_graph
+from .ir import Graph
+from .node import CAPTURE, CONSTANT, PLACEHOLDER, Node
 from .symbolic import SymbolicTensor
 
 
@@ -50,7 +52,7 @@ def flatten_values(obj, what):
     """(leaves, spec) of a nested structure whose leaves are tensors or Python numbers (None
     is kept; anything else is an error naming ``what``)."""
     leaves = []
-    return leaves, structures.flatten(obj, leaves, _is_value, functools.partial(_refuse, what))
+    return leaves, trees.flatten_into(obj, leaves, _is_value, functools.partial(_refuse, what))
 
 
 def type_text(t):
@@ -188,7 +190,7 @@ def trace(fn, args, scope, what, like=None):
                 leaf = SymbolicTensor._of(node, leaf._requires_grad)
                 inputs.append(leaf)
             sym.append(leaf)
-        sym_args.append(structures.unflatten(spec, sym))
+        sym_args.append(trees.unflatten(spec, sym))
     with _entered(mode):
         result = fn(*sym_args)
         leaves, spec = flatten_values(result, f"{what} (its result)")
@@ -259,12 +261,11 @@ class Subgraph:
         """The compiled plan: input arrays in, a tuple of output arrays out."""
         p = self._plans.get(include_stateful)
         if p is None:
-            from .executor import Plan
             with self._lock:
                 p = self._plans.get(include_stateful)
                 if p is None:
-                    p = Plan(self.graph, self.out_nodes, self.in_nodes,
-                             include_stateful=include_stateful)
+                    p = compile_graph(self.graph, self.out_nodes, self.in_nodes,
+                                      include_stateful=include_stateful, what=self.label)[1]
                     self._plans[include_stateful] = p
         return p
 

@@ -10,7 +10,7 @@ stateless layers live in ``labkit.nn.functional``; initialisers in ``labkit.nn.i
 >>> net[0].weight.grad.shape
 (16, 4)
 """
-from . import functional, init, quantized, utils
+from . import functional, init, parallel, quantized, utils
 from .activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish,
                          Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
                          Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus, Softshrink,
@@ -32,6 +32,7 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropy
                    TripletMarginWithDistanceLoss)
 from .module import IncompatibleKeys, Module, StateDictError
 from .normalization import GroupNorm, LayerNorm, RMSNorm
+from .parallel import DataParallel
 from .padding import (CircularPad1d, CircularPad2d, ConstantPad1d, ConstantPad2d,
                       ReflectionPad1d, ReflectionPad2d, ReplicationPad1d, ReplicationPad2d,
                       ZeroPad1d, ZeroPad2d)
@@ -45,7 +46,7 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = ["Module", "Parameter", "StateDictError", "IncompatibleKeys", "functional", "init",
-           "quantized", "utils",
+           "parallel", "quantized", "utils", "DataParallel",
            # containers
            "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
            # linear, shape

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import display
 from ..devices import Device, get_device, transfer
 from ..errors import DTypeError, LabkitError
 from ..graph.capture import current_graph
@@ -681,9 +682,8 @@ class Module:
                 f"{name}(\n  " + "\n  ".join(lines) + "\n)"
         return f"{name}(\n  " + "\n  ".join(lines + children) + "\n)"
 
-    def _repr_html_(self):        # notebook display; viz is imported only when shown
-        from ..viz.html import module_html
-        return module_html(self)
+    def _repr_html_(self):        # notebook display: lk.viz.module_html(self)
+        return display.drawing("module", self)
 
 
 def _indent(text, spaces):

@@ -9,7 +9,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import source_text
-from ..graph.ir import CAPTURE, CONSTANT, PLACEHOLDER, Node
+from ..graph.node import CAPTURE, CONSTANT, PLACEHOLDER, Node
 from ..tensor.dtypes import as_dtype, common_np_dtype
 from .dims import UNFITTED, Dim, OnnxExportError, fit, fit_attr
 from .registry import CONVERTERS

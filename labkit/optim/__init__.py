@@ -10,7 +10,8 @@
 from . import lr_scheduler
 from .adadelta import Adadelta
 from .adagrad import Adagrad
-from .adam import Adam, AdamW
+from .adam import Adam
+from .adamw import AdamW
 from .adamax import Adamax
 from .lbfgs import LBFGS
 from .nadam import NAdam

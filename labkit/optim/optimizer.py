@@ -63,13 +63,13 @@ import warnings
 import numpy as np
 
 from ..autodiff import enable_grad, no_grad
+from ..autodiff.trees import tensor_parts
 from ..devices import get_device, transfer
 from ..errors import DTypeError, LabkitError, describe
 from ..graph.capture import current_graph, name_scope, role
-from ..graph.grad_state import read_grad
-from ..graph.structures import tensor_parts
 from ..graph.symbolic import SymbolicTensor
 from ..graph.variables import Variable
+from ..tensor import dispatch
 from ..tensor.dtypes import float64
 from ..tensor.ops.elementwise import cast, neg
 from ..tensor.tensor import Tensor
@@ -349,6 +349,7 @@ class Optimizer:
                 loss = closure()
         self._step_calls = getattr(self, "_step_calls", 0) + 1
         capturing = current_graph() is not None
+        mode = dispatch.current_mode()
         with no_grad(), role("update"), name_scope(type(self).__name__):
             for i, group in enumerate(self.param_groups):
                 if type(group) is not ParamGroup:      # a dict put in param_groups by hand
@@ -357,12 +358,9 @@ class Optimizer:
                     group.trace_switches(self._switches)
                 views = {}
                 for p in group["params"]:
-                    g = p.grad
+                    g = mode.get_grad(p)     # under capture: read at run time if from outside
                     if g is None:
                         continue
-                    if capturing and not isinstance(g, SymbolicTensor):
-                        # a .grad from outside the trace: read the one there is at run time
-                        g = read_grad(p, missing="error")
                     if g.shape != p.shape or g.device is not p.device:
                         raise ValueError(
                             f"{type(self).__name__}: the gradient {describe(g)} does not "

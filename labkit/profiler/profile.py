@@ -13,6 +13,7 @@ import os
 import tempfile
 import threading
 
+from .. import display
 from .events import OpEvent, lane_name, now_ns
 from .gpu_time import GpuClocks
 
@@ -136,9 +137,9 @@ class Profile:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         """Notebook display: ``lk.viz.timeline(self)``, the timeline explorer in a live
-        notebook and its SVG elsewhere (viz is imported only to draw)."""
-        from ..viz.timeline import timeline
-        return timeline(self)._repr_mimebundle_(include, exclude)
+        notebook and its SVG elsewhere (``labkit.display``: this layer does not import viz)."""
+        picture = display.drawing("profile", self)
+        return None if picture is None else picture._repr_mimebundle_(include, exclude)
 
     def to_chrome_trace(self):
         """The trace as a dict in the Trace Event Format (one process track per device)."""

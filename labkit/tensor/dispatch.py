@@ -28,6 +28,12 @@ class Mode:
         """``tensor.grad = value`` (capture records it when ``tensor`` is from outside)."""
         tensor._grad = value
 
+    def get_grad(self, tensor):
+        """The gradient that an update of ``tensor`` uses (optimisers, gradient clipping): its
+        ``.grad``. Under capture, a gradient from before the trace is read when the graph runs
+        (and a run that finds none is an error), not fixed at its traced value."""
+        return tensor._grad
+
     def accumulate_grad(self, leaf, g):
         """Add a cotangent of this mode (a symbolic one, under capture) to ``leaf.grad``."""
         leaf._grad = g if leaf._grad is None else leaf._grad + g
@@ -51,6 +57,57 @@ class Mode:
         if the mode did it itself (capture rebinds a symbolic tensor to ``result``'s node);
         False lets the caller write ``target``'s memory with the ``assign`` op."""
         return False
+
+
+class WrappingMode(Mode):
+    """A mode over another one, ``below``: ``apply`` and every hook go to ``below`` unless the
+    subclass changes them, so a mode that watches ops on their way down (the profiler's),
+    checks them (the autodiff engine's) or rewrites some (``lk.vmap``'s) keeps everything else
+    the mode under it does, hooks added to ``Mode`` later included. Subclass it for a new such
+    mode and override what it changes.
+
+    >>> import labkit as lk
+    >>> from labkit.tensor import dispatch
+    >>> class CountOps(dispatch.WrappingMode):
+    ...     def __init__(self, below):
+    ...         super().__init__(below)
+    ...         self.names = []
+    ...     def apply(self, op, inputs, attrs):
+    ...         self.names.append(op.name)
+    ...         return self.below.apply(op, inputs, attrs)
+    >>> x = lk.ones(2)
+    >>> with dispatch.push_mode(CountOps(dispatch.current_mode())) as counting:
+    ...     y = (x * 3.0).exp()
+    >>> counting.names
+    ['mul', 'exp']
+    """
+
+    def __init__(self, below):
+        self.below = below
+
+    def apply(self, op, inputs, attrs):
+        return self.below.apply(op, inputs, attrs)
+
+    def phase(self, name):
+        return self.below.phase(name)
+
+    def set_grad(self, tensor, value):
+        self.below.set_grad(tensor, value)
+
+    def get_grad(self, tensor):
+        return self.below.get_grad(tensor)
+
+    def accumulate_grad(self, leaf, g):
+        self.below.accumulate_grad(leaf, g)
+
+    def value_before_write(self, target):
+        return self.below.value_before_write(target)
+
+    def write_inplace(self, target, result):
+        return self.below.write_inplace(target, result)
+
+    def rematerialize(self, target, value):
+        self.below.rematerialize(target, value)
 
 
 class _State(threading.local):
@@ -130,6 +187,24 @@ def push_mode(mode):
     finally:
         st.stack.pop()
         st.mode = previous
+
+
+def enter_mode(mode):
+    """Put ``mode`` on top of this thread's mode stack until ``leave_mode(mode)``: for a mode
+    switched on and off by two calls (a profile's start and stop) rather than a ``with``
+    block (``push_mode``)."""
+    st = _state
+    st.stack.append(mode)
+    st.mode = mode
+
+
+def leave_mode(mode):
+    """Take ``mode`` off this thread's stack, wherever it is in it; the mode on top becomes the
+    current one."""
+    st = _state
+    if mode in st.stack:
+        st.stack.remove(mode)
+    st.mode = st.stack[-1]
 
 
 @contextlib.contextmanager

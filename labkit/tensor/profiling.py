@@ -11,16 +11,13 @@ from ..profiler import active_profile, register_hooks
 from ..profiler.events import now_ns
 from ..profiler.gpu_time import GpuSpan
 from . import dispatch
-from .dispatch import Mode
+from .dispatch import WrappingMode
 from .eager import EagerMode
 from .tensor import Tensor
 
 
-class ProfilingMode(Mode):
+class ProfilingMode(WrappingMode):
     """Time each op that the mode below runs eagerly; record it in the active profile."""
-
-    def __init__(self, below):
-        self.below = below
 
     def apply(self, op, inputs, attrs):
         prof = active_profile()
@@ -55,18 +52,6 @@ class ProfilingMode(Mode):
                 prof.gpu.lane(device, stream))
         return out
 
-    def phase(self, name):
-        return self.below.phase(name)
-
-    def set_grad(self, tensor, value):
-        self.below.set_grad(tensor, value)
-
-    def accumulate_grad(self, leaf, g):
-        self.below.accumulate_grad(leaf, g)
-
-    def rematerialize(self, target, value):
-        self.below.rematerialize(target, value)
-
 
 def _record(prof, op, inputs, out, start, end, span, lane):
     tensors = [a._data for a in inputs if isinstance(a, Tensor)]
@@ -95,18 +80,13 @@ def _record_message(prof, op, src, out, start, end):
 
 
 def _start():
-    st = dispatch._state
-    mode = ProfilingMode(st.mode)
-    st.stack.append(mode)
-    st.mode = mode
+    mode = ProfilingMode(dispatch.current_mode())
+    dispatch.enter_mode(mode)
     return mode
 
 
 def _stop(mode):
-    st = dispatch._state
-    if mode in st.stack:
-        st.stack.remove(mode)
-    st.mode = st.stack[-1]
+    dispatch.leave_mode(mode)
 
 
 register_hooks(_start, _stop)

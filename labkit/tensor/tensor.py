@@ -15,10 +15,13 @@ import sys
 
 import numpy as np
 
+from .. import display
+from ..devices import device_of_array, get_device
 from ..errors import DeviceError, DTypeError, GradError, ShapeError
-from ..devices import get_device
 from . import dispatch
-from .dtypes import from_numpy_dtype
+from .dtypes import DType, from_numpy_dtype
+from .format import format_tensor
+from .versions import counter_of
 
 
 class Tensor:
@@ -198,7 +201,6 @@ class Tensor:
         """This tensor on ``device`` and/or as ``dtype``; differentiable; no copy if unchanged
         (unless ``copy=True``). PyTorch's forms: ``x.to("cpu")``, ``x.to(lk.float64)``,
         ``x.to("cpu", lk.float64)``, ``x.to(other)`` (other's device and dtype)."""
-        from .dtypes import DType
         from .ops.elementwise import cast, clone, to_device
         for a in args:
             if isinstance(a, Tensor):
@@ -220,7 +222,6 @@ class Tensor:
 
     def detach(self):
         """The same values (shared memory) with no history and ``requires_grad=False``."""
-        from .versions import counter_of
         t = Tensor._make(self._data, self._device)
         t._version = counter_of(self)     # a write through either is a write to both
         if getattr(self, "_inference", False):
@@ -243,12 +244,10 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __repr__(self):
-        from .format import format_tensor
         return format_tensor(self)
 
-    def _repr_html_(self):        # notebook display; viz is imported only when shown
-        from ..viz.html import tensor_html
-        return tensor_html(self)
+    def _repr_html_(self):        # notebook display: lk.viz.tensor_html(self)
+        return display.drawing("tensor", self)
 
     def __iter__(self):
         if self._data.ndim == 0:
@@ -267,6 +266,5 @@ class Tensor:
 def wrap(array, device=None):
     """A Tensor around an existing backend array (no copy); internal helper for kernels' users."""
     if device is None:
-        from ..devices import device_of_array
         device = device_of_array(array)
     return Tensor._make(array, device)

@@ -30,6 +30,13 @@ from .explorer import timeline_explorer
 from .graph_explorer import graph_explorer
 TimelineWidget = timeline_explorer      # the one interactive timeline, by its older name
 from .widgets import GraphWidget
+from .. import display as _display
+
+# how the layers below show their objects in a notebook (they do not import viz)
+_display.register("graph", graph)
+_display.register("profile", timeline)
+_display.register("tensor", tensor_html)
+_display.register("module", module_html)
 
 __all__ = ["GradientMonitor", "GraphPicture", "GraphWidget", "GraphvizNotFound", "RenderError",
            "TapeGraph", "TimelinePicture", "TimelineWidget", "TrainingView", "as_graph",

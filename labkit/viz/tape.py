@@ -18,7 +18,7 @@ leaves (data) become ``constant`` nodes. ``backward()`` frees the tape unless it
 ['capture', 'mul', 'sum']
 """
 from ..errors import LabkitError
-from ..graph.ir import Node
+from ..graph.node import Node
 from ..tensor.tensor import Tensor
 
 

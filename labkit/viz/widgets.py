@@ -99,11 +99,12 @@ def node_values(graph, feed_nodes=(), feed_tensors=()):
     """``{node name: NumPy array}``: what each side-effect-free node of ``graph`` computes when
     its placeholders ``feed_nodes`` are fed ``feed_tensors``. Assigns and other side effects
     are not run, so variables keep their values."""
-    from ..graph.executor import Plan, feed_array
+    from ..graph.compile import compile_graph
+    from ..graph.executor import feed_array
     fetch = evaluable_nodes(graph)
     if not fetch:
         return {}
-    plan = Plan(graph, fetch, list(feed_nodes))
+    plan = compile_graph(graph, fetch, feed_nodes)[1]
     arrays = [t._data if t._data is not None else feed_array(n, t)
               for t, n in zip(feed_tensors, feed_nodes)]
     return {n.name: _host(v) for n, v in zip(plan.fetch_nodes, plan(*arrays))}

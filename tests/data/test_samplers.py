@@ -262,8 +262,9 @@ def test_loader_option_errors_match_torch():
 def test_labkit_path_names_are_torch_utils_data():
     from labkit.utils.data import DataLoader
     from labkit.utils.data.sampler import Sampler
+    from labkit.utils.data.distributed import DistributedSampler   # DDP scripts import this
     assert DataLoader is lk.utils.data.DataLoader is data.DataLoader
-    assert Sampler is data.Sampler
+    assert Sampler is data.Sampler and DistributedSampler is data.DistributedSampler
     for name in ("Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
                  "ChainDataset", "StackDataset", "random_split", "default_collate",
                  "default_convert", "SequentialSampler", "RandomSampler", "BatchSampler",

@@ -62,14 +62,13 @@ def own_worker_processes():
     kept for several tests (in ``_shared``)."""
     from labkit.dist import procs
     keep = {c._holder["workers"].cluster_id for c in _shared.values() if not c.closed}
-    prefix = f"{os.getpid()}-"
     out = []
-    for p in procs.marked():
+    for p in procs.marked(prefix=f"{os.getpid()}-"):
         try:
             value = p.environ().get(procs.MARKER, "")
         except Exception:
             continue
-        if value.startswith(prefix) and value not in keep:
+        if value not in keep:
             out.append(p)
     return out
 

@@ -34,8 +34,9 @@ def test_collectives_return_new_tensors_without_history():
 
 
 def test_collective_argument_errors():
-    with pytest.raises(ValueError, match="unknown op 'prod'"):
-        lk.dist.allreduce(lk.ones(2), op="prod")
+    with pytest.raises(ValueError, match="unknown op 'avg'; use one of sum, mean, max, min, prod"):
+        lk.dist.allreduce(lk.ones(2), op="avg")
+    assert lk.dist.allreduce(lk.tensor([2.0, 3.0]), op="prod").tolist() == [2.0, 3.0]
     with pytest.raises(lk.DTypeError, match="cast it to float"):
         lk.dist.allreduce(lk.tensor([1, 2]), op="mean")
     with pytest.raises(lk.DTypeError, match="bool tensor"):

@@ -80,8 +80,7 @@ def _processes_naming(text):
 
 
 def _marked_by(launcher_pid):
-    return [p for p in procs.marked()
-            if p.environ().get(procs.MARKER, "").startswith(f"{launcher_pid}-")]
+    return procs.marked(prefix=f"{launcher_pid}-")
 
 
 # ---- the same training: one process, the launcher, mpiexec, a cell --------------------------
@@ -265,8 +264,9 @@ def test_launcher_help_and_argument_errors(capsys, tmp_path):
     assert exit_.value.code == 0
     text = capsys.readouterr().out
     assert text.startswith("usage: python -m labkit.dist.run [-h] [-n NPROC] [-m] "
-                           "training_script ...")
+                           "[--standalone]")
     for part in ("--nproc-per-node NPROC, --nproc_per_node NPROC", "-m, --module",
+                 "--master_port MASTER_PORT, --master-port MASTER_PORT", "RANK, LOCAL_RANK",
                  "lk.dist.init()", "mpiexec -n 4 python train.py"):
         assert part in text
     for argv, message in ((["-n", "0", EXAMPLE], "-n must be a positive number of ranks"),

@@ -10,7 +10,7 @@ import pytest
 
 import labkit as lk
 from labkit.graph import passes
-from labkit.graph.ir import CONSTANT
+from labkit.graph.node import CONSTANT
 from labkit.graph.passes.fusion import FusedProgram, fused, load_numexpr
 
 needs_numexpr = pytest.mark.skipif(load_numexpr() is None, reason="numexpr is not installed")

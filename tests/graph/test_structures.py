@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.graph import structures
+from labkit.autodiff import trees
 
 Pair = collections.namedtuple("Pair", "a b")
 
@@ -63,8 +63,8 @@ def test_scan_carries_a_namedtuple():
 def test_flatten_and_unflatten_round_trip():
     leaves = []
     obj = (Pair(1, [2, {"z": 3}]), None)
-    spec = structures.flatten(obj, leaves, lambda o: isinstance(o, int), structures.value)
+    spec = trees.flatten_into(obj, leaves, lambda o: isinstance(o, int), trees.value)
     assert leaves == [1, 2, 3]
-    assert structures.unflatten(spec, [10, 20, 30]) == (Pair(10, [20, {"z": 30}]), None)
-    assert structures.text(spec) == "((tensor, [tensor, {'z': tensor}]), None)"
+    assert trees.unflatten(spec, [10, 20, 30]) == (Pair(10, [20, {"z": 30}]), None)
+    assert trees.text(spec) == "((tensor, [tensor, {'z': tensor}]), None)"
     hash(spec)

@@ -32,7 +32,7 @@ from .case_kit import (BINARY_EDGES, MAX_SIDE, REDUCE_EDGES, UNARY_EDGES, Case, 
                        nonzero, normal, positive, reduce_build as _reduce_build,
                        reduce_params as _reduce_params, shapes, small_ints, torch_ref, unary)
 from .cases import collected as _collected
-from .cases.indexing import (fill, index_arrays, indexing_build, indexing_fn, torch_getitem,
+from .cases.index import (fill, index_arrays, indexing_build, indexing_fn, torch_getitem,
                              torch_index_add, torch_indexed_shape)
 
 

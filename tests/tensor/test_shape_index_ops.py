@@ -1,4 +1,4 @@
-"""Edges of the shape and indexing ops that the op cases (cases/shape_ops.py, cases/indexing.py)
+"""Edges of the shape and indexing ops that the op cases (cases/shape.py, cases/index.py)
 do not reach, each against PyTorch: the layout of mixed basic and advanced indices, gradients
 through ties and zeros of scatter_reduce, repeated indices, dtype conversions of fill values, the
 gradient's fast path through indexing, capture of data-dependent shapes, and the errors."""

@@ -21,6 +21,8 @@ Gradients are those of the whole batch: each micro-batch's loss is seeded with `
 (PyTorch's ``scale_grads=True``), so with a mean loss the parameters get the gradient of the
 mean over the whole batch, as on one device.
 """
+import time
+
 from ...profiler.events import now_ns
 from ...profiler.profile import Profile, active_profile
 from ...tensor.ops.shape import concat
@@ -81,6 +83,7 @@ class PipelineSchedule:
             if s.device not in self.devices:
                 self.devices.append(s.device)
         self.records = []          # (action, device, start_ns, end_ns, bytes held after)
+        self.cpu_ns = []           # the process's CPU time each action took (same order)
         self.order = self._rounds()
 
     # ---- the plan -----------------------------------------------------------------------------
@@ -152,7 +155,7 @@ class PipelineSchedule:
         for s in self.stages:
             s.reset()
         outputs, grads, mb_losses, results = {}, {}, {}, {}
-        self.records = []
+        self.records, self.cpu_ns = [], []
         scale = 1.0 / m if self.scale_grads else 1.0
         last = self.num_stages - 1
         for row in self.order:
@@ -160,7 +163,7 @@ class PipelineSchedule:
                 if a is None:
                     continue
                 stage = self.stages[a.stage]
-                start = now_ns()
+                start, cpu = now_ns(), time.process_time_ns()
                 if a.kind == "F":
                     given = tuple(x[a.mb] for x in inputs) if a.stage == 0 else \
                         outputs.pop((a.stage - 1, a.mb))
@@ -182,6 +185,7 @@ class PipelineSchedule:
                     if a.stage > 0:
                         grads[(a.stage - 1, a.mb)] = got
                 self.records.append((a, stage.device.name, start, now_ns(), stage.held_bytes))
+                self.cpu_ns.append(time.process_time_ns() - cpu)
         self._sync_tied()
         record_in_profile(self)
         if losses is not None:
@@ -218,22 +222,28 @@ class PipelineSchedule:
         own (it starts when its device is free and its input is done); a lane per device,
         ``bubble`` events where a device waits. Its ``measured_bubble_fraction``.
 
-        ``durations="measured"``: each action takes the time it took; ``"median"``: the
-        median time of its stage's actions of its kind (forward or backward), which a stray
-        pause of the host (another process, the garbage collector) does not move."""
+        ``durations``: ``"measured"``, each action takes the (wall-clock) time it took;
+        ``"cpu"``, the CPU time it took (what it would take on a device of its own, without
+        the other processes of a shared machine); ``"median"``, the median CPU time of its
+        stage's actions of its kind (forward or backward), which a stray pause of the host
+        (the garbage collector) does not move either."""
         prof = Profile()
         free = {d.name: 0 for d in self.devices}
         end_of = {}
         last = self.num_stages - 1
+        cpu = {id(r): c for r, c in zip(self.records, self.cpu_ns)}
         typical = {}
         if durations == "median":
             times = {}
-            for a, _, start, end, _ in self.records:
-                times.setdefault((a.stage, a.kind), []).append(end - start)
+            for r in self.records:
+                times.setdefault((r[0].stage, r[0].kind), []).append(cpu[id(r)])
             typical = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
-        for a, device, start, end, _ in sorted(self.records, key=lambda r: r[2]):
-            if typical:
+        for r in sorted(self.records, key=lambda r: r[2]):
+            a, device, start, end, _ = r
+            if durations == "median":
                 start, end = 0, typical[(a.stage, a.kind)]
+            elif durations == "cpu":
+                start, end = 0, cpu[id(r)]
             need = []
             if a.kind == "F" and a.stage > 0:
                 need.append(end_of[Action("F", a.stage - 1, a.mb)])

@@ -15,10 +15,11 @@ The default pipeline, in order:
 
 Two more passes deal with devices (``DEVICE_PASSES``): ``placement`` gives every node a device
 and a reason (explicit ``lk.device`` requests, colocation, a cost heuristic), and
-``partition`` puts a Send/Recv pair on every edge between devices. ``lk.function`` places a
-trace before the pipeline when it asks for it (an explicit request or colocation, or nodes on
-several devices), so ``f.graph(*args)`` shows where each node runs; the executor partitions a
-plan that spans devices when it compiles it (``passes.partition(g)`` shows the result).
+``partition`` puts a Send/Recv pair on every edge between devices. ``labkit.graph.compile``,
+the one path from a graph to a plan, places a graph before the pipeline when it asks for it (an
+explicit request or colocation, or nodes on several devices), so ``f.graph(*args)`` shows where
+each node runs, and partitions it after the pipeline (``passes.partition(g)`` shows the
+result).
 
 Each pass returns a new graph and leaves its input alone; the new graph's ``history`` ends with
 a ``PassRecord`` saying what the pass removed, merged, folded, fused or reused, by node name, so
@@ -57,9 +58,8 @@ memory: 3 -> 3 nodes; no change
 >>> print(opt.listing().splitlines()[-1].split(":")[0].strip())
 %2 = fused(%1, program=<tanh(exp(x0) + 1.0) * x0>)
 """
-from ... import config
-from .base import (PASSES, GraphPass, PassRecord, Rewriter, graph_pass, history_text,
-                   with_outputs)
+from .base import (DEVICE_PASSES, PASSES, PIPELINE, GraphPass, PassRecord, Rewriter,
+                   default_passes, graph_pass, history_text, run_passes, stages, with_outputs)
 from .arithmetic import arithmetic
 from .constant_folding import constant_folding
 from .cse import cse
@@ -68,79 +68,13 @@ from .fusion import FusedProgram, fusion
 from .matmul_update import matmul_update
 from .memory import BufferPlan, memory, plan_buffers
 from .prune import prune
-from .placement import (PlacementError, kernel_devices, needs_placement, placement,
-                        set_kernel_devices)
+from .placement import PlacementError, kernel_devices, placement, set_kernel_devices
 from .partition import partition
-
-PIPELINE = ["prune", "constant_folding", "cse", "dce", "arithmetic", "matmul_update", "fusion",
-            "memory"]
-DEVICE_PASSES = ["placement", "partition"]
-
-
-def default_passes():
-    """The names of the pipeline's passes that are switched on (``lk.config.disable_pass``)."""
-    off = config.disabled_passes()
-    return [p for p in PIPELINE if p not in off]
-
-
-def _resolve(passes):
-    if passes is None:
-        return [PASSES[p] for p in default_passes()]
-    out = []
-    for p in passes:
-        if isinstance(p, str):
-            if p not in PASSES:
-                raise ValueError(f"unknown graph pass {p!r}; the passes are {list(PASSES)}")
-            p = PASSES[p]
-        elif not callable(p):
-            raise TypeError(f"a pass is a name or a function Graph -> Graph, not {p!r}")
-        out.append(p)
-    return out
-
-
-def stages(graph, passes=None, outputs=None):
-    """[(pass name, graph after it)] for each pass in turn (default: the default pipeline).
-
-    >>> import labkit as lk
-    >>> from labkit.graph import passes
-    >>> with lk.Graph() as g:
-    ...     x = lk.placeholder((4,), name="x")
-    ...     y = x.exp() + x.exp()
-    >>> [(name, len(step)) for name, step in passes.stages(g, ["cse", "dce"])]
-    [('cse', 3), ('dce', 3)]
-    """
-    if outputs is not None:
-        graph = with_outputs(graph, outputs)
-    out = []
-    for p in _resolve(passes):
-        graph = p(graph)
-        out.append((getattr(p, "name", getattr(p, "__name__", "pass")), graph))
-    return out
-
-
-def run_passes(graph, passes=None, outputs=None):
-    """``graph`` after ``passes`` (names or functions; default: the pipeline's enabled passes).
-
-    ``outputs``: the tensors (or nodes) you will fetch; default ``graph.outputs``, or for a graph
-    that does not say, the nodes nothing uses. An empty list of passes returns ``graph`` itself.
-
-    >>> import labkit as lk
-    >>> from labkit.graph import passes
-    >>> with lk.Graph() as g:
-    ...     x = lk.placeholder((3,), name="x")
-    ...     y = x.detach() * 2.0
-    >>> opt = passes.run_passes(g, ["dce"], outputs=[y])
-    >>> len(g), len(opt), opt.run(opt.outputs[0], {opt.node("x"): [1, 2, 3]}).tolist()
-    (3, 2, [2.0, 4.0, 6.0])
-    """
-    steps = stages(graph, passes, outputs)
-    return steps[-1][1] if steps else graph
-
 
 __all__ = ["PASSES", "PIPELINE", "BufferPlan", "FusedProgram", "GraphPass", "PassRecord",
            "Rewriter", "arithmetic", "constant_folding", "cse", "dce", "default_passes", "fusion",
            "graph_pass", "history_text", "matmul_update", "memory", "plan_buffers", "prune",
            "run_passes",
            "stages"]
-__all__ += ["DEVICE_PASSES", "PlacementError", "kernel_devices", "needs_placement", "partition",
-            "placement", "set_kernel_devices"]
+__all__ += ["DEVICE_PASSES", "PlacementError", "kernel_devices", "partition", "placement",
+            "set_kernel_devices"]

@@ -14,7 +14,7 @@ effect changes). The result differs from the original only by rounding.
 """
 import math
 
-from ..ir import Node
+from ..node import Node
 from ...tensor.ops import elementwise as ew
 from ...tensor.ops import linalg, shape
 from .base import (Rewriter, graph_pass, output_indices, scalar_factor, unwritten_scalars,

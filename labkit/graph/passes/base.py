@@ -1,5 +1,6 @@
-"""What every pass shares: the history record, the pass object, graph rewriting, and the facts
-that keep passes correct.
+"""What every pass shares: the history record, the pass object and its registry, the pipeline
+(which passes run by default, in what order), graph rewriting, and the facts that keep passes
+correct.
 
 The facts, computed here once so that every pass reads them the same way:
 
@@ -18,10 +19,12 @@ The facts, computed here once so that every pass reads them the same way:
 import numbers
 import time
 
+from ... import config
+from ...errors import GraphError
 from ...tensor.ops import elementwise as ew
 from ...tensor.ops import index as ix
 from ...tensor.ops import linalg, reduce, shape, state
-from ..ir import CAPTURE, CONSTANT, PLACEHOLDER, Graph, GraphError, Node
+from ..node import CAPTURE, CONSTANT, PLACEHOLDER, Node, as_node, is_graph
 
 SPECIAL_KINDS = (PLACEHOLDER, CAPTURE, CONSTANT)
 
@@ -140,6 +143,7 @@ def graph_pass(name):
     def declare(fn):
         p = GraphPass(name, fn)
         PASSES[name] = p
+        config.register_pass(name)
         return p
     return declare
 
@@ -179,13 +183,78 @@ class GraphPass:
 
 def with_outputs(graph, outputs):
     """A view of ``graph`` (same nodes, not to be run) whose ``outputs`` are ``outputs``."""
-    from ..capture import as_node
     if not isinstance(outputs, (list, tuple)):
         outputs = [outputs]
-    view = Graph.__new__(Graph)
+    view = type(graph).__new__(type(graph))
     view.__dict__.update(graph.__dict__)
     view.outputs = [as_node(graph, o) for o in outputs]
     return view
+
+
+# ---- the pipeline: which passes run, in what order ------------------------------------------
+PIPELINE = ["prune", "constant_folding", "cse", "dce", "arithmetic", "matmul_update", "fusion",
+            "memory"]
+DEVICE_PASSES = ["placement", "partition"]
+
+
+def default_passes():
+    """The names of the pipeline's passes that are switched on (``lk.config.disable_pass``)."""
+    off = config.disabled_passes()
+    return [p for p in PIPELINE if p not in off]
+
+
+def _resolve(passes):
+    if passes is None:
+        return [PASSES[p] for p in default_passes()]
+    out = []
+    for p in passes:
+        if isinstance(p, str):
+            if p not in PASSES:
+                raise ValueError(f"unknown graph pass {p!r}; the passes are {list(PASSES)}")
+            p = PASSES[p]
+        elif not callable(p):
+            raise TypeError(f"a pass is a name or a function Graph -> Graph, not {p!r}")
+        out.append(p)
+    return out
+
+
+def stages(graph, passes=None, outputs=None):
+    """[(pass name, graph after it)] for each pass in turn (default: the default pipeline).
+
+    >>> import labkit as lk
+    >>> from labkit.graph import passes
+    >>> with lk.Graph() as g:
+    ...     x = lk.placeholder((4,), name="x")
+    ...     y = x.exp() + x.exp()
+    >>> [(name, len(step)) for name, step in passes.stages(g, ["cse", "dce"])]
+    [('cse', 3), ('dce', 3)]
+    """
+    if outputs is not None:
+        graph = with_outputs(graph, outputs)
+    out = []
+    for p in _resolve(passes):
+        graph = p(graph)
+        out.append((getattr(p, "name", getattr(p, "__name__", "pass")), graph))
+    return out
+
+
+def run_passes(graph, passes=None, outputs=None):
+    """``graph`` after ``passes`` (names or functions; default: the pipeline's enabled passes).
+
+    ``outputs``: the tensors (or nodes) you will fetch; default ``graph.outputs``, or for a graph
+    that does not say, the nodes nothing uses. An empty list of passes returns ``graph`` itself.
+
+    >>> import labkit as lk
+    >>> from labkit.graph import passes
+    >>> with lk.Graph() as g:
+    ...     x = lk.placeholder((3,), name="x")
+    ...     y = x.detach() * 2.0
+    >>> opt = passes.run_passes(g, ["dce"], outputs=[y])
+    >>> len(g), len(opt), opt.run(opt.outputs[0], {opt.node("x"): [1, 2, 3]}).tolist()
+    (3, 2, [2.0, 4.0, 6.0])
+    """
+    steps = stages(graph, passes, outputs)
+    return steps[-1][1] if steps else graph
 
 
 # ---- building the next graph ------------------------------------------------------------------
@@ -221,7 +290,7 @@ class Rewriter:
 
     def __init__(self, old):
         self.old = old
-        new = Graph(old.name)
+        new = type(old)(old.name)
         new._names = dict(old._names)
         for k, v in old.__dict__.items():     # attributes other layers keep on a graph
             if k not in _GRAPH_OWN:
@@ -298,7 +367,7 @@ def holds_graph(value):
         v = stack.pop()
         if type(v) in _PLAIN:
             continue
-        if isinstance(v, Graph) or isinstance(getattr(v, "graph", None), Graph):
+        if is_graph(v) or is_graph(getattr(v, "graph", None)):
             return True
         if isinstance(v, (tuple, list)):
             stack.extend(v)

@@ -13,7 +13,7 @@ An op whose value is not a function of its inputs (random numbers) must be decla
 """
 import numpy as np
 
-from ..ir import CONSTANT, Node
+from ..node import CONSTANT, Node
 from .base import Rewriter, graph_pass, has_side_effects, output_indices
 
 MAX_FOLDED_BYTES = 1 << 20

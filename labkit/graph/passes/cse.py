@@ -11,7 +11,7 @@ mutable state (a capture, or a view of it) with a side effect in between: ``p * 
 after ``p.assign_sub(...)`` are different values.
 """
 from ...tensor.ops import elementwise as ew
-from ..ir import CONSTANT, Node
+from ..node import CONSTANT, Node
 from .base import (Rewriter, epochs, freeze, graph_pass, has_side_effects, literal_key,
                    mutable_values, reads_mutable)
 

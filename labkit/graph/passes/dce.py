@@ -15,7 +15,7 @@ Placeholders, side effects (stateful and control-flow nodes) and the graph's out
 from ...tensor.dtypes import as_dtype
 from ...tensor.ops import elementwise as ew
 from ...tensor.ops import shape as sh
-from ..ir import PLACEHOLDER, Node
+from ..node import PLACEHOLDER, Node
 from .base import Rewriter, graph_pass, has_side_effects, output_nodes
 
 

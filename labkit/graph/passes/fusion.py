@@ -28,6 +28,7 @@ this cost model says it is faster (``lk.config.set_cpu_fusion("always")`` fuses 
 e.g. to see what fusion would do); the history notes each group left alone and why. On a GPU
 every group is fused (one kernel launch instead of many).
 """
+import functools
 import threading
 
 import numpy as np
@@ -37,7 +38,7 @@ from ...tensor.dtypes import as_dtype
 from ...tensor.op import op
 from ...tensor.ops import elementwise as ew
 from ...tensor.shape_rules import broadcast_shapes
-from ..ir import Node
+from ..node import Node
 from .base import (FRESH_OPS, Rewriter, epochs, graph_pass, mutable_values, output_indices,
                    reads_mutable, users)
 
@@ -289,7 +290,11 @@ def _fused_rule(*inputs, program):
     return broadcast_shapes("fused", *inputs), program.out_dtype
 
 
-@op("fused", shape=_fused_rule, vjp=None, register=False)
+def _fused_into(xp, program):
+    return functools.partial(fused.kernel, xp, program=program)
+
+
+@op("fused", shape=_fused_rule, vjp=None, register=False, into=_fused_into)
 def fused(xp, *inputs, program, out=None):
     """Run a ``FusedProgram`` over ``inputs``: numexpr on the CPU, one CUDA kernel on a GPU."""
     if xp is np:

@@ -15,7 +15,7 @@ later than the matmul did: when a side effect lies in between, it applies only i
 operand may share memory with state (``base.mutable_values``). The result differs from the
 original only by rounding.
 """
-from ..ir import Node
+from ..node import Node
 from ...tensor.ops import elementwise as ew
 from ...tensor.ops import linalg, state
 from .base import (Rewriter, epochs, graph_pass, mutable_values, output_indices, scalar_factor,

@@ -21,7 +21,7 @@ runs in one buffer). The buffer plan is recorded on the graph (``graph.buffer_pl
 history (*reused*: which node writes into the buffer that which earlier node had).
 """
 from ...tensor.ops import elementwise as ew
-from ..ir import CAPTURE, CONSTANT, PLACEHOLDER, Node
+from ..node import CAPTURE, CONSTANT, PLACEHOLDER, Node, writes_into
 from .base import (ASSIGN_OPS, Rewriter, alias_classes, graph_pass, has_side_effects,
                    output_nodes)
 
@@ -89,7 +89,6 @@ def _classes(graph, outputs):
 def plan_buffers(graph, outputs=None):
     """(BufferPlan, [(node name, name of the node whose buffer it takes)]) for ``graph`` and
     ``outputs`` (default: the graph's), without changing the graph."""
-    from ..executor import writes_into
     outputs = output_nodes(graph) if outputs is None else list(outputs)
     find, pinned = _classes(graph, outputs)
     last = {}

@@ -32,7 +32,7 @@ for a send placed earlier in that order, so the parts cannot wait for each other
 {'name': 'send_x', 'src': 'cpu:0', 'dst': 'cpu:1'}
 >>> lk.devices.configure(cpus=1)
 """
-from ..ir import Node
+from ..node import Node
 from ..rendezvous import recv, send
 from .base import (Rewriter, alias_classes, epochs, graph_pass, has_side_effects,
                    mutable_values)

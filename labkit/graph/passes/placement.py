@@ -44,7 +44,7 @@ add     add          cpu:1   follows its inputs' device (heuristic: moves no dat
 from ...devices import get_device
 from ...errors import DeviceError
 from ...tensor.ops import linalg
-from ..ir import CAPTURE, CONSTANT, PLACEHOLDER, Node
+from ..node import CAPTURE, CONSTANT, PLACEHOLDER, Node
 from .base import (ASSIGN_OPS, FRESH_OPS, Rewriter, graph_pass, has_side_effects, is_opaque)
 
 ALL_TYPES = frozenset(["cpu", "gpu"])
@@ -374,21 +374,6 @@ def place_nodes(nodes):
         n.device = dev
         n.placement_reason = reasons[n.index]
     return {"moved": moved, "overridden": overridden}
-
-
-def needs_placement(graph):
-    """Whether ``graph`` asks for placement: an explicit request or colocation on some node,
-    or nodes on more than one device."""
-    first = None
-    for n in graph.nodes:
-        if n.requested_device is not None or n.colocation is not None:
-            return True
-        if n.device is not None:
-            if first is None:
-                first = n.device.name
-            elif n.device.name != first:
-                return True
-    return False
 
 
 @graph_pass("placement")

@@ -6,7 +6,7 @@ node: a captured training step runs its ``assign`` s whether or not their result
 or if a side effect depends on it. Placeholders always survive: they are the graph's inputs, and
 ``lk.function`` feeds them by position.
 """
-from ..ir import PLACEHOLDER, Node
+from ..node import PLACEHOLDER, Node
 from .base import Rewriter, graph_pass, has_side_effects, output_nodes
 
 

@@ -11,7 +11,7 @@ distances, convolution and pooling, normalisation, dropout, embeddings...), all 
 >>> loss.backward(); logits.grad.shape
 (2, 3)
 """
-from ...tensor.public.indexing import one_hot
+from ...tensor.public.index import one_hot
 from ...tensor.public.layout import pad
 from .activation import (celu, elu, gelu, glu, hardshrink, hardsigmoid, hardswish, hardtanh,
                          leaky_relu, log_softmax, logsigmoid, mish, prelu, relu, relu6, selu,

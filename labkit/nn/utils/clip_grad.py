@@ -13,8 +13,7 @@ import math
 from ...autodiff import no_grad
 from ...errors import GradError
 from ...graph.capture import current_graph
-from ...graph.grad_state import read_grad
-from ...graph.symbolic import SymbolicTensor
+from ...tensor import dispatch
 from ...tensor.op import op
 from ...tensor.ops.elementwise import add, div, minimum, mul, to_device
 from ...tensor.ops.elementwise_math import clamp
@@ -31,15 +30,12 @@ def _tensors(parameters):
 def _grads(params):
     """``(parameter, gradient)`` for each parameter that has one; inside a trace, a gradient
     from outside it is the one ``.grad`` holds when the graph runs."""
-    capturing = current_graph() is not None
+    mode = dispatch.current_mode()
     out = []
     for p in params:
-        g = p.grad
-        if g is None:
-            continue
-        if capturing and not isinstance(g, SymbolicTensor):
-            g = read_grad(p, missing="error")
-        out.append((p, g))
+        g = mode.get_grad(p)
+        if g is not None:
+            out.append((p, g))
     return out
 
 

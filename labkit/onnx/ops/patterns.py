@@ -6,7 +6,7 @@ for the whole pattern and, where it is there, write the one ONNX op a runtime ha
 kernel for. The pieces' own conversions stay correct on their own (``unfold`` as strided
 slices) and are dropped from the model when nothing else reads them.
 """
-from ...graph.ir import Node
+from ...graph.node import Node
 from ..registry import CONVERTERS, converter
 
 

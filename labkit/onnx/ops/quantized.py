@@ -4,7 +4,7 @@ the input quantized per call (DynamicQuantizeLinear), an int8 product accumulate
 writes, computing what labkit's kernel computes."""
 import numpy as np
 
-from ...graph.ir import CAPTURE, CONSTANT
+from ...graph.node import CAPTURE, CONSTANT
 from ..builder import onnx_type
 from ..registry import converter
 

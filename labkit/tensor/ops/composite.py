@@ -5,8 +5,9 @@ from ...errors import ShapeError, describe
 from ..shape_rules import normalize_dim, normalize_dims
 from .elementwise import abs, div, eq, exp, log, maximum, minimum, sub, where
 from .elementwise_math import clamp, clamp_max, clamp_min
+from .index import getitem_slices
 from .reduce import max, reduction_size, sum
-from .shape import permute, reshape
+from .shape import concat, permute, reshape
 
 
 def mean(x, dim=None, keepdim=False):
@@ -99,7 +100,6 @@ def logsumexp(x, dim=-1, keepdim=False):
 
 def stack(tensors, dim=0):
     """Join tensors of one shape along a new dimension ``dim``."""
-    from .shape import concat
     tensors = list(tensors)
     if not tensors:
         raise ShapeError("stack: needs at least one tensor")
@@ -114,7 +114,6 @@ def stack(tensors, dim=0):
 def split(x, split_size_or_sections, dim=0):
     """Split ``x`` along ``dim`` into pieces of ``split_size`` (the last may be smaller), or into
     pieces of the sizes listed (PyTorch's semantics). Returns a tuple of tensors."""
-    from .index import getitem_slices
     d = normalize_dim("split", dim, x.ndim, x)
     n = x.shape[d]
     if isinstance(split_size_or_sections, int):

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...errors import DTypeError, GradError, LinAlgError, ShapeError, describe
 from ..batching import LEADING
+from ..creation import tensor
 from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, shape_of
 from .composite import transpose, unsqueeze
@@ -104,7 +105,6 @@ def quotient(num, den):
 
 
 def _constant(array, like):
-    from ..creation import tensor
     return tensor(array, dtype=like.dtype, device=like.device)
 
 

@@ -17,6 +17,7 @@ import string
 import numpy as np
 
 from ...errors import ShapeError, describe
+from ..creation import eye
 from ..op import needs_grad, op
 from ..shape_rules import shape_of, ufunc_dtype
 from .shape import broadcast_to, moved, reshape
@@ -117,7 +118,6 @@ def _einsum_vjp(g, out, *operands, equation):
 
 def _on_diagonal(gx, labels, term, sizes):
     """``gx`` (over the distinct ``labels``) placed on the diagonals ``term`` repeats."""
-    from ..creation import eye
     free = iter(c for c in LABELS if c not in term)
     full, eyes, terms = "", [], [labels]
     for k, c in enumerate(term):

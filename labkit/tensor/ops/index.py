@@ -18,6 +18,7 @@ import numpy as np
 
 from ...errors import DataDependentShapeError, DTypeError, ShapeError, describe
 from ..batching import ALONG_DIM, ELEMENTWISE, data_dependent
+from ..dtypes import int64
 from ..op import needs_grad, op
 from ..shape_rules import normalize_dim, shape_of
 from ..tensor import Tensor
@@ -692,7 +693,6 @@ def take(x, indices, dim=None):
 
 # ---- indices of data: nonzero, repeat_interleave ------------------------------------------------
 def _nonzero_rule(x):
-    from ..dtypes import int64
     return (None, len(shape_of(x))), int64
 
 
@@ -706,7 +706,6 @@ def nonzero(xp, x):
 
 
 def _repeat_interleave_rule(repeats, output_size=None):
-    from ..dtypes import int64
     if len(shape_of(repeats)) != 1 or repeats.dtype.is_floating or repeats.dtype.name == "bool_":
         raise ShapeError(f"repeat_interleave: repeats must be a 1-d integer tensor; got "
                          f"{describe(repeats)}")
@@ -732,7 +731,6 @@ def repeat_interleave(xp, repeats, output_size=None):
 
 
 def _one_hot_rule(x, num_classes=-1):
-    from ..dtypes import int64
     if x.dtype is not int64:
         raise DTypeError(f"one_hot: takes an int64 tensor of class indices; got {describe(x)}. "
                          f"Convert it with .long()")

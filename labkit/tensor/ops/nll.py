@@ -29,6 +29,7 @@ import contextlib
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, describe
+from ..creation import arange
 from ..op import op
 from ..shape_rules import shape_of
 from .elementwise import cast, div, mul, ne, where
@@ -177,7 +178,6 @@ def _element_weights(target, weight, wdim, ignore_index, dtype):
     if wdim is None:
         picked = getitem(weight[0], safe)
     else:                            # one weight row per example
-        from ..creation import arange
         size = target.shape[0]
         rows = reshape(arange(size, device=target.device), shape=(size,) + (1,) * (target.ndim - 1))
         picked = getitem(moved(weight[0], wdim), (rows, safe))

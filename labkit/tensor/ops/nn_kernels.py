@@ -28,6 +28,7 @@ from ..batching import ELEMENTWISE
 from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, float_dtype, shape_of
 from .elementwise import add, div, exp, mul, sub, tanh
+from .elementwise_math import special
 from .reduce import row_sums, sum as _sum
 from .shape import batch_size, materialized, moved
 
@@ -64,7 +65,6 @@ def _erf(xp, x, scale=1.0):
             q *= t2
             q += np.float32(c)
         return np.divide(p, q, out=p)
-    from .elementwise_math import special
     return special(xp).erf(x * scale if scale != 1.0 else x).astype(x.dtype, copy=False)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from ...devices import get_device
 from ...errors import DTypeError, ShapeError, describe
+from ..dtypes import int64
 from ..op import op
 
 
@@ -56,7 +57,6 @@ permutation = _random_op("permutation", lambda rng, shape: rng.permutation(shape
 
 
 def _multinomial_rule(weights, num_samples, replacement, generator):
-    from ..dtypes import int64
     if weights.ndim not in (1, 2):
         raise ShapeError(f"multinomial: expects 1-D or 2-D weights, got {describe(weights)}")
     if not weights.dtype.is_floating:
@@ -103,6 +103,23 @@ def multinomial(xp, weights, num_samples, replacement, generator):
     return xp.asarray(out if weights.ndim == 2 else out[0])
 
 
-# every random draw: stateful (it moves its generator on), but not an update of the program's
-# state, so a captured graph draws it in the role of the pass it is in (a dropout mask: forward)
-DRAWS = frozenset({uniform, normal, integers, permutation, multinomial})
+def _no_output(generator, into):
+    from ..dtypes import bool_
+    return (), bool_
+
+
+@op("copy_generator_state", shape=_no_output, vjp=None, register=False, stateful=True)
+def copy_generator_state(xp, generator, into):
+    """Put the generator ``into`` where ``generator`` is now (both lk.Generators or NumPy
+    Generators of one kind of bit generator): draws from ``into`` then repeat what
+    ``generator`` draws next. A stateful op, so a captured graph copies the position at run time,
+    in program order with the draws (activation checkpointing replays dropout masks with it)."""
+    host_generator(into).bit_generator.state = host_generator(generator).bit_generator.state
+    return xp.zeros((), dtype=bool)
+
+
+# every op on generators only (the random draws, and copying a generator's position): stateful
+# (it moves its generator on), but not an update of the program's state, so a captured graph
+# runs it in the role of the pass it is in (a dropout mask: forward). Each has a ``generator``
+# attribute, the generator it reads.
+DRAWS = frozenset({uniform, normal, integers, permutation, multinomial, copy_generator_state})

@@ -16,6 +16,7 @@ import numpy as np
 
 from ...errors import ShapeError, describe
 from ..batching import ALONG_DIM, data_dependent
+from ..creation import tensor
 from ..dtypes import int32, int64
 from ..op import op
 from ..shape_rules import normalize_dim, reduced_shape, shape_of
@@ -198,7 +199,6 @@ def _searchsorted_batch(inputs, bdims, **attrs):
     if isinstance(values, Tensor):
         values = materialized(values, dv, size)
     else:
-        from ..creation import tensor
         values = tensor(np.full((size,), values), device=seq.device)
     if seq.ndim > 2:                      # a sorted row per row of values: batch first in both
         return searchsorted(seq, values, **attrs), 0

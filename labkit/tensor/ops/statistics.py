@@ -14,6 +14,7 @@ from ..batching import ONE_DIM_REDUCTION, REDUCTION
 from ..dtypes import bool_
 from ..op import op
 from ..shape_rules import normalize_dims, reduced_shape, shape_of
+from .composite import var
 from .elementwise import add, cast, div, eq, mul, ne, sqrt, stop_gradient, sub, where
 from .index import getitem_slices, zeros_like
 from .reduce import sum
@@ -97,7 +98,6 @@ def isnan(x):
 
 def std(x, dim=None, keepdim=False, correction=1):
     """Standard deviation over ``dim`` with Bessel's ``correction``."""
-    from .composite import var
     v = var(x, dim=dim, keepdim=keepdim, correction=correction)
     # zero where the variance is zero, as PyTorch's gradient is (not sqrt's infinite slope)
     flat = eq(v, 0)

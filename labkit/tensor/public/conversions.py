@@ -11,7 +11,7 @@ from ..dtypes import as_dtype
 from ..ops.elementwise import cast
 from ..tensor import Tensor
 from .registry import tensor_method
-from .shaping import _sizes
+from .shape import _sizes
 
 
 def _get_data(self):

@@ -24,10 +24,12 @@ import numpy as np
 
 from ...errors import DTypeError, GradError, ShapeError, describe
 from .. import dispatch, versions
-from ..creation import zeros_like
+from ..creation import full, tensor as _tensor, zeros_like
 from ..ops.elementwise import cast, clone, mul
+from ..ops.index import index_put, split_index
 from ..ops.shape import broadcast_to
 from ..ops.state import assign
+from ..random import rand, randn
 from ..tensor import Tensor
 from .registry import METHODS
 
@@ -128,7 +130,6 @@ def _zero(x):
 
 
 def _fill(x, value):
-    from ..creation import full
     if isinstance(value, Tensor):
         if value.ndim:
             raise ShapeError(f"fill_: the value must be a number or a 0-d tensor, got "
@@ -150,12 +151,10 @@ def _copy(x, src, non_blocking=False):
 
 
 def _uniform(x, a=0.0, b=1.0, *, generator=None):
-    from ..random import rand
     return rand(x.shape, dtype=x.dtype, device=x.device) * (b - a) + a
 
 
 def _normal(x, mean=0.0, std=1.0, *, generator=None):
-    from ..random import randn
     return randn(x.shape, dtype=x.dtype, device=x.device) * std + mean
 
 
@@ -201,8 +200,6 @@ for _name in _FROM_METHODS:
 # ---- x[index] = value ----------------------------------------------------------------------
 def _setitem(x, index, value):
     """``x`` with ``value`` (broadcast, cast to x's dtype as PyTorch does) at ``x[index]``."""
-    from ..creation import tensor as _tensor
-    from ..ops.index import index_put, split_index
     spec, tensors = split_index(x, index)
     if not isinstance(value, Tensor):
         value = _tensor(value, device=x.device)

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, describe
+from ..creation import zeros
 from ..ops import composite as C
 from ..ops import index as I
 from ..ops import layout as L
@@ -459,7 +460,6 @@ def block_diag(*tensors):
     >>> lk.block_diag(lk.tensor([[1, 2]]), lk.tensor(3)).tolist()
     [[1, 2, 0], [0, 0, 3]]
     """
-    from ..creation import zeros
     blocks = []
     for t in tensors:
         if t.ndim > 2:

@@ -19,6 +19,7 @@ import numbers
 import numpy as np
 
 from ...errors import ShapeError, describe
+from ..creation import zeros
 from ..ops import composite as C
 from ..ops import decompositions as D
 from ..ops import elementwise as E
@@ -30,7 +31,7 @@ from ..shape_rules import normalize_dim
 from . import return_types
 from .products import cross as _cross
 from .products import matrix_power  # noqa: F401  (lk.linalg.matrix_power)
-from .reductions import _cast_to
+from .reduce import _cast_to
 from .registry import accept_numpy_names, public
 
 
@@ -261,7 +262,6 @@ def _qr(A, mode, result):
     m, n = A.shape[-2:]
     parts = D.unpack(D.qr(A, mode=mode), *D.qr_shapes(m, n, mode))
     if mode == "r":
-        from ..creation import zeros
         parts = [zeros(0, dtype=A.dtype, device=A.device)] + parts
     return result(*parts)
 
@@ -307,7 +307,6 @@ def torch_svd(input, some=True, compute_uv=True):
     ``compute_uv=False`` gives zero-filled U and V."""
     u, s, vh = _svd(input, full_matrices=not some)
     if not compute_uv:
-        from ..creation import zeros
         m, n = input.shape[-2:]
         batch = input.shape[:-2]
         return return_types.svd(zeros(batch + (m, m if not some else min(m, n)),

@@ -14,6 +14,7 @@ import math
 import numbers
 
 from ...errors import ShapeError, describe
+from ..creation import arange, eye, tensor
 from ..ops import composite as C
 from ..ops import elementwise as E
 from ..ops import reduce as R
@@ -343,7 +344,6 @@ def matrix_power(input, n):
     if not isinstance(n, numbers.Integral):
         raise TypeError(f"matrix_power: n must be an int, got {n!r}")
     if n == 0:
-        from ..creation import eye
         return _ignoring(input, eye(input.shape[-1], dtype=input.dtype, device=input.device))
     x = inv(input) if n < 0 else input
     n = abs(int(n))
@@ -359,7 +359,6 @@ def matrix_power(input, n):
 
 def diagonal_of(x):
     """The main diagonal of the matrices of ``x`` (the last two dimensions), as (..., k)."""
-    from ..creation import arange
     k = min(x.shape[-2:])
     idx = arange(k, device=x.device)
     return getitem(x, (Ellipsis, idx, idx))
@@ -405,7 +404,6 @@ def cross(input, other, dim=None):
     >>> lk.cross(lk.tensor([1.0, 0.0, 0.0]), lk.tensor([0.0, 1.0, 0.0])).tolist()
     [0.0, 0.0, 1.0]
     """
-    from ..creation import tensor
     shape, d = _cross_dim(input, other, dim)
     a, b = broadcast_to(input, shape=shape), broadcast_to(other, shape=shape)
     one = tensor([1, 2, 0], device=a.device)

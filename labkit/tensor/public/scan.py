@@ -9,7 +9,7 @@ tuples of values and indices).
 from ..ops import scan as SC
 from ..shape_rules import normalize_dim
 from . import return_types
-from .reductions import _cast_to
+from .reduce import _cast_to
 from .registry import public
 from .statistics import picked
 

@@ -18,7 +18,7 @@ from ..ops import sorting as SO
 from ..ops import statistics as ST
 from ..shape_rules import float_dtype, normalize_dim, normalize_dims
 from . import return_types
-from .reductions import _cast_to
+from .reduce import _cast_to
 from .registry import public
 
 

@@ -75,10 +75,7 @@ def test_the_job_is_cancelled_when_the_process_holding_the_cluster_is_killed(slu
     shown = subprocess.run([find("scontrol"), "show", "job", running[0]], capture_output=True,
                            text=True, timeout=10).stdout
     assert "JobState=CANCELLED" in shown, shown
-    assert not wait_until_gone(
-        lambda: [p for p in procs.marked()
-                 if p.environ().get(procs.MARKER, "").startswith(f"{holder.pid}-")],
-        timeout=10)
+    assert not wait_until_gone(lambda: procs.marked(prefix=f"{holder.pid}-"), timeout=10)
 
 
 @pytest.mark.timeout(120)

@@ -48,4 +48,6 @@ MODULE_CASES = [
     ModuleCase("sequential_ordered_dict", lambda nn: nn.Sequential(OrderedDict(
         fc=nn.Linear(3, 4), act=nn.GELU(), out=nn.Linear(4, 2))), normal((5, 3)),
         module="Sequential"),
+    # without GPUs both just call the module (state_dict keys "module.weight"...)
+    ModuleCase("data_parallel", lambda nn: nn.DataParallel(nn.Linear(3, 2)), normal((4, 3))),
 ]

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..case_kit import MAX_SIDE, Case, Sample, _arr, distinct, shapes, small_ints
-from .reductions import SCAN_EDGES, both, case, one_dim, with_nans
+from .reduce import SCAN_EDGES, both, case, one_dim, with_nans
 
 
 def _sort(m, x, dim, descending):

@@ -7,6 +7,7 @@
 >>> values.tolist(), indices.tolist(), x.sum(0).tolist(), lk.max(x, x * 2).shape
 ([5.0, 7.0], [1, 0], [8.0, 7.0], (2, 2))
 """
+from ..dtypes import as_dtype
 from ..ops import composite as C
 from ..ops import elementwise as E
 from ..ops import index as I
@@ -22,7 +23,6 @@ def _cast_to(x, dtype):
     """``x`` as ``dtype`` before a reduction (PyTorch's ``dtype=`` of sum and mean)."""
     if dtype is None:
         return x
-    from ..dtypes import as_dtype
     return cast(x, dtype=as_dtype(dtype).name)
 
 

@@ -12,9 +12,10 @@
 import math
 
 from ...errors import ShapeError, describe
+from ..dtypes import as_dtype
 from ..ops import composite as C
 from ..ops import shape as S
-from ..shape_rules import normalize_dim
+from ..shape_rules import broadcast_shapes, normalize_dim
 from ..tensor import Tensor
 from .registry import public, tensor_method
 
@@ -49,7 +50,6 @@ def _reshape_method(self, *shape):
 def _view(self, *shape):
     """``x.view(2, 3)``: as ``reshape`` (labkit shares memory whenever the backend can)."""
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)):
-        from ..dtypes import as_dtype
         raise TypeError(f"view({shape[0]!r}): reinterpreting the bytes as another dtype is not "
                         f"supported; use x.to({as_dtype(shape[0])!r}) to convert the values")
     return S.reshape(self, shape=_sizes(shape, "view"))
@@ -173,7 +173,6 @@ def expand_as(self, other):
 @public(method=False)
 def broadcast_tensors(*tensors):
     """The tensors broadcast against each other (a tuple of views)."""
-    from ..shape_rules import broadcast_shapes
     shape = broadcast_shapes("broadcast_tensors", *tensors)
     return tuple(S.broadcast_to(x, shape=shape) for x in tensors)
 

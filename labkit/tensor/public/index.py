@@ -14,6 +14,7 @@ argwhere / ``where(condition)``, take_along_dim, and ``F.one_hot``.
 from types import SimpleNamespace
 
 from ...errors import DTypeError, ShapeError, describe
+from ..creation import full, zeros
 from ..ops import elementwise as E
 from ..ops import index as I
 from ..ops import scatter as SC
@@ -100,7 +101,6 @@ def index_copy(input, dim, index, source):
 def index_fill(input, dim, index, value):
     """A copy of ``input`` with ``value`` (a number or a 0-d tensor) at ``index`` along
     ``dim``."""
-    from ..creation import zeros
     x = input if input.ndim else S.reshape(input, shape=(1,))
     d, index, spec = _vector_index("index_fill", x, dim, index)
     picked = I.index_put(zeros(x.shape[d], dtype="bool_", device=x.device), True, index,
@@ -181,7 +181,6 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
         raise ValueError(f"scatter: reduce={reduce!r} is not 'add' or 'multiply'; "
                          f"scatter_reduce takes 'sum', 'prod', 'mean', 'amax', 'amin'")
     if not isinstance(src, Tensor):
-        from ..creation import full
         src = full(index.shape, src, dtype=input.dtype, device=input.device)
     return SC.scatter_reduce(input, index, src, dim=dim, reduce=_SCATTER_REDUCE[reduce])
 
