@@ -58,3 +58,17 @@ def test_each_rank_holds_its_own_piece(cluster):
     assert (c0, c1) == ((0,), (1,))
     assert p0 == [[0.0, 1.0], [2.0, 3.0]] and p1 == [[4.0, 5.0], [6.0, 7.0]]
     assert f0 == f1 == np.arange(8.0).reshape(4, 2).tolist()
+
+
+@pytest.fixture(scope="module")
+def w10_reference():
+    return gpt.train(lk, gpt.build(lk, gpt.W10), gpt.W10, 10)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("name", ["fsdp", "tensor_parallel"])
+def test_w10_on_ranks_like_one_process(cluster, cluster4, w10_reference, name, ranks):
+    """The GPT in W10's configuration, 10 steps, on 2 and on 4 ranks."""
+    runner = cluster if ranks == 2 else cluster4
+    for losses in runner.run(train_on_ranks, name, gpt.W10, 10):
+        np.testing.assert_allclose(losses, w10_reference, rtol=1e-10)

@@ -17,3 +17,11 @@ def test_across_two_hosts_like_one_process(cluster4, name, captured):
     reference = gpt.train(lk, gpt.build(lk, CFG), CFG, 3)
     for losses in cluster4.run(train_on_ranks, name, CFG, 3, captured):
         np.testing.assert_allclose(losses, reference, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["fsdp", "tensor_parallel"])
+def test_w10_across_two_hosts(cluster4, name):
+    """The GPT in W10's configuration, 10 steps, on 4 ranks over two hosts."""
+    reference = gpt.train(lk, gpt.build(lk, gpt.W10), gpt.W10, 10)
+    for losses in cluster4.run(train_on_ranks, name, gpt.W10, 10):
+        np.testing.assert_allclose(losses, reference, rtol=1e-10)
