@@ -205,9 +205,4 @@ def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None):
                       mesh_dim_names=mesh_dim_names)
 
 
-def devices_of(mesh):
-    """Every device of the mesh this process holds, in coordinate order."""
-    return [mesh.device(c) for c in mesh.coordinates()]
-
-
 __all__ = ["DeviceMesh", "init_device_mesh"]

@@ -135,10 +135,6 @@ class VirtualComm:
         process, so its gradient is the sum of what each device gives back)."""
         return {c: to_device(t, device=self._devices[c].name) for c in coords}
 
-    def send(self, t, src, dst):
-        """The local ``t`` at coordinate ``src`` moved to coordinate ``dst``."""
-        return to_device(t, device=self._devices[dst].name)
-
 
 def _ring_all_gather(xs, devices, dim):
     """Ring all-gather: at step s, device i receives from device i-1 the piece that started
@@ -302,10 +298,6 @@ class MpiComm:
             for m in dims:
                 t = mpi_replicated(t, group=self._groups[m])
         return {self.coord: t}
-
-    def send(self, t, src, dst):
-        raise NotImplementedError("point-to-point sends between MPI ranks of a mesh are not "
-                                  "implemented; pipelining runs on devices of one process")
 
 
 def zeros_beside(t):

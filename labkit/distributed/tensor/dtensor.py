@@ -529,7 +529,7 @@ def dispatch_op(op, inputs, attrs):
         if rule is None:
             raise no_rule_error(op, args, attrs)
         plan = rule(op, args, attrs, mesh_shape)
-    order = plan.order or dts[0]._spec.order
+    order = dts[0]._spec.order
     coords = mesh.coordinates()
     per_input, specs = [], []
     for a, target in zip(inputs, plan.inputs):

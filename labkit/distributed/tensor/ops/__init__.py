@@ -46,13 +46,13 @@ class Plan:
     reshape to the local shape), ``compute`` (``compute(locals, specs) -> {coord: tensor}``,
     given each input's locals and layout after redistribution, for
     an op that is more than one local op per device, e.g. a masked lookup in a vocabulary
-    shard), ``order`` (the result's nesting order, default the first distributed input's)."""
+    shard). The result nests its splits in the first distributed input's order."""
 
-    __slots__ = ("inputs", "out", "attrs", "compute", "order")
+    __slots__ = ("inputs", "out", "attrs", "compute")
 
-    def __init__(self, inputs, out, attrs=None, compute=None, order=None):
+    def __init__(self, inputs, out, attrs=None, compute=None):
         self.inputs, self.out, self.attrs = inputs, tuple(out), attrs
-        self.compute, self.order = compute, order
+        self.compute = compute
 
 
 def register(*names):
@@ -119,16 +119,6 @@ def cheapest(args, m, candidates):
         if best is None or cost < best_cost:
             best, best_cost = (targets, out), cost
     return best
-
-
-def replicated(args, mesh_ndim):
-    """Every tensor input replicated, and the result: always correct, sometimes costly."""
-    return Plan([None if a is None else (Replicate(),) * mesh_ndim for a in args],
-                (Replicate(),) * mesh_ndim)
-
-
-def first_distributed(args):
-    return next((a for a in args if a is not None and not a.plain), None)
 
 
 def normalize(dim, ndim):
