@@ -8,6 +8,7 @@ and can be differentiated again (grad of grad).
 The walk is iterative (no recursion limit on deep graphs). Unless ``retain_graph`` is set, each
 node drops what it saved as soon as its vjp has run, so memory falls during backward.
 """
+import heapq
 from contextlib import nullcontext
 
 from ..errors import GradError, describe
@@ -67,39 +68,55 @@ class _Edges:
 
 
 def _topological(roots, edges):
-    """Tape nodes reachable from ``roots``, each after every node that consumes its output."""
-    order, seen = [], set()
-    stack = [(n, False) for n in roots]
-    pop, push, mark = stack.pop, stack.append, seen.add
+    """Tape nodes reachable from ``roots``, each after every node that consumes its output,
+    and otherwise latest recorded first, as PyTorch's engine: the forward pass's order reversed.
+    A computation spread over several devices in one process then goes back layer by layer on
+    all of them together, so each layer's saved values are freed before the previous layer's
+    are needed. (Kahn's order with the latest-recorded ready entry next: an entry rebased by
+    ``_Edges`` is recorded during the backward pass, so its ``seq`` alone would misplace it.)"""
+    parents_of, consumers = {}, {}
+    stack = list(roots)
+    pop, push = stack.pop, stack.append
     now = edges.now
     while stack:
-        node, expanded = pop()
-        if expanded:
-            order.append(node)
+        node = pop()
+        if node in parents_of:
             continue
-        if node in seen:
-            continue
-        mark(node)
-        push((node, True))
+        parents = ()
         inputs = node.inputs
-        if inputs is None:
-            continue
-        when = node.epoch
-        if when == now:
-            for inp in inputs:
-                if isinstance(inp, Tensor):
-                    parent = inp._node
-                    if parent is not None:
-                        if parent.epoch < when and parent.out_version is not None:
-                            break      # a view made before a write: edges.of decides
-                        if parent not in seen:
-                            push((parent, False))
-            else:
-                continue
-        for parent, _ in edges.of(node):   # recorded before some in-place write
-            if parent is not None and parent not in seen:
-                push((parent, False))
-    order.reverse()
+        if inputs is not None:
+            parents = []
+            if node.epoch == now:
+                for inp in inputs:
+                    if isinstance(inp, Tensor):
+                        parent = inp._node
+                        if parent is not None:
+                            if parent.epoch < now and parent.out_version is not None:
+                                break      # a view made before a write: edges.of decides
+                            parents.append(parent)
+                else:
+                    parents_of[node] = parents
+                    for parent in parents:
+                        consumers[parent] = consumers.get(parent, 0) + 1
+                        push(parent)
+                    continue
+            # recorded before some in-place write
+            parents = [parent for parent, _ in edges.of(node) if parent is not None]
+        parents_of[node] = parents
+        for parent in parents:
+            consumers[parent] = consumers.get(parent, 0) + 1
+            push(parent)
+    ready = [(-node.seq, node) for node in parents_of if node not in consumers]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        node = heapq.heappop(ready)[1]
+        order.append(node)
+        for parent in parents_of[node]:
+            left = consumers[parent] - 1
+            consumers[parent] = left
+            if not left:
+                heapq.heappush(ready, (-parent.seq, parent))
     return order
 
 
@@ -176,6 +193,9 @@ def run_backward(roots, cotangents, targets, retain_graph, create_graph, accumul
                   create_graph, follow_all, edges, early)
         finally:
             st.grad_all = grad_all
+        if accumulate and hooks._leaf_grads_hooks:
+            for fn in hooks._leaf_grads_hooks:
+                fn(leaf_grads, early.done if early is not None else ())
         _finish(leaf_grads, handed, target_keys, results, create_graph, accumulate,
                 early.done if early is not None else ())
     return results

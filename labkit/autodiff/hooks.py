@@ -78,6 +78,19 @@ def _forget(key):
         _hooks.pop(key, None)
 
 
+_leaf_grads_hooks = []     # fn(leaf_grads, done) run before a backward pass hands gradients out
+
+
+def register_leaf_grads_hook(fn):
+    """Call ``fn(leaf_grads, done)`` in every backward pass that accumulates into ``.grad``
+    (eager or captured), after the walk and before the gradients are handed out:
+    ``leaf_grads`` maps ``id(leaf)`` to ``(leaf, gradient from this pass)``, and ``fn`` may
+    replace gradients or add leaves (``done``: ids already handed out during the walk). How
+    tensors made of other tensors (a DTensor's replicas on several devices) add up their
+    pieces' shares."""
+    _leaf_grads_hooks.append(fn)
+
+
 def has_hooks():
     return len(_hooks) > 0
 

@@ -28,6 +28,16 @@ kept in the spec as a value, or an error (``flatten_into``).
 from ..errors import LabkitError
 
 LEAF = "*"
+PARTS = "parts"
+
+
+def tensor_parts(obj):
+    """``(parts, context)`` of a tensor made of other tensors (a type with
+    ``__tensor_flatten__``, such as a DTensor, which holds one local tensor per device), or
+    None for any other object. ``type(obj).__tensor_unflatten__(parts, context)`` rebuilds it
+    around new parts; ``context`` is hashable (it is part of a trace's signature)."""
+    flatten_ = getattr(type(obj), "__tensor_flatten__", None)
+    return None if flatten_ is None else flatten_(obj)
 
 
 def _is_container(obj):
@@ -45,9 +55,16 @@ def flatten_into(obj, leaves, is_leaf, other, path="", paths=None):
     """The spec of ``obj``; its leaves (``is_leaf(o)``) are appended to ``leaves`` and, when
     ``paths`` is a list, their paths (``x[0]['key']``, from ``path``) to ``paths``.
 
-    Tuples, lists, namedtuples and dicts are walked; any other object ``o`` becomes
+    Tuples, lists, namedtuples and dicts are walked, and so are tensors made of other tensors
+    (``tensor_parts``: their parts are the leaves); any other object ``o`` becomes
     ``other(o, path)`` in the spec (``value`` keeps it; raise to refuse it).
     """
+    made_of = tensor_parts(obj)
+    if made_of is not None:
+        parts, context = made_of
+        return (PARTS, type(obj), context,
+                tuple(flatten_into(p, leaves, is_leaf, other, f"{path}.parts[{i}]", paths)
+                      for i, p in enumerate(parts)))
     if is_leaf(obj):
         leaves.append(obj)
         if paths is not None:
@@ -97,6 +114,8 @@ def _build(s, it):
     if kind == "object":
         raise LabkitError(f"cannot rebuild a structure holding a {s[1]} (it was kept by "
                           f"identity, not by value)")
+    if kind == PARTS:
+        return s[1].__tensor_unflatten__([_build(v, it) for v in s[3]], s[2])
     if kind is dict:
         return {k: _build(v, it) for k, v in zip(s[1], s[2])}
     items = [_build(v, it) for v in s[1]]
@@ -127,6 +146,8 @@ def text(spec):
         return repr(spec[2])
     if kind == "object":
         return f"a {spec[1]}"
+    if kind == PARTS:
+        return spec[1].__name__
     if kind is dict:
         return "{" + ", ".join(f"{k!r}: {text(v)}" for k, v in zip(spec[1], spec[2])) + "}"
     inner = ", ".join(text(v) for v in spec[1])
@@ -138,7 +159,7 @@ def text(spec):
 def check_rebuildable(spec, what):
     """Raise if ``spec`` holds an object kept by identity: a traced function that returns one
     would hand back that same object on every later call."""
-    if spec == LEAF or spec is None or spec[0] == "value":
+    if spec == LEAF or spec is None or spec[0] in ("value", PARTS):
         return
     if spec[0] == "object":
         raise LabkitError(f"{what}: returns a {spec[1]}, which a captured graph cannot hand "

@@ -25,8 +25,18 @@ A PyTorch training script written for ``torchrun`` runs as it is with the import
 - ``DistributedDataParallel`` (``data_parallel.py``, also ``labkit.nn.parallel``'s).
 
 The ranks are one MPI world (see ``labkit.dist``); inside a worker launched from a notebook
-cell (``lk.dist.launch``) the default group is there already. Sharding (device meshes, DTensor,
-FSDP, pipelining) goes beside these modules, on the same process groups.
+cell (``lk.dist.launch``) the default group is there already.
+
+Sharding lives in the subpackages, one implementation that runs on a mesh of virtual devices in
+one process (``lk.devices.configure(cpus=N)``) and on a mesh of MPI ranks:
+
+- ``labkit.distributed.device_mesh``: ``init_device_mesh``, ``DeviceMesh``;
+- ``labkit.distributed.tensor``: ``DTensor``, ``distribute_tensor``, ``Shard`` / ``Replicate`` /
+  ``Partial``, and ``labkit.distributed.tensor.parallel`` (tensor parallelism);
+- ``labkit.distributed.fsdp``: ``fully_shard`` (FSDP2, ZeRO-3 / ZeRO-2);
+- ``labkit.distributed.pipelining``: ``pipeline``, ``PipelineStage`` and the schedules;
+- ``labkit.distributed.checkpoint.state_dict``: ``get_model_state_dict`` /
+  ``set_model_state_dict``.
 
 >>> import labkit as lk
 >>> import labkit.distributed as dist

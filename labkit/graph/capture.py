@@ -255,6 +255,12 @@ class CaptureMode(Mode):
         rebind(target, result._node, result._requires_grad)
         return True
 
+    def rematerialize(self, target, value):
+        if isinstance(target, SymbolicTensor) and isinstance(value, SymbolicTensor):
+            target._gnode = value._gnode      # the backward pass reads the node made again
+        else:
+            super().rematerialize(target, value)
+
     def accumulate_grad(self, leaf, g):
         if isinstance(leaf, SymbolicTensor):
             leaf._grad = g if leaf._grad is None else leaf._grad + g

@@ -522,6 +522,11 @@ def _user_stacklevel():
 
 def _substitute(obj, symbolic):
     if isinstance(obj, Tensor):
+        made_of = trees.tensor_parts(obj)
+        if made_of is not None:       # a DTensor argument: its local tensors become symbolic
+            parts, context = made_of
+            return type(obj).__tensor_unflatten__([_substitute(p, symbolic) for p in parts],
+                                                  context)
         return symbolic.get(id(obj), obj)
     if isinstance(obj, list):
         return [_substitute(v, symbolic) for v in obj]
@@ -559,6 +564,8 @@ def _value_text(spec):
         return f"Python value {spec[2]!r}"
     if spec[0] == "object":
         return "an object"
+    if spec[0] == trees.PARTS:
+        return f"a {spec[1].__name__} laid out as {spec[2]}"
     return f"a {spec[0].__name__}"
 
 

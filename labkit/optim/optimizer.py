@@ -70,6 +70,7 @@ import numbers
 import numpy as np
 
 from ..autodiff import enable_grad, no_grad
+from ..autodiff.trees import tensor_parts
 from ..devices import get_device, transfer
 from ..errors import DTypeError, LabkitError, describe
 from ..graph import guards
@@ -284,6 +285,9 @@ class Optimizer:
                 ("param_names" in self.param_groups[0]):
             raise ValueError(f"{type(self).__name__}: all parameter groups are named "
                              f"((name, tensor) pairs) or none is")
+        params, names = _local_parts(params, group.get("param_names"))
+        if names is not None:
+            group["param_names"] = names
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         for p in params:
             if not isinstance(p, Tensor):
@@ -600,3 +604,18 @@ def _import(value, p, key, owner, scalars, shaped=True):
     if array.dtype.kind == "f":
         array = array.astype(p._data.dtype, copy=False)
     return array.copy()
+
+
+def _local_parts(params, names):
+    """``(params, names)`` with each parameter made of local tensors (a DTensor: one local
+    shard per device) replaced by those locals, in order: each is optimised where it lives,
+    with its own state there (sharded optimiser state, as ZeRO's). Names get ``[i]``."""
+    out, out_names = [], [] if names is not None else None
+    for k, p in enumerate(params):
+        made_of = tensor_parts(p)
+        parts = made_of[0] if made_of is not None else [p]
+        out.extend(parts)
+        if names is not None:
+            out_names.extend([names[k]] if made_of is None else
+                             [f"{names[k]}[{i}]" for i in range(len(parts))])
+    return out, out_names

@@ -45,6 +45,13 @@ class Mode:
         from ``target``'s memory."""
         return None
 
+    def rematerialize(self, target, value):
+        """Give ``target`` (a tensor saved for backward whose memory was released, as FSDP
+        does with gathered parameters between forward and backward) ``value``'s contents,
+        computed again: eagerly its array, under capture its graph node. Not a write: the
+        value is the same, so no version changes."""
+        target._data = value._data
+
     def write_inplace(self, target, result):
         """An in-place op's last step: give ``target`` the value ``result`` holds. Return True
         if the mode did it itself (capture rebinds a symbolic tensor to ``result``'s node);
@@ -99,6 +106,9 @@ class WrappingMode(Mode):
     def write_inplace(self, target, result):
         return self.below.write_inplace(target, result)
 
+    def rematerialize(self, target, value):
+        self.below.rematerialize(target, value)
+
 
 class _State(threading.local):
     def __init__(self):
@@ -137,8 +147,27 @@ def read_to_host(t, how, frame):
         watch.read(t, how, frame)
 
 
+# Tensor types made of other tensors (a DTensor holds one local tensor per device) handle the
+# ops applied to them themselves: ``type -> handler(op, inputs, attrs)``. Empty unless such a
+# type was registered, so that ``bind`` then costs one test more.
+_type_handlers = {}
+
+
+def register_tensor_type(cls, handler):
+    """Let ``handler(op, inputs, attrs)`` apply every op that has an input of type ``cls`` (a
+    Tensor subclass made of other tensors, such as ``labkit.distributed.tensor.DTensor``). The
+    handler applies ops to the tensors inside, which go through ``bind`` as usual: eager,
+    captured, differentiated. As PyTorch's ``__torch_dispatch__``, one level below the op."""
+    _type_handlers[cls] = handler
+
+
 def bind(op, inputs, attrs):
     """Apply ``op`` to ``inputs`` (a tuple) with ``attrs`` (a dict) in the current mode."""
+    if _type_handlers:
+        for a in inputs:
+            handler = _type_handlers.get(type(a))
+            if handler is not None:
+                return handler(op, inputs, attrs)
     return _state.mode.apply(op, inputs, attrs)
 
 

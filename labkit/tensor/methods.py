@@ -21,62 +21,85 @@ _NOATTRS = {}
 # attrs)``) instead of calling it: ``x + y`` is the hottest path of eager code, and the extra
 # Python frame costs 2-4% of an eager elementwise op on small tensors (0.03-0.07 us of 1.5 us,
 # the W1 workload). Anything that changes how an op reaches the mode changes ``bind`` and these
-# two together.
+# two together; a Tensor subclass that handles its own ops (``dispatch.register_tensor_type``)
+# installs them through ``bind`` instead (``install_operators(cls, dispatch.bind)``).
 # Each operator is where a user's call enters labkit: an error leaving it has a traceback
 # without labkit's frames (errors.hide_internal_frames; a try costs nothing until it fails).
-def _binary(op, reflected=False):
-    if reflected:
+def _binary(op, reflected=False, apply=None):
+    if apply is None:
+        if reflected:
+            def method(self, other):
+                try:
+                    return dispatch._state.mode.apply(op, (other, self), _NOATTRS)
+                except Exception as e:
+                    hide_internal_frames(e)
+                    raise
+        else:
+            def method(self, other):
+                try:
+                    return dispatch._state.mode.apply(op, (self, other), _NOATTRS)
+                except Exception as e:
+                    hide_internal_frames(e)
+                    raise
+    elif reflected:
         def method(self, other):
+            return apply(op, (other, self), {})
+    else:
+        def method(self, other):
+            return apply(op, (self, other), {})
+    method.__name__ = op.name
+    return method
+
+
+def _unary(op, apply=None):
+    if apply is None:
+        def method(self):
             try:
-                return dispatch._state.mode.apply(op, (other, self), _NOATTRS)
+                return dispatch._state.mode.apply(op, (self,), _NOATTRS)
             except Exception as e:
                 hide_internal_frames(e)
                 raise
     else:
-        def method(self, other):
-            try:
-                return dispatch._state.mode.apply(op, (self, other), _NOATTRS)
-            except Exception as e:
-                hide_internal_frames(e)
-                raise
+        def method(self):
+            return apply(op, (self,), {})
     method.__name__ = op.name
     return method
 
 
-def _unary(op):
-    def method(self):
-        try:
-            return dispatch._state.mode.apply(op, (self,), _NOATTRS)
-        except Exception as e:
-            hide_internal_frames(e)
-            raise
-    method.__name__ = op.name
-    return method
+_ARITHMETIC = (("add", E.add), ("sub", E.sub), ("mul", E.mul), ("truediv", E.div),
+               ("pow", E.pow), ("matmul", L.matmul), ("floordiv", M.floor_divide),
+               ("mod", M.remainder), ("and", B.bitwise_and), ("or", B.bitwise_or),
+               ("xor", B.bitwise_xor), ("lshift", B.bitwise_left_shift),
+               ("rshift", B.bitwise_right_shift))
+_COMPARISONS = (("eq", E.eq), ("ne", E.ne), ("lt", E.lt), ("le", E.le), ("gt", E.gt),
+                ("ge", E.ge))
+_UNARY_METHODS = ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs", "neg", "sign")
+_BINARY_METHODS = (("mul", E.mul), ("pow", E.pow), ("matmul", L.matmul),
+                   ("maximum", E.maximum), ("minimum", E.minimum))
 
 
-for _name, _op in (("add", E.add), ("sub", E.sub), ("mul", E.mul), ("truediv", E.div),
-                   ("pow", E.pow), ("matmul", L.matmul), ("floordiv", M.floor_divide),
-                   ("mod", M.remainder), ("and", B.bitwise_and), ("or", B.bitwise_or),
-                   ("xor", B.bitwise_xor), ("lshift", B.bitwise_left_shift),
-                   ("rshift", B.bitwise_right_shift)):
-    setattr(Tensor, f"__{_name}__", _binary(_op))
-    setattr(Tensor, f"__r{_name}__", _binary(_op, reflected=True))
-for _name, _op in (("eq", E.eq), ("ne", E.ne), ("lt", E.lt), ("le", E.le), ("gt", E.gt),
-                   ("ge", E.ge)):
-    setattr(Tensor, f"__{_name}__", _binary(_op))
-Tensor.__neg__ = _unary(E.neg)
-Tensor.__abs__ = _unary(E.abs)
-Tensor.__invert__ = _unary(B.bitwise_not)
+def install_operators(cls, apply=None):
+    """Give ``cls`` the operators (``+``, ``@``, ``<``...) and the one-op methods (``exp``,
+    ``maximum``...). Tensor's skip ``bind`` (one call less per op); a Tensor subclass whose
+    ops are handled by its type (``dispatch.register_tensor_type``) gets them through
+    ``apply=dispatch.bind``."""
+    for name, op in _ARITHMETIC:
+        setattr(cls, f"__{name}__", _binary(op, apply=apply))
+        setattr(cls, f"__r{name}__", _binary(op, reflected=True, apply=apply))
+    for name, op in _COMPARISONS:
+        setattr(cls, f"__{name}__", _binary(op, apply=apply))
+    cls.__neg__ = _unary(E.neg, apply)
+    cls.__abs__ = _unary(E.abs, apply)
+    cls.__invert__ = _unary(B.bitwise_not, apply)
+    cls.__hash__ = object.__hash__  # defining __eq__ would otherwise unset it
+    for name in _UNARY_METHODS:
+        setattr(cls, name, _unary(getattr(E, name), apply))
+    for name, op in _BINARY_METHODS:
+        setattr(cls, name, _binary(op, apply=apply))
+
+
+install_operators(Tensor)
 Tensor.__pos__ = lambda self: self
-Tensor.__hash__ = object.__hash__  # defining __eq__ above would otherwise unset it
-
-for _name in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs", "neg", "sign"):
-    setattr(Tensor, _name, _unary(getattr(E, _name)))
-Tensor.mul = _binary(E.mul)
-Tensor.pow = _binary(E.pow)
-Tensor.matmul = _binary(L.matmul)
-Tensor.maximum = _binary(E.maximum)
-Tensor.minimum = _binary(E.minimum)
 
 
 def _reduction(op):

@@ -54,8 +54,8 @@ class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
     __slots__ = ("name", "kernel", "shape", "vjp", "doc", "out_device", "stateful", "into",
-                 "writes", "vjp_into", "batch", "holomorphic", "amp", "moves", "shape_only",
-                 "__weakref__")
+                 "writes", "vjp_into", "batch", "family", "holomorphic", "amp", "moves",
+                 "shape_only", "__weakref__")
 
     def __init__(self, name, kernel, shape, vjp=None, doc=None, stateful=False, into=None,
                  writes=None, vjp_into=None, batch=None, amp=None, moves=False, shape_only=()):
@@ -97,6 +97,10 @@ class Op:
         # the indices of inputs whose values the kernel never reads, only their shape, dtype
         # and device (``zeros_like``): a backward pass may pass them after an in-place write
         self.shape_only = frozenset(shape_only)
+        # the family the op was declared in (``labkit.tensor.batching``: ELEMENTWISE,
+        # REDUCTION...), or None; other rules shared by families (how a distributed tensor's
+        # placements pass through the op) are looked up by it
+        self.family = batch if isinstance(batch, BatchFamily) else None
 
     def __call__(self, *inputs, **attrs):
         try:

@@ -16,14 +16,18 @@ writes, so an entry reading the view after its base was written reaches the writ
 from bisect import bisect_right
 from operator import itemgetter
 
+import itertools
+
 from .tensor import Tensor
 from .versions import epoch as _epoch
+
+_sequence = itertools.count()   # the order entries are recorded in (backward runs it reversed)
 
 _make = Tensor._make
 
 
 class TapeNode:
-    __slots__ = ("op", "inputs", "attrs", "out", "device", "epoch", "out_version",
+    __slots__ = ("op", "inputs", "attrs", "out", "device", "epoch", "out_version", "seq",
                  "__weakref__")
 
     def __init__(self, op, inputs, attrs, out, device, out_version=None):
@@ -34,6 +38,7 @@ class TapeNode:
         self.device = device
         self.epoch = _epoch[0]            # in-place writes before this entry (versions.py)
         self.out_version = out_version    # the output tensor's version counter
+        self.seq = next(_sequence)        # recorded after every entry it reads from
 
     def output_tensor(self, linked):
         """The output as a Tensor for the vjp rule; ``linked``: part of a recorded backward."""

@@ -117,9 +117,13 @@ class Tensor:
                 f"inference mode: it could never be saved for backward. Make a normal tensor "
                 f"first, x = x.clone().requires_grad_(), or create it under lk.no_grad() "
                 f"instead of lk.inference_mode().")
-        if not flag and self._node is not None:
+        if not flag and self._node is not None and self._requires_grad:
             raise GradError("cannot clear requires_grad of a tensor computed from others "
                             "(it is not a leaf); use t.detach() for a tensor without history")
+        if flag and not self._requires_grad:
+            # computed from nothing that needs a gradient: it becomes a leaf, as eagerly (a
+            # captured op keeps a tape entry for lk.gradients even then)
+            self._node = None
         self._requires_grad = flag
         FLAG_CHANGES[0] += 1        # captured calls that guard the flag look again
 

@@ -18,6 +18,8 @@ render themselves.
 from .graph import as_graph, graph, to_dot
 from .html import module_html, tensor_html
 from .placement import placement, placement_reason
+from .sharding import sharding
+from .memory import memory
 from .render import GraphPicture, GraphvizNotFound, RenderError, find_dot, run_dot
 from .tape import TapeGraph, tape_graph
 from .gradients import GradientMonitor, gradient_flow, gradients
@@ -37,6 +39,6 @@ _display.register("module", module_html)
 __all__ = ["GradientMonitor", "GraphPicture", "GraphvizNotFound", "RenderError",
            "TapeGraph", "TimelinePicture", "TimelineWidget", "TrainingView", "as_graph",
            "find_dot", "gradient_flow", "graph_explorer", "gradients", "graph", "live",
-           "module_html",
+           "memory", "module_html", "sharding",
            "placement", "placement_reason", "run_dot", "tape_graph", "tensor_html", "timeline",
            "timeline_explorer", "to_dot"]

@@ -57,7 +57,12 @@ def placement(obj, *example_args, collapse=None, max_nodes=MAX_NODES, edge_label
 
     Accepts what ``lk.viz.graph`` accepts (a Graph, an ``lk.function`` with example arguments,
     an eager tensor...). Each node's tooltip gives its device and the reason it is there.
+    A distributed tensor (``DTensor``) is drawn as its pieces on their devices instead
+    (``labkit.viz.sharding``).
     """
+    if hasattr(obj, "placements") and hasattr(obj, "device_mesh"):
+        from .sharding import sharding
+        return sharding(obj)
     g = as_graph(obj, *example_args, **example_kwargs)
     dot = to_dot(g, color_by="device", collapse=collapse, max_nodes=max_nodes,
                  edge_labels=edge_labels, rankdir=rankdir,

@@ -50,11 +50,16 @@ KIND_COLORS = {
     # itself, not waiting for others (a pull that blocks on the server is "pull / push")
     "injected delay": style.DEVICE_PALETTE[7],
     "apply": style.KIND["capture"],
+    # a pipeline schedule's actions and the rounds a device waits (labkit.distributed)
+    "forward": style.ROLE["forward"],
+    "backward": style.ROLE["backward"],
+    "bubble": ("#fef2f2", "#ef4444"),
     "other": style.UNKNOWN,
 }
 # The phases a parameter-server run records (labkit.dist.parameter_server), by kind.
 _PHASE_KIND = {"ps.pull": "pull / push", "ps.push": "pull / push", "ps.compute": "compute",
-               "ps.straggle": "injected delay", "ps.apply": "apply"}
+               "ps.straggle": "injected delay", "ps.apply": "apply",
+               "forward": "forward", "backward": "backward", "bubble": "bubble"}
 # A primitive's kind is that of the module of labkit/tensor/ops that declares its kernel...
 _MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "einsum": "matmul / conv",
                 "quantized": "matmul / conv",
@@ -78,8 +83,8 @@ _OP_KIND = {"layer_norm": "reduction", "layer_norm_backward": "reduction",
 
 def op_kind(op_name):
     """The colour group of an op: ``'matmul / conv'``, ``'elementwise'``, ``'transfer'``..."""
-    if op_name in style.TRANSFER_OPS or op_name == "to_device":
-        return "transfer"
+    if op_name in style.TRANSFER_OPS or op_name == "to_device" or op_name.startswith("mpi_"):
+        return "transfer"       # (mpi_all_gather...: a collective between MPI ranks)
     if op_name == "fused":
         return "fused"
     if op_name in _PHASE_KIND:
