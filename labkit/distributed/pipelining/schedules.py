@@ -130,7 +130,7 @@ class PipelineSchedule:
 
     def format_pipeline_order(self):
         """The rounds as a table: one column per device, one line per round ('-': idle)."""
-        head = "round  " + " ".join(f"{str(d):>8}" for d in self.devices)
+        head = "round  " + " ".join(f"{d.name:>8}" for d in self.devices)
         lines = [head]
         for i, row in enumerate(self.order):
             lines.append(f"{i:>5}  " + " ".join(f"{repr(a) if a else '-':>8}" for a in row))

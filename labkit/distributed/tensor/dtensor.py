@@ -311,7 +311,8 @@ class DTensor(Tensor):
 
     def __repr__(self):
         mesh = self._spec.mesh
-        pieces = ", ".join(f"{mesh.device(c)}: {list(x.shape)}" for c, x in self._locals.items())
+        pieces = ", ".join(f"{mesh.device(c).name}: {list(x.shape)}"
+                           for c, x in self._locals.items())
         return (f"DTensor(shape={list(self.shape)}, dtype={self.dtype}, "
                 f"placements={placements_text(self.placements)}, mesh={mesh!r}, "
                 f"pieces={{{pieces}}})")
