@@ -7,6 +7,7 @@ the on-disk format shows up as a failing test.
 import builtins
 import collections
 import hashlib
+import io
 import json
 import math
 import os
@@ -877,9 +878,40 @@ def test_reference_cycle_and_depth_are_refused(ckpt):
     assert lk.load(ckpt) == [[1], [1]]
 
 
-def test_save_needs_a_path(ckpt):
-    with open(ckpt, "wb") as f, pytest.raises(TypeError, match="file path"):
-        lk.save(lk.ones(2), f)
+def test_save_and_load_take_open_file_objects_as_torch_does(ckpt):
+    obj = {"w": lk.arange(6.0).reshape(2, 3), "step": 4, "model": lk.nn.Linear(2, 1)}
+    with open(ckpt, "wb") as f:
+        lk.save(obj, f)
+    with open(ckpt, "rb") as f:
+        back = lk.load(f, weights_only=False)
+    assert lk.load(ckpt, weights_only=False)["step"] == 4          # the same bytes as a path
+    np.testing.assert_array_equal(back["w"].numpy(), obj["w"].numpy())
+    assert back["step"] == 4 and type(back["model"]) is lk.nn.Linear
+    buffer = io.BytesIO(b"prefix")
+    buffer.seek(6)
+    lk.save([lk.ones(2, dtype=lk.bfloat16), None], buffer)        # written at the position
+    assert buffer.getvalue()[:6] == b"prefix"
+    buffer.seek(6)
+    tensor, none = lk.load(buffer)                                   # read from the position
+    assert tensor.dtype == lk.bfloat16 and none is None
+    with pytest.raises(lk.CheckpointError, match="BytesIO"):         # errors name the object
+        lk.load(io.BytesIO(b"\x00" * 9))
+    with open(ckpt, "rb") as f, pytest.raises(ValueError, match="mmap"):
+        lk.load(f, mmap=True)
+    with open(ckpt, "r", encoding="latin-1") as f, pytest.raises(TypeError, match="'rb'"):
+        lk.load(f)
+    with pytest.raises(TypeError, match="file path.*file object"):
+        lk.save(lk.ones(2), 3)
+
+
+def test_a_file_object_save_matches_torch(ckpt):
+    """torch.save(obj, f) and torch.load(f): the spelling programs use."""
+    torch = pytest.importorskip("torch")
+    for library in (torch, lk):
+        with open(ckpt, "wb") as f:
+            library.save({"x": library.ones(3)}, f)
+        with open(ckpt, "rb") as f:
+            assert library.load(f)["x"].tolist() == [1.0, 1.0, 1.0]
 
 
 def _assert_untouched(path, before):
