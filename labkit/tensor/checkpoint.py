@@ -3,9 +3,10 @@
 What can be saved: Tensors, NumPy arrays and scalars, and nested dicts / lists / tuples of those
 together with str, int, float, bool and None; that covers the state dicts of modules and
 optimisers and a generator's state. Any other object (a whole module: ``torch.save(model,
-path)``) is pickled with its tensors stored as arrays (``labkit.tensor.pickled``), and loads only
-with ``lk.load(path, weights_only=False)``, as in PyTorch 2.6+. Tuples come back as tuples, dicts keep their key order, keys
-may be str, int, float, bool or None. A tensor keeps its dtype, shape, device and
+path)``) is pickled with its tensors stored as arrays (``labkit.tensor.pickled``), and loads, as
+in PyTorch 2.6+, only with ``lk.load(path, weights_only=False)`` or when every class it names is
+an allowed safe global (``labkit.serialization.safe_globals``). Tuples come back as tuples, dicts
+keep their key order, keys may be str, int, float, bool or None. A tensor keeps its dtype, shape, device and
 ``requires_grad``; an object saved twice (tied weights) is stored once and comes back as one object.
 
 The file is a `safetensors <https://github.com/huggingface/safetensors>`_ file, so every tool that
@@ -39,7 +40,8 @@ dimension of 2 (real, imaginary) and its node (an ndarray, a scalar or a tensor)
 Loading parses the header itself and checks every entry (dtype, shape, offsets inside the file,
 consistent with dtype and shape, no gaps or overlaps), then the checksum, then the whole structure
 against the closed list above before it builds anything; nothing in a file can name a class or a
-function, unless the caller allows pickle nodes (``weights_only=False``). The file is read into
+function, except a pickle node's classes, which must be safe globals the caller allowed (or
+anything, with ``weights_only=False``). The file is read into
 memory once (its tensors do not change when the file does); with ``mmap=True`` its arrays are
 views of a copy-on-write memory map of the file instead (``np.memmap(mode="c")``), read as they
 are touched, so they follow later changes of the file. A safetensors file written by another tool
@@ -260,8 +262,8 @@ def save(obj, path):
     state dict's own keys), so any safetensors reader sees them; the rest of ``obj`` is described
     in the header. GPU tensors are saved from host copies and come back on their device. Any
     other object (a whole module, as ``torch.save(model, path)``) is pickled, its tensors still
-    stored as arrays; loading it then needs ``lk.load(path, weights_only=False)``
-    (``labkit.tensor.pickled``). What cannot be stored raises CheckpointError naming where it is
+    stored as arrays; loading it then needs its classes allowed as safe globals, or
+    ``lk.load(path, weights_only=False)`` (``labkit.tensor.pickled``). What cannot be stored raises CheckpointError naming where it is
     (e.g. ``obj['layers'][2]``) before anything is written. If writing fails, the file that was
     at ``path`` is left as it was and no temporary file remains.
 
@@ -345,13 +347,14 @@ class _Decoder:
 
     def __init__(self, path, arrays, host_array, ref_type, marks=False, unpickle=False):
         self.path = path
-        self.unpickle = unpickle    # whether pickle nodes may be read (weights_only=False)
+        self.unpickle = unpickle    # whether pickle nodes may name anything (weights_only=False)
         self.arrays = arrays
         self.host_array = host_array
         self.ref_type = ref_type
         self.marks = marks          # whether nodes may say "dtype": "complex128" (format 2)
         self.devices = set()
         self.built = {}
+        self.places = {}            # id(pickle node) -> where it is in the structure
 
     def bad(self, what):
         return CheckpointError(f"lk.load: {self.path!r} is not a valid labkit checkpoint: "
@@ -384,8 +387,7 @@ class _Decoder:
                 raise self.bad(f"{where} is the float {node['value']!r}")
         elif tag == pickled.TAG:
             self.devices |= pickled.check(node, where, self.arrays, self.bad)
-            if not self.unpickle:
-                raise pickled.refusal(self.path, where, node)
+            self.places[id(node)] = where     # for the restricted unpickler's messages
         elif tag in ("tuple", "dict"):
             items = node["items"]
             if type(items) is not list:
@@ -456,7 +458,9 @@ class _Decoder:
             return {self.scalar_key(k) if type(k) is dict else k: self.build(v, placement)
                     for k, v in node["items"]}
         if tag == pickled.TAG:
-            return pickled.decode(node, self.host_array, placement, _to_tensor, self.built)
+            return pickled.decode(node, self.host_array, placement, _to_tensor, self.built,
+                                  self.path, self.places[id(node)],
+                                  weights_only=not self.unpickle)
         key = (tag, node["array"], node.get("device"), node.get("requires_grad"),
                node.get("dtype"))
         if key in self.built:
@@ -525,9 +529,11 @@ def load(path, device=None, *, map_location=None, weights_only=True, mmap=False)
     (``safetensors.torch.save_file``...) comes back as a dict key -> Tensor on ``device`` (the CPU
     by default). Files in labkit's first checkpoint format load too.
 
-    A file holding a pickled object (a whole module saved with ``lk.save(model, path)``) loads
-    only with ``weights_only=False``: unpickling runs code the file names, so, as PyTorch 2.6+'s
-    ``torch.load``, the default refuses it and says so.
+    A file holding a pickled object (a whole module saved with ``lk.save(model, path)``) loads,
+    as with PyTorch 2.6+'s ``torch.load``, by a restricted unpickler that hands out only the
+    safe globals (``labkit.serialization.safe_globals([MyModel, lk.nn.Linear])``), and names a
+    class that is not allowed; ``weights_only=False`` unpickles anything (code the file names
+    runs: only for files you trust).
 
     The file is read into memory once: the tensors loaded are the process's own, whatever
     happens to the file afterwards. ``mmap=True`` (as ``torch.load``'s) memory-maps it instead:
@@ -538,7 +544,7 @@ def load(path, device=None, *, map_location=None, weights_only=True, mmap=False)
     dtype, shape and offsets), the SHA-256 checksum and the structure are checked before
     anything is built, either way; a file that fails a check raises CheckpointError naming the
     file and what is wrong. Unless ``weights_only=False``, loading never imports or calls
-    anything named in the file.
+    anything named in the file but the safe globals.
 
     >>> import os, tempfile, labkit as lk
     >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.safetensors")
@@ -580,7 +586,7 @@ def load(path, device=None, *, map_location=None, weights_only=True, mmap=False)
         if not 2 <= header_len <= _MAX_HEADER or first not in (b"{", b""):
             raise fail(f"is not a labkit checkpoint or safetensors file: it starts with "
                        f"{head + first!r}. lk.load reads safetensors files (lk.save writes "
-                       f"them) and labkit's first checkpoint format; it never unpickles.")
+                       f"them) and labkit's first checkpoint format, not PyTorch's zip files.")
         if size < 8 + header_len:
             raise fail(f"is truncated at byte {size} of at least {8 + header_len} (its header "
                        f"alone is {header_len} bytes). The file was cut short, e.g. by an "

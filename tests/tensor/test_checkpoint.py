@@ -832,13 +832,19 @@ def test_unsupported_objects_name_the_key_path_and_type(ckpt, obj, where, kind):
     assert os.listdir(os.path.dirname(ckpt)) == []
 
 
-@pytest.mark.parametrize("obj", [
-    {"layers": [lk.ones(1), {"w": 1}, Opaque()]}, {"fn": print}, [{1, 2}], {"a": (1, b"raw")},
-    lk.devices.get_device("cpu:0")])
-def test_other_objects_are_pickled_and_need_weights_only_false(ckpt, obj):
+@pytest.mark.parametrize("obj, names", [
+    ({"layers": [lk.ones(1), {"w": 1}, Opaque()]}, f"{__name__}.Opaque"),
+    ({"fn": print}, "builtins.print"),
+    ([{1, 2}], None), ({"a": (1, b"raw")}, None), (lk.devices.get_device("cpu:0"), None),
+    ([lk.nn.Parameter(lk.ones(2)), lk.bfloat16, collections.Counter("aab")], None)])
+def test_other_objects_are_pickled_and_load_weights_only_when_allowed(ckpt, obj, names):
     lk.save(obj, ckpt)                   # as torch.save: anything picklable
-    with pytest.raises(lk.CheckpointError, match="weights_only=False"):
-        lk.load(ckpt)                    # PyTorch 2.6+: weights only unless told otherwise
+    if names:                            # PyTorch 2.6+: only allowed globals unless told otherwise
+        with pytest.raises(lk.CheckpointError, match=rf"names {names}, which is not an allowed"
+                                                     rf".*safe_globals.*weights_only=False"):
+            lk.load(ckpt)
+    else:                                # containers, tensors, dtypes, devices: allowed
+        assert type(lk.load(ckpt)) is type(obj)
     back = lk.load(ckpt, weights_only=False)
     assert type(back) is type(obj)
 
