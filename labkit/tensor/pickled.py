@@ -214,6 +214,9 @@ def decode(node, host_array, placement, to_tensor, built, path, where, weights_o
     def tensor(key, device, requires_grad, cls, extra):
         if key not in allowed or not (isinstance(cls, type) and issubclass(cls, Tensor)):
             raise pickle.UnpicklingError(f"the pickle refers to array {key!r} as {cls!r}")
+        if type(extra) is not dict or not set(extra) <= set(_extra_slots(cls)):
+            raise pickle.UnpicklingError(f"the pickle sets {extra!r} on array {key!r}, not "
+                                         f"only the slots {cls.__name__} adds to Tensor")
         hit = built.get((TAG, key, cls))
         if hit is None:
             base = to_tensor(host_array(key), placement[device], requires_grad)

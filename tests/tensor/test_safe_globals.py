@@ -181,3 +181,25 @@ def test_public_functions_pickle_by_the_name_they_are_exported_under():
                                      M.dropout.Dropout, M.normalization.LayerNorm]):
         back = lk.load(io.BytesIO(data))
     assert back.activation is F.relu
+
+
+def test_a_pickled_tensor_sets_only_the_slots_its_class_adds(monkeypatch):
+    """The tensors inside a pickle are built by labkit: the file names an array, a class that
+    must be a Tensor class, and values for the slots that class adds (a Parameter's name),
+    never any other attribute (the tensor's own _data)."""
+    from labkit.tensor import pickled
+    place = {"cpu:0": lk.devices.get_device("cpu:0")}
+
+    def decode(node, weights_only=True):
+        return pickled.decode(node, lambda key: np.ones(2, np.float32), place,
+                              lambda a, d, r: lk.Tensor._make(a, d, r), {}, "f", "obj",
+                              weights_only)
+    node = pickled.encode([lk.nn.Parameter(lk.ones(2))], lambda t: "w", "obj")
+    assert isinstance(decode(node)[0], lk.nn.Parameter)
+    with monkeypatch.context() as m:       # a file that sets the tensor's _data
+        m.setattr(pickled, "_extra_slots", lambda cls: ["name", "_data"])
+        crafted = pickled.encode([lk.nn.Parameter(lk.ones(2))], lambda t: "w", "obj")
+    with pytest.raises(lk.CheckpointError, match="numpy"):     # its array is not allowed
+        decode(crafted)
+    with pytest.raises(pickle.UnpicklingError, match="slots Parameter adds"):
+        decode(crafted, weights_only=False)               # nor _data, even then
