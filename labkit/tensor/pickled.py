@@ -34,6 +34,7 @@ import pickle
 from ..devices import get_device
 from ..errors import CheckpointError
 from .dtypes import as_dtype
+from .op import registered
 from .tensor import Tensor
 
 TAG = "pickle"
@@ -97,12 +98,13 @@ def _full_name(obj):
 
 
 # what every weights-only load allows, as PyTorch's: containers, tensors, dtypes and devices
-# (their pickles call as_dtype / get_device with a name); labkit's tensor subclasses add
-# themselves through allow_by_default; any other global must be allowed by the caller
+# (their pickles call as_dtype / get_device with a name), and labkit's ops (``lk.tanh`` held by
+# a model: ``registered`` looks one up by name, running nothing); labkit's tensor subclasses
+# add themselves through allow_by_default; any other global must be allowed by the caller
 _DEFAULT = {_full_name(o): o for o in (
     collections.OrderedDict, collections.Counter, collections.defaultdict, builtins.set,
     builtins.frozenset, builtins.complex, builtins.slice, builtins.range, builtins.bytearray,
-    Tensor, as_dtype, get_device)}
+    Tensor, as_dtype, get_device, registered)}
 _ALLOWED = {}           # full name -> object, from add_safe_globals / safe_globals
 
 

@@ -167,8 +167,12 @@ def test_public_functions_pickle_by_the_name_they_are_exported_under():
     """A model that holds F.relu (a TransformerEncoderLayer's activation) saves, and its load
     allows F.relu by the object itself, as PyTorch's word_language_model does."""
     F = lk.nn.functional
-    for fn in (lk.arange, lk.cat, lk.matmul, F.relu, F.gelu, F.pad):
+    for fn in (lk.arange, lk.cat, lk.matmul, F.relu, F.gelu, F.pad, lk.tanh, lk.exp, lk.gt):
         assert pickle.loads(pickle.dumps(fn)) is fn
+    model = lk.nn.Sequential(lk.nn.Linear(2, 2))
+    model.act = lk.tanh                      # a primitive op held by a model: loads as itself
+    with serialization.safe_globals([lk.nn.Sequential, lk.nn.Linear]):
+        assert lk.load(io.BytesIO(saved(model))).act is lk.tanh
     layer = lk.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation=F.relu)
     data = saved(layer)
     with pytest.raises(lk.CheckpointError, match="names labkit.nn.functional.relu"):
