@@ -32,7 +32,7 @@ from . import amp
 from .amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
 from . import compiler, _dynamo
 from .compiler import compile
-from . import accelerator, backends, cpu, cuda, hub
+from . import accelerator, backends, cpu, cuda, hub, multiprocessing, serialization
 from .backends.cuda import get_float32_matmul_precision, set_float32_matmul_precision
 from . import utils
 from . import func

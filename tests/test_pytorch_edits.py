@@ -100,6 +100,24 @@ def test_repeat_result_is_writable_new_memory(T):
     assert _np(y).tolist() == [[1.0, 1.0, 1.0]]
 
 
+def test_pin_memory_gives_a_copy_to_move_to_a_gpu():
+    """nanoGPT's get_batch on CUDA: ``x.pin_memory().to(device, non_blocking=True)``. PyTorch
+    copies into page-locked memory (and, without a GPU, raises); labkit's host memory is
+    NumPy's, so it copies, keeping the history."""
+    x = lk.arange(3.0, requires_grad=True)
+    y = x.pin_memory()
+    assert y is not x and y.tolist() == [0.0, 1.0, 2.0]
+    y.sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0, 1.0]
+    assert y.to("cpu", non_blocking=True).tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.gpu
+def test_pin_memory_of_a_gpu_tensor_is_refused():
+    with pytest.raises(lk.DeviceError, match="only a CPU tensor can be pinned"):
+        lk.ones(2, device="gpu:0").pin_memory()
+
+
 # ---- indexing with a range -----------------------------------------------------------------
 @BOTH
 def test_indexing_with_a_python_range(T):

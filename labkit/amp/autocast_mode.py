@@ -15,7 +15,8 @@ class autocast:
     in float32, the rest in whatever their inputs promote to. ``dtype``: lk.bfloat16 (the CPU's
     default) or lk.float16 (the GPU's). Works eagerly and inside ``lk.function``, and nests;
     ``enabled=False`` switches it off inside an outer region. A 'cuda' autocast where there is
-    no GPU warns and does nothing, as PyTorch's.
+    no GPU, or one asked for another dtype (``dtype=lk.float32``, as nanoGPT's ``--dtype=float32``
+    gives it), warns and does nothing, as PyTorch's.
 
     >>> import labkit as lk
     >>> model = lk.nn.Linear(4, 2)
@@ -38,6 +39,11 @@ class autocast:
             warnings.warn(f"lk.autocast: device_type {device_type!r} was given, but no GPU is "
                           f"available here. Disabling (autocast('cpu') casts CPU ops).",
                           stacklevel=2)
+            enabled = False
+        if enabled and dtype is not None and _mode.as_dtype(dtype) not in _mode.LOW_DTYPES:
+            warnings.warn(f"lk.autocast: dtype {_mode.as_dtype(dtype)} was given, but autocast "
+                          f"runs ops in lk.bfloat16 or lk.float16 only. Disabling autocast (as "
+                          f"PyTorch does).", stacklevel=2)
             enabled = False
         self._enabled = bool(enabled)
         self._cache_enabled = cache_enabled

@@ -45,9 +45,10 @@ from .sparse import Embedding, EmbeddingBag
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
                           TransformerEncoder, TransformerEncoderLayer)
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
+from . import modules  # noqa: E402  (torch.nn.modules' paths: labkit.nn.modules.rnn.LSTM)
 
 __all__ = ["Module", "Parameter", "StateDictError", "IncompatibleKeys", "functional", "init",
-           "parallel", "quantized", "utils", "DataParallel",
+           "parallel", "quantized", "utils", "modules", "DataParallel",
            # containers
            "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
            # linear, shape

@@ -5,6 +5,7 @@
 >>> w.requires_grad, w.shape
 (True, (2, 3))
 """
+from ..tensor import pickled
 from ..tensor.creation import tensor as _tensor
 from ..tensor.creation import zeros
 from ..tensor.tensor import Tensor
@@ -52,6 +53,9 @@ class Parameter(Tensor):
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
+
+
+pickled.allow_by_default(Parameter)     # a weights-only load builds Parameters, as torch.load
 
 
 def add_weight_and_bias(module, weight_shape, bias=True, dtype=None, device=None,

@@ -42,7 +42,7 @@ def _checked():
                  "tril_indices", "triu_indices", "tensor", "rand", "randn", "randint",
                  "normal", "bernoulli", "multinomial", "take"):
         if name in here:
-            here[name] = explained(name, here[name])
+            here[name] = explained(name, here[name], home="labkit")
 
 
 _checked()

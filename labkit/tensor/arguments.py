@@ -181,11 +181,13 @@ def rename(name, kwargs, renames):
             kwargs[real] = kwargs.pop(alias)
 
 
-def explained(name, fn, tensor_first=False, renames=None):
+def explained(name, fn, tensor_first=False, renames=None, home=None):
     """``fn`` raising a LabkitError that names ``name`` and the argument at fault when it fails
     with an error of Python or NumPy (``arguments.explain``); a correct call costs one frame.
     ``tensor_first``: the first argument must be a tensor (the ``self`` of the method).
-    ``renames``: other names of keyword arguments (NumPy's ``axis=`` for ``dim=``)."""
+    ``renames``: other names of keyword arguments (NumPy's ``axis=`` for ``dim=``).
+    ``home``: the module that exports the result as ``name``, which it then names as its own,
+    so that pickle finds it there (``pickle.dumps(lk.tanh)``, a model holding ``F.relu``)."""
     @functools.wraps(fn)
     def call(*args, **kwargs):
         if tensor_first and (not args or not isinstance(args[0], Tensor)):
@@ -209,6 +211,8 @@ def explained(name, fn, tensor_first=False, renames=None):
             hide_internal_frames(exc)
             raise
     call.explained = True
+    if home:
+        call.__module__, call.__qualname__ = home, name
     return call
 
 

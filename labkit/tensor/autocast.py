@@ -48,6 +48,7 @@ _POLICIES = {"low": ("low", "low"), "float32": ("float32", "float32"),
              "promote": ("promote", "promote")}
 _DEVICE_TYPES = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu"}
 _DEFAULT_DTYPES = {"cpu": bfloat16, "gpu": float16}     # PyTorch's defaults
+LOW_DTYPES = (bfloat16, float16)                         # the dtypes autocast runs ops in
 
 
 class _State(threading.local):
@@ -195,7 +196,7 @@ def enter(device_type, dtype, enabled, cache_enabled):
     previous = (dict(st.dtypes), st.cache_enabled)
     if enabled:
         d = as_dtype(dtype) if dtype is not None else _DEFAULT_DTYPES[t]
-        if d not in (bfloat16, float16):
+        if d not in LOW_DTYPES:
             raise DTypeError(f"autocast: dtype must be lk.bfloat16 or lk.float16 (the low "
                              f"precision ops run in), not {d}")
         st.dtypes[t] = d

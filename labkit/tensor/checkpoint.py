@@ -3,9 +3,10 @@
 What can be saved: Tensors, NumPy arrays and scalars, and nested dicts / lists / tuples of those
 together with str, int, float, bool and None; that covers the state dicts of modules and
 optimisers and a generator's state. Any other object (a whole module: ``torch.save(model,
-path)``) is pickled with its tensors stored as arrays (``labkit.tensor.pickled``), and loads only
-with ``lk.load(path, weights_only=False)``, as in PyTorch 2.6+. Tuples come back as tuples, dicts keep their key order, keys
-may be str, int, float, bool or None. A tensor keeps its dtype, shape, device and
+path)``) is pickled with its tensors stored as arrays (``labkit.tensor.pickled``), and loads, as
+in PyTorch 2.6+, only with ``lk.load(path, weights_only=False)`` or when every class it names is
+an allowed safe global (``labkit.serialization.safe_globals``). Tuples come back as tuples, dicts
+keep their key order, keys may be str, int, float, bool or None. A tensor keeps its dtype, shape, device and
 ``requires_grad``; an object saved twice (tied weights) is stored once and comes back as one object.
 
 The file is a `safetensors <https://github.com/huggingface/safetensors>`_ file, so every tool that
@@ -39,18 +40,21 @@ dimension of 2 (real, imaginary) and its node (an ndarray, a scalar or a tensor)
 Loading parses the header itself and checks every entry (dtype, shape, offsets inside the file,
 consistent with dtype and shape, no gaps or overlaps), then the checksum, then the whole structure
 against the closed list above before it builds anything; nothing in a file can name a class or a
-function, unless the caller allows pickle nodes (``weights_only=False``). The file is read into
+function, except a pickle node's classes, which must be safe globals the caller allowed (or
+anything, with ``weights_only=False``). The file is read into
 memory once (its tensors do not change when the file does); with ``mmap=True`` its arrays are
 views of a copy-on-write memory map of the file instead (``np.memmap(mode="c")``), read as they
 are touched, so they follow later changes of the file. A safetensors file written by another tool
 (``safetensors.numpy.save_file``, ``safetensors.torch.save_file``) loads as a dict key -> Tensor.
 Files in labkit's first format (which start with ``b"\\x89labkit\\n"``) still load.
 
-Saving is atomic: the bytes go to a temporary file in the same directory, which is flushed,
-fsync'ed and renamed over ``path``; on any failure the temporary file is removed and what was at
-``path`` before is untouched. A save ended by SIGTERM or SIGHUP removes its temporary file too;
+Saving to a path is atomic: the bytes go to a temporary file in the same directory, which is
+flushed, fsync'ed and renamed over ``path``; on any failure the temporary file is removed and what
+was at ``path`` before is untouched. A save ended by SIGTERM or SIGHUP removes its temporary file too;
 one ended by SIGKILL leaves it, and the next save into that folder removes it
-(``labkit.tensor.atomic_file``).
+(``labkit.tensor.atomic_file``). Saving to an open binary file object instead (as
+``torch.save(obj, f)``, also an ``io.BytesIO``) writes the bytes at its position, with no rename;
+``lk.load(f)`` reads them back.
 
 >>> import os, tempfile, labkit as lk
 >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
@@ -64,6 +68,7 @@ one ended by SIGKILL leaves it, and the next save into that folder removes it
 """
 import hashlib
 import hmac
+import io
 import json
 import math
 import os
@@ -249,13 +254,16 @@ def _state_names(obj):
 def save(obj, path):
     """Write ``obj`` to the file ``path`` as a labkit checkpoint (a safetensors file), atomically.
 
+    ``path`` may also be an open binary file object (``open(name, 'wb')``, ``io.BytesIO``), as
+    for ``torch.save(obj, f)``: the bytes are written at its position, with no atomic rename.
+
     ``obj`` may be a Tensor, a NumPy array, or nested dicts / lists / tuples of those plus str,
     int, float, bool and None (a state dict). Its arrays are stored under flat dotted keys (a
     state dict's own keys), so any safetensors reader sees them; the rest of ``obj`` is described
     in the header. GPU tensors are saved from host copies and come back on their device. Any
     other object (a whole module, as ``torch.save(model, path)``) is pickled, its tensors still
-    stored as arrays; loading it then needs ``lk.load(path, weights_only=False)``
-    (``labkit.tensor.pickled``). What cannot be stored raises CheckpointError naming where it is
+    stored as arrays; loading it then needs its classes allowed as safe globals, or
+    ``lk.load(path, weights_only=False)`` (``labkit.tensor.pickled``). What cannot be stored raises CheckpointError naming where it is
     (e.g. ``obj['layers'][2]``) before anything is written. If writing fails, the file that was
     at ``path`` is left as it was and no temporary file remains.
 
@@ -267,11 +275,12 @@ def save(obj, path):
     >>> safetensors.numpy.load_file(path)
     {'model.fc.bias': array([0., 0.], dtype=float32)}
     """
-    if not isinstance(path, (str, bytes, os.PathLike)):
-        raise TypeError(f"lk.save writes to a file path (str or os.PathLike), got "
-                        f"{type(path).__name__}; saving to open file objects is not supported "
-                        f"because the write could not be atomic")
-    path = os.fsdecode(path)
+    to_file = _is_file(path, "write")
+    if not to_file:
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            raise TypeError(f"lk.save writes to a file path (str or os.PathLike) or an open "
+                            f"binary file object (with .write), got {type(path).__name__}")
+        path = os.fsdecode(path)
     encoder = _Encoder()
     root = encoder.encode(obj, "obj", [], 0, set())
     structure = json.dumps(root, allow_nan=False, separators=(",", ":"))
@@ -280,15 +289,30 @@ def save(obj, path):
     metadata = {"format": FORMAT, "labkit.version": str(VERSION), "labkit.structure": structure,
                 "labkit.sha256": _digest(structure, tensors)}
 
-    write_atomically(path, lambda tmp: _write_safetensors(tmp, encoder.arrays, metadata))
+    if to_file:                # PyTorch's torch.save(obj, f): the bytes, at f's position
+        _write_safetensors(path, encoder.arrays, metadata)
+    else:
+        write_atomically(path, lambda tmp: _write_safetensors(tmp, encoder.arrays, metadata))
+
+
+def _is_file(f, method):
+    """Whether ``f`` is an open file object (one with ``.read`` / ``.write``), not a path."""
+    return not isinstance(f, (str, bytes, os.PathLike)) and callable(getattr(f, method, None))
+
+
+def _file_name(f):
+    """How messages name an open file object: its name where it has one."""
+    name = getattr(f, "name", None)
+    return os.fsdecode(name) if isinstance(name, (str, bytes)) else f"<{type(f).__name__}>"
 
 
 _CHUNK = 1 << 24          # bytes per write call: a termination signal is handled between them
 
 
 def _write_safetensors(path, arrays, metadata):
-    """Write a safetensors file: arrays by descending item size (each aligned to its item size
-    after the 8-byte aligned header), then by key."""
+    """Write a safetensors file (to ``path``, or to an open binary file object): arrays by
+    descending item size (each aligned to its item size after the 8-byte aligned header), then
+    by key."""
     order = sorted(arrays, key=lambda k: (-arrays[k].dtype.itemsize, k))
     header, offset = {"__metadata__": metadata}, 0
     for key in order:
@@ -298,13 +322,20 @@ def _write_safetensors(path, arrays, metadata):
         offset += array.nbytes
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little"))
-        f.write(text)
-        for key in order:
-            data = memoryview(arrays[key].reshape(-1).view(np.uint8))
-            for start in range(0, len(data), _CHUNK):
-                f.write(data[start:start + _CHUNK])
+    if _is_file(path, "write"):
+        _write_parts(path, text, order, arrays)
+    else:
+        with open(path, "wb") as f:
+            _write_parts(f, text, order, arrays)
+
+
+def _write_parts(f, text, order, arrays):
+    f.write(len(text).to_bytes(8, "little"))
+    f.write(text)
+    for key in order:
+        data = memoryview(arrays[key].reshape(-1).view(np.uint8))
+        for start in range(0, len(data), _CHUNK):
+            f.write(data[start:start + _CHUNK])
 
 
 # ---- load ------------------------------------------------------------------------------------
@@ -316,13 +347,14 @@ class _Decoder:
 
     def __init__(self, path, arrays, host_array, ref_type, marks=False, unpickle=False):
         self.path = path
-        self.unpickle = unpickle    # whether pickle nodes may be read (weights_only=False)
+        self.unpickle = unpickle    # whether pickle nodes may name anything (weights_only=False)
         self.arrays = arrays
         self.host_array = host_array
         self.ref_type = ref_type
         self.marks = marks          # whether nodes may say "dtype": "complex128" (format 2)
         self.devices = set()
         self.built = {}
+        self.places = {}            # id(pickle node) -> where it is in the structure
 
     def bad(self, what):
         return CheckpointError(f"lk.load: {self.path!r} is not a valid labkit checkpoint: "
@@ -355,8 +387,7 @@ class _Decoder:
                 raise self.bad(f"{where} is the float {node['value']!r}")
         elif tag == pickled.TAG:
             self.devices |= pickled.check(node, where, self.arrays, self.bad)
-            if not self.unpickle:
-                raise pickled.refusal(self.path, where, node)
+            self.places[id(node)] = where     # for the restricted unpickler's messages
         elif tag in ("tuple", "dict"):
             items = node["items"]
             if type(items) is not list:
@@ -427,7 +458,9 @@ class _Decoder:
             return {self.scalar_key(k) if type(k) is dict else k: self.build(v, placement)
                     for k, v in node["items"]}
         if tag == pickled.TAG:
-            return pickled.decode(node, self.host_array, placement, _to_tensor, self.built)
+            return pickled.decode(node, self.host_array, placement, _to_tensor, self.built,
+                                  self.path, self.places[id(node)],
+                                  weights_only=not self.unpickle)
         key = (tag, node["array"], node.get("device"), node.get("requires_grad"),
                node.get("dtype"))
         if key in self.built:
@@ -485,6 +518,9 @@ def _placement(path, devices, target):
 def load(path, device=None, *, map_location=None, weights_only=True, mmap=False):
     """Read a checkpoint written by ``lk.save``, or any safetensors file, and return what it holds.
 
+    ``path`` is a file path or, as for ``torch.load``, an open binary file object (a file
+    opened with ``'rb'``, an ``io.BytesIO``), read from its position to its end.
+
     For a file written by ``lk.save`` this is the saved object; tensors come back on the device
     they were saved from, or all on ``device`` if given (e.g. ``device='cpu'`` to open a GPU
     checkpoint on a machine without a GPU). ``map_location`` is PyTorch's name for it: a device
@@ -493,9 +529,11 @@ def load(path, device=None, *, map_location=None, weights_only=True, mmap=False)
     (``safetensors.torch.save_file``...) comes back as a dict key -> Tensor on ``device`` (the CPU
     by default). Files in labkit's first checkpoint format load too.
 
-    A file holding a pickled object (a whole module saved with ``lk.save(model, path)``) loads
-    only with ``weights_only=False``: unpickling runs code the file names, so, as PyTorch 2.6+'s
-    ``torch.load``, the default refuses it and says so.
+    A file holding a pickled object (a whole module saved with ``lk.save(model, path)``) loads,
+    as with PyTorch 2.6+'s ``torch.load``, by a restricted unpickler that hands out only the
+    safe globals (``labkit.serialization.safe_globals([MyModel, lk.nn.Linear])``), and names a
+    class that is not allowed; ``weights_only=False`` unpickles anything (code the file names
+    runs: only for files you trust).
 
     The file is read into memory once: the tensors loaded are the process's own, whatever
     happens to the file afterwards. ``mmap=True`` (as ``torch.load``'s) memory-maps it instead:
@@ -506,7 +544,7 @@ def load(path, device=None, *, map_location=None, weights_only=True, mmap=False)
     dtype, shape and offsets), the SHA-256 checksum and the structure are checked before
     anything is built, either way; a file that fails a check raises CheckpointError naming the
     file and what is wrong. Unless ``weights_only=False``, loading never imports or calls
-    anything named in the file.
+    anything named in the file but the safe globals.
 
     >>> import os, tempfile, labkit as lk
     >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.safetensors")
@@ -514,7 +552,18 @@ def load(path, device=None, *, map_location=None, weights_only=True, mmap=False)
     >>> lk.load(path, device="cpu")
     [tensor([0, 1, 2]), 1.5, None]
     """
-    path = os.fsdecode(path)
+    blob = None
+    if _is_file(path, "read"):      # torch.load(f): what f holds from its position on
+        if mmap:
+            raise ValueError("lk.load: mmap=True maps a file by its path; give the path, not "
+                             "an open file object")
+        blob = path.read()
+        if not isinstance(blob, (bytes, bytearray)):
+            raise TypeError(f"lk.load: the file object gave {type(blob).__name__}, not bytes: "
+                            f"open it in binary mode ('rb')")
+        path = _file_name(path)
+    else:
+        path = os.fsdecode(path)
     if device is not None and map_location is not None:
         raise TypeError("lk.load: give device= or map_location= (PyTorch's name), not both")
     target = _target(device if device is not None else map_location)
@@ -522,8 +571,8 @@ def load(path, device=None, *, map_location=None, weights_only=True, mmap=False)
     def fail(what):
         return CheckpointError(f"lk.load: {path!r} {what}")
 
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+    with open(path, "rb") if blob is None else io.BytesIO(blob) as f:
+        size = os.fstat(f.fileno()).st_size if blob is None else len(blob)
         head = f.read(8)
         if not size:
             raise fail("is empty (0 bytes), not a labkit checkpoint. Was the save interrupted?")
@@ -537,7 +586,7 @@ def load(path, device=None, *, map_location=None, weights_only=True, mmap=False)
         if not 2 <= header_len <= _MAX_HEADER or first not in (b"{", b""):
             raise fail(f"is not a labkit checkpoint or safetensors file: it starts with "
                        f"{head + first!r}. lk.load reads safetensors files (lk.save writes "
-                       f"them) and labkit's first checkpoint format; it never unpickles.")
+                       f"them) and labkit's first checkpoint format, not PyTorch's zip files.")
         if size < 8 + header_len:
             raise fail(f"is truncated at byte {size} of at least {8 + header_len} (its header "
                        f"alone is {header_len} bytes). The file was cut short, e.g. by an "
@@ -560,8 +609,11 @@ def load(path, device=None, *, map_location=None, weights_only=True, mmap=False)
     ours = metadata is not None and (metadata.get("format") == FORMAT or any(
         key in metadata for key in _META_KEYS[1:]))
     entries = _check_entries(header, size, 8 + header_len, fail, ours)
-    mapped = np.memmap(path, mode="c", dtype=np.uint8) if mmap else \
-        _read_whole(path, size, head + text, fail)
+    if blob is not None:
+        mapped = np.frombuffer(bytearray(blob), dtype=np.uint8)
+    else:
+        mapped = np.memmap(path, mode="c", dtype=np.uint8) if mmap else \
+            _read_whole(path, size, head + text, fail)
     start = 8 + header_len
 
     def raw(key):

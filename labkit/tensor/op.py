@@ -50,6 +50,11 @@ from .tensor import Tensor
 REGISTRY = {}
 
 
+def registered(name):
+    """The op registered as ``name`` (how a pickled op comes back)."""
+    return REGISTRY[name]
+
+
 class Op:
     """A primitive op. Call it like a function: ``op(*inputs, **attrs)`` returns a Tensor."""
 
@@ -111,6 +116,13 @@ class Op:
 
     def __repr__(self):
         return f"<op {self.name}>"
+
+    def __reduce__(self):
+        """Pickled by its name (a model holding ``lk.tanh`` saves, as one holding
+        ``torch.tanh`` does); an op that is not the registered one of its name is not."""
+        if REGISTRY.get(self.name) is not self:
+            raise TypeError(f"cannot pickle {self!r}: it is not the registered op of its name")
+        return registered, (self.name,)
 
     @property
     def differentiable(self):

@@ -157,9 +157,12 @@ def test_nested_regions_and_the_decorator_form():
             region = lk.cuda.amp.autocast()
         with region:
             assert (a @ w).dtype is lk.float32 and not lk.is_autocast_enabled("cuda")
-    with pytest.raises(lk.DTypeError, match="bfloat16 or lk.float16"):
-        with lk.autocast("cpu", dtype=lk.float64):
-            pass
+    for library in (lk, torch):     # another dtype: warns and is disabled, as PyTorch's
+        for dtype in (library.float32, library.float64):
+            with pytest.warns(UserWarning, match="not supported|bfloat16 or lk.float16"):
+                region = library.autocast("cpu", dtype=dtype)
+            with region:
+                assert not library.is_autocast_enabled("cpu")
     with pytest.raises(ValueError, match="device_type"):
         lk.autocast("tpu")
 

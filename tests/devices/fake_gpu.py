@@ -192,7 +192,8 @@ def _device(index, xp):
 
 class FakeArray(np.ndarray):
     """An array on the simulated GPU: NumPy's, a type of its own as CuPy's is, with CuPy's
-    ``get()`` (a copy on the host) and ``device`` (``.id``: the simulated GPU it lives on)."""
+    ``get()`` (a copy on the host), ``set(host)`` (the host array's values copied in) and
+    ``device`` (``.id``: the simulated GPU it lives on)."""
 
     def __array_finalize__(self, obj):
         self._device_id = getattr(obj, "_device_id", 0)
@@ -207,6 +208,12 @@ class FakeArray(np.ndarray):
             return host
         out[...] = host
         return out
+
+    def set(self, host, stream=None):
+        if np.shape(host) != self.shape:
+            raise ValueError(f"Shape mismatch. Old shape: {self.shape}, new shape: "
+                             f"{np.shape(host)}")        # as CuPy's ndarray.set
+        self.view(np.ndarray)[...] = host
 
 
 def _on_gpu(value, device=None):

@@ -7,7 +7,10 @@ the program itself runs to its end on labkit, as a user runs it with a short com
 ``# LABKIT:`` edits (what labkit still lacks) are counted against the corpus's README.
 """
 import math
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -103,3 +106,22 @@ def test_the_program_runs_to_its_end_on_labkit(name, tmp_path):
     print(out[-1500:])
     assert numbers, out[-2000:]
     assert all(math.isfinite(v) for v in numbers)
+
+
+def test_resnet18_runs_its_multiprocessing_distributed_branch(tmp_path):
+    """``--multiprocessing-distributed``: ``torch.multiprocessing.spawn(main_worker, ...)``
+    starts the worker, which joins a gloo process group by ``--dist-url`` and evaluates; run
+    as a user runs it, in a process of its own (spawn re-imports ``__main__``)."""
+    folder = porting.materialize("resnet18", "labkit", tmp_path)
+    root = str(porting.CORPUS.parent.parent)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    done = subprocess.run(
+        [sys.executable, "main.py", "-a", "resnet18", "--evaluate", "-b", "64", "-j", "0",
+         "-p", "1", "--multiprocessing-distributed", "--world-size", "1", "--rank", "0",
+         "--dist-url", "tcp://127.0.0.1:29563", "--dist-backend", "gloo"],
+        cwd=folder, capture_output=True, text=True, env=env, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    losses = [float(v) for v in re.findall(r"Loss ([0-9.e+-]+) \(", done.stdout)]
+    assert len(losses) == 5 and all(math.isfinite(v) for v in losses), done.stdout
+    assert " *   Acc@1 " in done.stdout

@@ -7,6 +7,7 @@ the on-disk format shows up as a failing test.
 import builtins
 import collections
 import hashlib
+import io
 import json
 import math
 import os
@@ -831,13 +832,19 @@ def test_unsupported_objects_name_the_key_path_and_type(ckpt, obj, where, kind):
     assert os.listdir(os.path.dirname(ckpt)) == []
 
 
-@pytest.mark.parametrize("obj", [
-    {"layers": [lk.ones(1), {"w": 1}, Opaque()]}, {"fn": print}, [{1, 2}], {"a": (1, b"raw")},
-    lk.devices.get_device("cpu:0")])
-def test_other_objects_are_pickled_and_need_weights_only_false(ckpt, obj):
+@pytest.mark.parametrize("obj, names", [
+    ({"layers": [lk.ones(1), {"w": 1}, Opaque()]}, f"{__name__}.Opaque"),
+    ({"fn": print}, "builtins.print"),
+    ([{1, 2}], None), ({"a": (1, b"raw")}, None), (lk.devices.get_device("cpu:0"), None),
+    ([lk.nn.Parameter(lk.ones(2)), lk.bfloat16, collections.Counter("aab")], None)])
+def test_other_objects_are_pickled_and_load_weights_only_when_allowed(ckpt, obj, names):
     lk.save(obj, ckpt)                   # as torch.save: anything picklable
-    with pytest.raises(lk.CheckpointError, match="weights_only=False"):
-        lk.load(ckpt)                    # PyTorch 2.6+: weights only unless told otherwise
+    if names:                            # PyTorch 2.6+: only allowed globals unless told otherwise
+        with pytest.raises(lk.CheckpointError, match=rf"names {names}, which is not an allowed"
+                                                     rf".*safe_globals.*weights_only=False"):
+            lk.load(ckpt)
+    else:                                # containers, tensors, dtypes, devices: allowed
+        assert type(lk.load(ckpt)) is type(obj)
     back = lk.load(ckpt, weights_only=False)
     assert type(back) is type(obj)
 
@@ -877,9 +884,40 @@ def test_reference_cycle_and_depth_are_refused(ckpt):
     assert lk.load(ckpt) == [[1], [1]]
 
 
-def test_save_needs_a_path(ckpt):
-    with open(ckpt, "wb") as f, pytest.raises(TypeError, match="file path"):
-        lk.save(lk.ones(2), f)
+def test_save_and_load_take_open_file_objects_as_torch_does(ckpt):
+    obj = {"w": lk.arange(6.0).reshape(2, 3), "step": 4, "model": lk.nn.Linear(2, 1)}
+    with open(ckpt, "wb") as f:
+        lk.save(obj, f)
+    with open(ckpt, "rb") as f:
+        back = lk.load(f, weights_only=False)
+    assert lk.load(ckpt, weights_only=False)["step"] == 4          # the same bytes as a path
+    np.testing.assert_array_equal(back["w"].numpy(), obj["w"].numpy())
+    assert back["step"] == 4 and type(back["model"]) is lk.nn.Linear
+    buffer = io.BytesIO(b"prefix")
+    buffer.seek(6)
+    lk.save([lk.ones(2, dtype=lk.bfloat16), None], buffer)        # written at the position
+    assert buffer.getvalue()[:6] == b"prefix"
+    buffer.seek(6)
+    tensor, none = lk.load(buffer)                                   # read from the position
+    assert tensor.dtype == lk.bfloat16 and none is None
+    with pytest.raises(lk.CheckpointError, match="BytesIO"):         # errors name the object
+        lk.load(io.BytesIO(b"\x00" * 9))
+    with open(ckpt, "rb") as f, pytest.raises(ValueError, match="mmap"):
+        lk.load(f, mmap=True)
+    with open(ckpt, "r", encoding="latin-1") as f, pytest.raises(TypeError, match="'rb'"):
+        lk.load(f)
+    with pytest.raises(TypeError, match="file path.*file object"):
+        lk.save(lk.ones(2), 3)
+
+
+def test_a_file_object_save_matches_torch(ckpt):
+    """torch.save(obj, f) and torch.load(f): the spelling programs use."""
+    torch = pytest.importorskip("torch")
+    for library in (torch, lk):
+        with open(ckpt, "wb") as f:
+            library.save({"x": library.ones(3)}, f)
+        with open(ckpt, "rb") as f:
+            assert library.load(f)["x"].tolist() == [1.0, 1.0, 1.0]
 
 
 def _assert_untouched(path, before):

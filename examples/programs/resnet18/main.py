@@ -9,7 +9,7 @@ from enum import Enum
 import torch
 import torch.backends.cudnn as cudnn
 import torch.distributed as dist
-# import torch.multiprocessing as mp  # LABKIT: labkit has no torch.multiprocessing (used only with --multiprocessing-distributed)
+import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.parallel
 import torch.optim

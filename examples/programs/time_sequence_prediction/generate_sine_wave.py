@@ -10,4 +10,4 @@ N = 100
 x = np.empty((N, L), 'int64')
 x[:] = np.array(range(L)) + np.random.randint(-4 * T, 4 * T, N).reshape(N, 1)
 data = np.sin(x / 1.0 / T).astype('float64')
-torch.save(data, 'traindata.pt')  # LABKIT: was torch.save(data, open('traindata.pt', 'wb')): labkit saves to a path only (atomically), not to an open file
+torch.save(data, open('traindata.pt', 'wb'))

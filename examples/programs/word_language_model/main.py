@@ -233,8 +233,8 @@ try:
         print('-' * 89)
         # Save the model if the validation loss is the best we've seen so far.
         if not best_val_loss or val_loss < best_val_loss:
-            if True:  # LABKIT: was `with open(args.save, 'wb') as f:` (labkit saves to a path, not an open file)
-                torch.save(model.state_dict(), args.save)  # LABKIT: was torch.save(model, f): the state dict, which the load below reads without torch.serialization
+            with open(args.save, 'wb') as f:
+                torch.save(model, f)
             best_val_loss = val_loss
         else:
             # Anneal the learning rate if no improvement has been seen in the validation dataset.
@@ -244,36 +244,34 @@ except KeyboardInterrupt:
     print('Exiting from training early')
 
 # Load the best saved model.
-if True:  # LABKIT: the lines commented out below load a pickled module from an open file with torch.serialization.safe_globals of torch.nn.modules' classes, which labkit lacks; a state dict instead
-    model.load_state_dict(torch.load(args.save))  # LABKIT
-#with open(args.save, 'rb') as f:
-#    if args.model == 'Transformer':
-#        safe_globals = [
-#            PositionalEncoding,
-#            TransformerModel,
-#            torch.nn.functional.relu,
-#            torch.nn.modules.activation.MultiheadAttention,
-#            torch.nn.modules.container.ModuleList,
-#            torch.nn.modules.dropout.Dropout,
-#            torch.nn.modules.linear.Linear,
-#            torch.nn.modules.linear.NonDynamicallyQuantizableLinear,
-#            torch.nn.modules.normalization.LayerNorm,
-#            torch.nn.modules.sparse.Embedding,
-#            torch.nn.modules.transformer.TransformerEncoder,
-#            torch.nn.modules.transformer.TransformerEncoderLayer,
-#        ]
-#    else:
-#        safe_globals = [
-#            RNNModel,
-#            torch.nn.modules.dropout.Dropout,
-#            torch.nn.modules.linear.Linear,
-#            torch.nn.modules.rnn.GRU,
-#            torch.nn.modules.rnn.LSTM,
-#            torch.nn.modules.rnn.RNN,
-#            torch.nn.modules.sparse.Embedding,
-#        ]
-#    with torch.serialization.safe_globals(safe_globals):
-#        model = torch.load(f)
+with open(args.save, 'rb') as f:
+    if args.model == 'Transformer':
+        safe_globals = [
+            PositionalEncoding,
+            TransformerModel,
+            torch.nn.functional.relu,
+            torch.nn.modules.activation.MultiheadAttention,
+            torch.nn.modules.container.ModuleList,
+            torch.nn.modules.dropout.Dropout,
+            torch.nn.modules.linear.Linear,
+            torch.nn.modules.linear.NonDynamicallyQuantizableLinear,
+            torch.nn.modules.normalization.LayerNorm,
+            torch.nn.modules.sparse.Embedding,
+            torch.nn.modules.transformer.TransformerEncoder,
+            torch.nn.modules.transformer.TransformerEncoderLayer,
+        ]
+    else:
+        safe_globals = [
+            RNNModel,
+            torch.nn.modules.dropout.Dropout,
+            torch.nn.modules.linear.Linear,
+            torch.nn.modules.rnn.GRU,
+            torch.nn.modules.rnn.LSTM,
+            torch.nn.modules.rnn.RNN,
+            torch.nn.modules.sparse.Embedding,
+        ]
+    with torch.serialization.safe_globals(safe_globals):
+        model = torch.load(f)
     # after load the rnn params are not a continuous chunk of memory
     # this makes them a continuous chunk, and will speed up forward pass
     # Currently, only rnn model supports flatten_parameters function.

@@ -68,7 +68,7 @@ def _checked():
     for name in __all__:
         fn = here[name]
         if not getattr(fn, "explained", False):     # (pad, one_hot: wrapped where defined)
-            here[name] = explained(name, fn, tensor_first=True)
+            here[name] = explained(name, fn, tensor_first=True, home=__name__)
 
 
 _checked()

@@ -63,7 +63,7 @@ def public(name=None, *, method=True, aliases=()):
         first = next(iter(params), None)
         # (binary elementwise forms, f(input, other), take a number on either side, as NumPy)
         f = explained(n, fn, first in _TENSOR_FIRST and "other" not in params and
-                      n not in NUMBER_FIRST, numpy_names(fn))
+                      n not in NUMBER_FIRST, numpy_names(fn), home="labkit")
         names = (name or fn.__name__.rstrip("_"),) + tuple(aliases)
         for n in names:
             PUBLIC[n] = f
