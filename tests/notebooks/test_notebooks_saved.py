@@ -21,7 +21,8 @@ TUTORIALS = ["01_tensors_and_eager", "02_autodiff", "03_graph_capture", "04_cont
              "08_parameter_servers", "09_checkpoints_and_failures", "10_sparse_embeddings",
              "11_transformer_from_scratch", "12_randomness_and_state",
              "13_training_to_serving", "14_one_notebook_to_a_cluster",
-             "15_bring_your_own_pytorch_program", "16_parallelism_strategies"]
+             "15_bring_your_own_pytorch_program", "16_parallelism_strategies",
+             "17_mixed_precision_and_memory"]
 # Paths of whatever machine ran the notebook must not be saved in it.
 MACHINE_PATH = re.compile(r"(/home/|/root/|/tmp/|/work/|/Users/|site-packages|[A-Z]:\\\\)")
 
