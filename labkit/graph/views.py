@@ -97,7 +97,7 @@ def note(out, op, inputs, attrs, mode, source):
     base_view = getattr(base, "_view", None)
     v = ViewOf()
     v.base, v.op, v.rest, v.attrs, v.out = base, op, tuple(inputs[1:]), attrs, out._node_of
-    v.mode, v.source = mode, source
+    v.mode, v.source = mode, _where(source)
     v.contiguous = _contiguous(op, inputs, attrs, base_view)
     v.blocked = None
     if op.name == "reshape" and base_view is not None and not base_view.contiguous:
@@ -108,6 +108,13 @@ def note(out, op, inputs, attrs, mode, source):
     out._view = v
     if out._node is not None:
         out._node.out_version = counter
+
+
+def _where(source):
+    """``file:line`` of the user's line that made a node (``Node.source``)."""
+    if isinstance(source, tuple) and len(source) == 2:
+        return f"{source[0]}:{source[1]}"
+    return str(source) if source else "an unknown line"
 
 
 def write_through(view, value):
