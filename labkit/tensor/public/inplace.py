@@ -156,9 +156,12 @@ def _as_read(operand, target, source, copy):
     when the computation's gradient may read its values (the write is about to change them)."""
     if operand is target:
         return source
-    if copy and isinstance(operand, Tensor) and operand._data is not None:
+    if copy and isinstance(operand, Tensor):
         counter = getattr(operand, "_version", None)
         if counter is not None and counter is getattr(target, "_version", None):
+            if operand._data is None:       # under capture: a second name of its value
+                old = dispatch._state.mode.value_before_write(operand)
+                return operand if old is None else old
             return Tensor._make(operand._data.copy(), operand._device, operand._requires_grad,
                                 operand._node)
     return operand
