@@ -29,6 +29,7 @@ line, when (and only when) a write makes it matter.
 from ..errors import GraphError
 from ..tensor import dispatch, versions
 from ..tensor.tape import rebind
+from ..tensor.tensor import Tensor
 from .symbolic import SymbolicTensor
 
 # view op -> why a write through such a view cannot be modelled (None: it can)
@@ -89,11 +90,20 @@ def _contiguous(op, inputs, attrs, base_view):
 
 def note(out, op, inputs, attrs, mode, source):
     """Record ``out`` as a view of ``inputs[0]`` if ``op`` makes one (a symbolic base only)."""
-    if op.name not in VIEW_OPS or not inputs or not isinstance(inputs[0], SymbolicTensor):
+    if op.name not in VIEW_OPS or not inputs or not isinstance(inputs[0], Tensor):
         return
     if op.name == "getitem" and len(inputs) > 1:          # integer/boolean index tensors: a copy
         return
     base = inputs[0]
+    if not isinstance(base, SymbolicTensor):     # a view of a tensor from outside the graph
+        v = ViewOf()
+        v.base, v.op, v.source, v.contiguous = None, op, _where(source), False
+        v.blocked = ("a view of a tensor from outside the graph (a parameter or buffer), whose "
+                     "memory the graph does not update through views yet; write into the "
+                     "tensor itself (w[i] = ..., w.add_(...)), which is an assign node")
+        v.synced = versions.counter_of(out)[1]
+        out._view = v
+        return
     base_view = getattr(base, "_view", None)
     v = ViewOf()
     v.base, v.op, v.rest, v.attrs, v.out = base, op, tuple(inputs[1:]), attrs, out._node_of

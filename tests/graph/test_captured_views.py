@@ -250,6 +250,17 @@ def test_a_noncontiguous_reshape_nobody_writes_traces():
     np.testing.assert_allclose(lk.function(f)(x).numpy(), f(x).numpy())
 
 
+def test_a_write_through_a_view_of_an_outside_tensor_raises():
+    w = lk.zeros(3)
+
+    def f(x):
+        w[:2].add_(x)
+        return w * 1.0
+    with pytest.raises(GraphError, match=r"getitem \(at .*test_captured_views.py:\d+\): a view "
+                                         r"of a tensor from outside"):
+        lk.function(f)(lk.ones(1))
+
+
 def _train(captured, steps=4):
     lk.manual_seed(0)
     model = nn.Sequential(nn.Linear(5, 8), nn.Linear(8, 3)).to(lk.float64)
