@@ -38,6 +38,7 @@ from ..tensor import versions
 from ..tensor.tensor import Tensor
 from .node import PLACEHOLDER, Node
 from .symbolic import SymbolicTensor
+from . import views
 
 
 # ---- .grad of outside tensors during a trace -------------------------------------------------
@@ -207,6 +208,7 @@ class CaptureMode(Mode):
             # recorded for every differentiable op (trace time only), so that lk.gradients can
             # differentiate with respect to any tensor of the graph
             out._node = SymbolicTapeNode(op, inputs, attrs, node, node.device)
+        views.note(out, op, inputs, attrs, self, node.source)
         return out
 
     @contextlib.contextmanager
@@ -247,12 +249,14 @@ class CaptureMode(Mode):
         # (versions.py): the write counts as a version of ``target``, and of the output of the
         # op that made the value
         made_by = target._node
+        written = views.write_through(target, result)   # a view's bases, as eager memory
         versions.bump(target)
         if isinstance(made_by, SymbolicTapeNode) and made_by.out is target._gnode and \
                 made_by.out_version is None:
             made_by.out_version = target._version
         target._gnode = result._gnode      # a value inside the graph: it now names the result
         rebind(target, result._node, result._requires_grad)
+        views.mark_current(written)
         return True
 
     def rematerialize(self, target, value):

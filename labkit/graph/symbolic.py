@@ -40,13 +40,27 @@ def _tracing_error(what, node, message):
 class SymbolicTensor(Tensor):
     """A placeholder for a value of a graph node (shape, dtype, device known; values not)."""
 
-    __slots__ = ("_gnode",)
+    __slots__ = ("_node_of", "_view")
 
     @classmethod
     def _of(cls, node, requires_grad=False):
         t = cls._make(None, node.device, requires_grad)
-        t._gnode = node
+        t._node_of = node
+        t._view = None
         return t
+
+    @property
+    def _gnode(self):
+        """The node this tensor names now: a view whose base was written since it was made is
+        made again from the base first (labkit/graph/views.py)."""
+        view = getattr(self, "_view", None)
+        if view is not None and view.synced != self._version[1]:
+            view.refresh(self)
+        return self._node_of
+
+    @_gnode.setter
+    def _gnode(self, node):
+        self._node_of = node
 
     @property
     def node(self):

@@ -17,10 +17,9 @@ dtypes, gradients and capture follow the same rules), then writes it into the te
   tensor viewed, for its gradient too (``labkit.tensor.tape``).
 
 Under graph capture an in-place op on a value of the graph makes the tensor name the result's
-node; on a tensor from outside it is an ``assign`` node, run in program order. A captured graph
-has values, not memory: a view taken of a graph value does not show a later in-place write into
-the value, nor the value a write into the view (eager mode's views share memory, as PyTorch's);
-``x[i] += y`` and ``x[i] = y`` write the value itself and behave alike in both modes.
+node; on a tensor from outside it is an ``assign`` node, run in program order. Views behave as
+eagerly: a write through a view updates its base, and a view read after a write into its base
+shows it (``labkit.graph.views`` models the shared memory).
 
 >>> import labkit as lk
 >>> x = lk.tensor([1.0, -2.0, 3.0])
@@ -106,16 +105,24 @@ def _bases_written(view, value):
         base = view_base(node)
         if base is None:
             break
-        out = node.output_tensor(False)
-        if value.dtype is not base.dtype:
-            value = cast(value, dtype=base.dtype.name)
-        placed = node.op.vjp(value, out, *node.inputs, **node.attrs)[0]
-        with dispatch.grad_enabled(False):
-            part = node.op.vjp(ones_like(value), out, *node.inputs, **node.attrs)[0]
-        value = where(ne(part, 0), placed, _before(base, copy=False))
+        value = base_after_write(node.op, node.output_tensor(False), node.inputs, node.attrs,
+                                 value, base)
         bases.append((base, value))
         node = first_node(base)
     return bases
+
+
+def base_after_write(op, out, inputs, attrs, value, base):
+    """``base`` (``inputs[0]``) with ``value`` written into the view ``out = op(*inputs,
+    **attrs)`` of it: the view op's vjp places ``value`` in the base's shape, and where it
+    places nothing the base keeps its value. Eager autodiff and capture (``labkit.graph.views``)
+    both update a written view's base with it."""
+    if value.dtype is not base.dtype:
+        value = cast(value, dtype=base.dtype.name)
+    placed = op.vjp(value, out, *inputs, **attrs)[0]
+    with dispatch.grad_enabled(False):
+        part = op.vjp(ones_like(value), out, *inputs, **attrs)[0]
+    return where(ne(part, 0), placed, _before(base, copy=False))
 
 
 def _before(target, copy):
@@ -149,9 +156,12 @@ def _as_read(operand, target, source, copy):
     when the computation's gradient may read its values (the write is about to change them)."""
     if operand is target:
         return source
-    if copy and isinstance(operand, Tensor) and operand._data is not None:
+    if copy and isinstance(operand, Tensor):
         counter = getattr(operand, "_version", None)
         if counter is not None and counter is getattr(target, "_version", None):
+            if operand._data is None:       # under capture: a second name of its value
+                old = dispatch._state.mode.value_before_write(operand)
+                return operand if old is None else old
             return Tensor._make(operand._data.copy(), operand._device, operand._requires_grad,
                                 operand._node)
     return operand
