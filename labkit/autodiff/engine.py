@@ -268,7 +268,7 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
             fresh = node.epoch == now or not _written_since(node)
             # (not for a vmap's per-example entry, whose output is a whole batch)
             if node.op.vjp_into is not None and not create_graph and g._data is not None and \
-                    fresh and type(node) is TapeNode:
+                    fresh and type(node) is TapeNode and _reads_current(node, edges):
                 x = inputs[0]
                 if isinstance(x, Tensor) and (x._requires_grad or follow_all):
                     _add_into(node, g, x, grads, leaf_grads, owned)
@@ -364,6 +364,14 @@ def _add_into(node, g, x, grads, leaf_grads, owned):
             leaf_grads[id(x)] = (x, acc)
     args = [a._data if isinstance(a, Tensor) else a for a in node.inputs]
     node.op.vjp_into(x._device.xp, acc._data, g._data, node.out, *args, **node.attrs)
+
+
+def _reads_current(node, edges):
+    """Whether ``node``'s first input leads where its tensor's history leads now (the fast path
+    adds into ``x._node``); not so for a view's entry rebased after a write into its base, whose
+    input is itself such a view (``_Edges``)."""
+    parents = edges.parents.get(node)
+    return parents is None or parents[0][0] is getattr(node.inputs[0], "_node", None)
 
 
 def _written_since(node):
