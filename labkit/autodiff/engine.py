@@ -83,25 +83,10 @@ def _topological(roots, edges):
         if node in parents_of:
             continue
         parents = ()
-        inputs = node.inputs
-        if inputs is not None:
-            parents = []
-            if node.epoch == now:
-                for inp in inputs:
-                    if isinstance(inp, Tensor):
-                        parent = inp._node
-                        if parent is not None:
-                            if parent.epoch < now and parent.out_version is not None:
-                                break      # a view made before a write: edges.of decides
-                            parents.append(parent)
-                else:
-                    parents_of[node] = parents
-                    for parent in parents:
-                        consumers[parent] = consumers.get(parent, 0) + 1
-                        push(parent)
-                    continue
-            # recorded before some in-place write
-            parents = [parent for parent, _ in edges.of(node) if parent is not None]
+        if node.inputs is not None:
+            parents = _current_parents(node) if node.epoch == now else None
+            if parents is None:                # recorded before some in-place write
+                parents = [parent for parent, _ in edges.of(node) if parent is not None]
         parents_of[node] = parents
         for parent in parents:
             consumers[parent] = consumers.get(parent, 0) + 1
@@ -118,6 +103,21 @@ def _topological(roots, edges):
             if not left:
                 heapq.heappush(ready, (-parent.seq, parent))
     return order
+
+
+def _current_parents(node):
+    """The entries ``node``'s inputs lead to through their present history, or None where one
+    of them is a view made before an in-place write (``_Edges.of`` decides those)."""
+    parents = []
+    epoch = node.epoch
+    for inp in node.inputs:
+        if isinstance(inp, Tensor):
+            parent = inp._node
+            if parent is not None:
+                if parent.epoch < epoch and parent.out_version is not None:
+                    return None
+                parents.append(parent)
+    return parents
 
 
 def _freed_error(node):

@@ -1,6 +1,8 @@
 """The GPT made parallel each way, for the tests (the tutorial notebook spells the same
 plans out): replicated data parallelism, FSDP (ZeRO-3 / ZeRO-2), tensor parallelism
-(Megatron's layout, with or without sequence parallelism), and 2-d FSDP + TP."""
+(Megatron's layout, with or without sequence parallelism), and 2-d FSDP + TP; and the training
+step of a pipeline schedule."""
+import labkit as lk
 from labkit.distributed.device_mesh import init_device_mesh
 from labkit.distributed.fsdp import fully_shard
 from labkit.distributed.tensor import Replicate, Shard, distribute_module, shard_inputs
@@ -75,3 +77,20 @@ STRATEGIES = {
     "sequence_parallel": lambda m, mesh: tensor_parallel(m, mesh, sequence_parallel=True),
     "fsdp_tp": fsdp_tp,
 }
+
+
+def pipeline_trainer(schedule, stages, captured):
+    """One AdamW step over the stages' parameters through ``schedule``, returning the mean of
+    its micro-batches' losses (captured with ``lk.function`` if ``captured``)."""
+    opt = lk.optim.AdamW([p for s in stages for p in s.submod.parameters()], lr=1e-2)
+
+    def step(idx, targets):
+        opt.zero_grad()
+        losses = []
+        schedule.step(idx, target=targets, losses=losses)
+        opt.step()
+        total = losses[0]
+        for loss in losses[1:]:
+            total = total + loss
+        return total / len(losses)
+    return lk.function(step) if captured else step

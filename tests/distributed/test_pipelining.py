@@ -1,7 +1,7 @@
 """Pipeline parallelism on four virtual devices: the GPT cut into stages trains like one
 device (GPipe, 1F1B, interleaved 1F1B; eager and captured), the tied embedding stays tied,
-the bubble fractions against the formula (the schedule's rounds exactly; measured times of a
-balanced pipeline within 10%), 1F1B holds fewer activations than GPipe, the messages are the
+the bubble fractions against the formula (the schedule's rounds, and the timeline of a step
+it ran with a backward twice a forward, exactly), 1F1B holds fewer activations than GPipe, the messages are the
 activations and their gradients, and wrong use is refused clearly."""
 import numpy as np
 import pytest
@@ -12,6 +12,7 @@ from labkit.distributed.pipelining import (Schedule1F1B, ScheduleGPipe, Schedule
 from labkit.distributed.tensor.debug import bytes_sent
 
 from . import gpt
+from .strategies import pipeline_trainer
 
 CFG = gpt.SMALL
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
@@ -25,29 +26,13 @@ def _gpt_stages(cfg, devices=4, per_device=1):
     return [pipe.build_stage(i, f"cpu:{i % devices}") for i in range(n)]
 
 
-def _trainer(schedule, stages, captured):
-    params = [p for s in stages for p in s.submod.parameters()]
-    opt = lk.optim.AdamW(params, lr=1e-2)
-
-    def step(idx, targets):
-        opt.zero_grad()
-        losses = []
-        schedule.step(idx, target=targets, losses=losses)
-        opt.step()
-        total = losses[0]
-        for loss in losses[1:]:
-            total = total + loss
-        return total / len(losses)
-    return lk.function(step) if captured else step
-
-
 @pytest.mark.parametrize("captured", [False, True], ids=["eager", "captured"])
 @pytest.mark.parametrize("name", list(SCHEDULES))
 def test_the_gpt_in_four_stages_trains_like_one_device(four_devices, name, captured):
     reference = gpt.train(lk, gpt.build(lk, CFG), CFG, 3)
     stages = _gpt_stages(CFG)
     schedule = SCHEDULES[name](stages, 8, loss_fn=gpt.loss_fn(lk))
-    run = _trainer(schedule, stages, captured)
+    run = pipeline_trainer(schedule, stages, captured)
     idx, targets = (lk.tensor(a) for a in gpt.batch(CFG))
     losses = [run(idx, targets).item() for _ in range(3)]
     np.testing.assert_allclose(losses, reference, rtol=1e-12)
@@ -63,7 +48,7 @@ def test_interleaved_two_stages_per_device(four_devices):
     stages = _gpt_stages(cfg, per_device=2)
     assert [s.device.name for s in stages[:5]] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3", "cpu:0"]
     schedule = ScheduleInterleaved1F1B(stages, 8, loss_fn=gpt.loss_fn(lk))
-    run = _trainer(schedule, stages, captured=False)
+    run = pipeline_trainer(schedule, stages, captured=False)
     idx, targets = (lk.tensor(a) for a in gpt.batch(cfg))
     np.testing.assert_allclose([run(idx, targets).item() for _ in range(2)], reference,
                                rtol=1e-12)
@@ -92,15 +77,30 @@ def _balanced(schedule_type):
 
 
 @pytest.mark.parametrize("name", list(SCHEDULES))
-def test_measured_bubble_of_a_balanced_pipeline_is_the_formula(four_devices, name):
+def test_timeline_of_a_run_step_has_the_textbook_bubble(four_devices, name):
+    # the actions the step really ran, placed with a backward twice a forward: the formula
     schedule = _balanced(SCHEDULES[name])
-    x, t = lk.randn(512, 1024), lk.randn(512, 1024)
-    measured = []
-    for _ in range(4):
-        schedule.step(x, target=t)
-        measured.append(schedule.timeline("median").measured_bubble_fraction)
-    formula = 3 / 11
-    assert abs(np.median(measured[1:]) / formula - 1) < 0.10, measured
+    schedule.step(lk.randn(512, 1024), target=lk.randn(512, 1024))
+    prof = schedule.timeline({"F": 1, "B": 2})
+    assert prof.measured_bubble_fraction == pytest.approx(3 / 11)
+    assert prof.end_ns == 3 * (8 + 4 - 1)
+    for d in range(4):
+        busy = [e for e in prof.events if e.device == f"cpu:{d}" and e.op != "bubble"]
+        assert len(busy) == 16 and sum(e.duration_ns for e in busy) == 8 * 3
+    # measured times give a timeline of the same actions (how close to the formula it comes
+    # depends on the machine: benchmarks and notebook 16 show it, no test asserts it)
+    measured = schedule.timeline("median")
+    assert 0 < measured.measured_bubble_fraction < 1
+    assert len([e for e in measured.events if e.op != "bubble"]) == 64
+
+
+def test_timeline_refuses_unknown_durations(four_devices):
+    schedule = _balanced(ScheduleGPipe)
+    schedule.step(lk.randn(64, 1024), target=lk.randn(64, 1024))
+    with pytest.raises(ValueError, match=r"needs a time for \['B'\]"):
+        schedule.timeline({"F": 1})
+    with pytest.raises(ValueError, match="expected 'measured', 'cpu', 'median'"):
+        schedule.timeline("wall")
 
 
 def test_1f1b_holds_fewer_activations_than_gpipe(four_devices):
@@ -121,7 +121,7 @@ def test_1f1b_holds_fewer_activations_than_gpipe(four_devices):
 def test_the_messages_are_activations_and_their_gradients(four_devices, captured):
     stages = _gpt_stages(CFG)
     schedule = ScheduleGPipe(stages, 8, loss_fn=gpt.loss_fn(lk))
-    run = _trainer(schedule, stages, captured)
+    run = pipeline_trainer(schedule, stages, captured)
     idx, targets = (lk.tensor(a) for a in gpt.batch(CFG))
     run(idx, targets)
     with lk.profile() as prof:

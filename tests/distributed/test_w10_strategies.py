@@ -8,7 +8,7 @@ import labkit as lk
 from labkit.distributed.pipelining import Schedule1F1B, ScheduleGPipe, SplitPoint, pipeline
 
 from . import gpt
-from .strategies import STRATEGIES, mesh_for
+from .strategies import STRATEGIES, mesh_for, pipeline_trainer
 
 CFG, STEPS = gpt.W10, 10
 
@@ -23,18 +23,7 @@ def _pipelined(schedule_type, captured):
     pipe = pipeline(seq, split_spec={str(i): SplitPoint.BEGINNING for i in range(1, 4)})
     stages = [pipe.build_stage(i, f"cpu:{i}") for i in range(4)]
     schedule = schedule_type(stages, 8, loss_fn=gpt.loss_fn(lk))
-    opt = lk.optim.AdamW([p for s in stages for p in s.submod.parameters()], lr=1e-2)
-
-    def step(idx, targets):
-        opt.zero_grad()
-        losses = []
-        schedule.step(idx, target=targets, losses=losses)
-        opt.step()
-        total = losses[0]
-        for loss in losses[1:]:
-            total = total + loss
-        return total / len(losses)
-    run = lk.function(step) if captured else step
+    run = pipeline_trainer(schedule, stages, captured)
     idx, targets = (lk.tensor(a) for a in gpt.batch(CFG))
     return [float(run(idx, targets).item()) for _ in range(STEPS)]
 

@@ -226,7 +226,18 @@ class PipelineSchedule:
         ``"cpu"``, the CPU time it took (what it would take on a device of its own, without
         the other processes of a shared machine); ``"median"``, the median CPU time of its
         stage's actions of its kind (forward or backward), which a stray pause of the host
-        (the garbage collector) does not move either."""
+        (the garbage collector) does not move either; or a mapping ``{"F": t, "B": t}``,
+        every forward and every backward taking the time given (in nanoseconds), to see
+        the schedule alone: ``schedule.timeline({"F": 1, "B": 2})`` gives the textbook
+        bubble ``(p - 1) / (m + p - 1)`` exactly."""
+        if isinstance(durations, dict):
+            missing = {"F", "B"} - set(durations)
+            if missing:
+                raise ValueError(f"timeline(durations=...): the mapping needs a time for "
+                                 f"{sorted(missing)}; give {{'F': ..., 'B': ...}}")
+        elif durations not in ("measured", "cpu", "median"):
+            raise ValueError(f"timeline(durations={durations!r}): expected 'measured', 'cpu', "
+                             f"'median' or a mapping {{'F': ..., 'B': ...}}")
         prof = Profile()
         free = {d.name: 0 for d in self.devices}
         end_of = {}
@@ -240,7 +251,9 @@ class PipelineSchedule:
             typical = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
         for r in sorted(self.records, key=lambda r: r[2]):
             a, device, start, end, _ = r
-            if durations == "median":
+            if isinstance(durations, dict):
+                start, end = 0, durations[a.kind]
+            elif durations == "median":
                 start, end = 0, typical[(a.stage, a.kind)]
             elif durations == "cpu":
                 start, end = 0, cpu[id(r)]
