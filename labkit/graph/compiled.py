@@ -135,7 +135,9 @@ class Explanation:
         for t in self.traces:
             what = "eager (graph break)" if t.breaks else \
                 "eager (cache size limit)" if t.plan is None else f"{len(t.graph)} nodes"
-            lines.append(f"  trace {t.number}: {t.reason} -> {what}, {len(t.guards)} guards")
+            n = len(t.guards)
+            lines.append(f"  trace {t.number}: {t.reason} -> {what}, "
+                         f"{n} guard{'' if n == 1 else 's'}")
         return "\n".join(lines)
 
     __repr__ = __str__
