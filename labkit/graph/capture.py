@@ -154,6 +154,9 @@ class CaptureMode(Mode):
         # function sets each argument's .grad from the graph after a run (lk.function)
         self.arguments = {}
         self.argument_grads = {}
+        # module attributes set to a tensor of this graph (``self.mask = mask`` in a forward):
+        # (id(obj), name) -> (obj, name, value before the trace); see note_attribute
+        self.attribute_writes = {}
 
     def apply(self, op, inputs, attrs):
         g = self.graph
@@ -336,6 +339,31 @@ def current_graph():
 
 def current_capture():
     return _graphs.stack[-1][1] if _graphs.stack else None
+
+
+_UNSET = object()
+
+
+def note_attribute(obj, name, value, before=_UNSET):
+    """``obj.name = value`` with ``value`` a symbolic tensor of the graph being built (a module
+    caching a mask in its forward). A traced function (``lk.function``) fetches it from the graph
+    and sets the attribute to its value after each run, so the object never keeps a symbolic
+    tensor; a trace that fails puts back ``before`` (``_UNSET``: the attribute did not exist)."""
+    mode = current_capture()
+    if mode is not None and value._gnode.graph is mode.graph:
+        mode.attribute_writes.setdefault((id(obj), name), (obj, name, before))
+
+
+def restore_attributes(mode):
+    """Undo the attribute writes ``note_attribute`` recorded (a trace that failed)."""
+    for obj, name, before in mode.attribute_writes.values():
+        if before is _UNSET:
+            try:
+                delattr(obj, name)
+            except AttributeError:
+                pass
+        else:
+            setattr(obj, name, before)
 
 
 @contextlib.contextmanager

@@ -45,6 +45,7 @@ import inspect
 import sys
 import threading
 import warnings
+import weakref
 
 from .. import config
 from ..autodiff import trees
@@ -54,7 +55,7 @@ from ..errors import GraphError, LabkitError, api_boundary, describe_named, sour
 from ..profiler.profile import _active as _profiles
 from ..tensor import autocast, dispatch
 from ..tensor.tensor import Tensor
-from .capture import current_graph, enter_graph
+from .capture import current_graph, enter_graph, restore_attributes
 from .compile import compile_graph
 from .executor import feed_array
 from .frozen import FrozenWatch
@@ -106,6 +107,7 @@ class Trace:
         self.guards = _NO_GUARDS   # the Python values it read (labkit/graph/guards.py)
         self.argument_grads = []   # (position, replaces, fetched): .grad of tensor arguments
         self.n_argument_grads = 0  # how many of those the plan fetches (after grad_outputs)
+        self.attribute_outputs = []    # (weakref to a module, name, device): set after each run
         self.frozen = []           # FrozenValue: what the trace fixed (labkit/graph/frozen.py)
         self.n_results = 0         # how many of the plan's fetches are the function's results
         self.joint = None          # lk.compile: how the eager tape differentiates a call
@@ -230,6 +232,12 @@ class Function:
             first = n_out + len(trace.grad_outputs)
             self._set_argument_grads(
                 trace, leaves, iter(results[first:first + trace.n_argument_grads]))
+        if trace.attribute_outputs:
+            first = n_out + len(trace.grad_outputs) + trace.n_argument_grads
+            for (ref, name, device), array in zip(trace.attribute_outputs, results[first:]):
+                owner = ref()
+                if owner is not None:
+                    setattr(owner, name, Tensor._make(array, device))
         for tensor in trace.grad_clears:
             tensor._grad = None
         outs = [Tensor._make(a, n.device) for a, n in
@@ -379,6 +387,7 @@ class Function:
                 joint = self._in_trace(graph, mode, out_leaves, [symbolic[id(t)] for t in leaves])
             except BaseException:
                 mode.grads.finish()        # outside tensors get their .grad back
+                restore_attributes(mode)   # and modules their attributes
                 raise
         trees.check_rebuildable(out_spec, f"lk.function {self.name}")
         fetches = []
@@ -404,6 +413,11 @@ class Function:
             trace.n_argument_grads += 1
             fetches.append(value.node if isinstance(value, SymbolicTensor)
                            else graph.capture(value))
+        for owner, name, _ in mode.attribute_writes.values():
+            value = getattr(owner, name, None)
+            if isinstance(value, SymbolicTensor) and value.node.graph is graph:
+                trace.attribute_outputs.append((weakref.ref(owner), name, value.device))
+                fetches.append(value.node)
         trace.out_spec = out_spec
         trace.n_results = len(out_leaves)
         trace.raw_feeds = [symbolic[id(t)].node for t in leaves]

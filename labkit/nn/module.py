@@ -28,9 +28,10 @@ import numpy as np
 from .. import display
 from ..devices import Device, get_device, transfer
 from ..errors import DTypeError, LabkitError, hide_internal_frames
-from ..graph.capture import current_graph
+from ..graph.capture import _UNSET, current_graph, note_attribute
 from ..graph import guards
 from ..tensor.dtypes import DType, as_dtype
+from ..graph.symbolic import SymbolicTensor
 from ..tensor.tensor import Tensor
 from .hooks import BackwardHookCall, add_hook
 from .parameter import Parameter
@@ -285,6 +286,10 @@ class Module:
         guards.MODULES[0] += 1
         d = self.__dict__
         params = d.get("_parameters")
+        if isinstance(value, SymbolicTensor):     # set inside a trace: lk.function sets it back
+            buffers = d.get("_buffers") or {}
+            note_attribute(self, name, value,
+                           buffers[name] if name in buffers else d.get(name, _UNSET))
         if isinstance(value, Parameter):
             if params is None:
                 raise _no_init_error(self, name)

@@ -367,3 +367,54 @@ def test_restore_errors_name_the_variable_and_change_nothing(tmp_path):
         lk.save_variables([a, lk.Variable([1.0], name="a")], path)
     with pytest.raises(TypeError, match="has no name"):
         lk.save_variables([lk.zeros(2)], path)
+
+
+class _CachesAMask(lk.nn.Module):
+    """As word_language_model's TransformerModel: the mask is made in forward when the length
+    changes, and kept on the module."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = lk.nn.Linear(4, 4)
+        self.mask = None
+
+    def forward(self, x):
+        if self.mask is None or self.mask.shape[0] != x.shape[0]:
+            self.mask = lk.tril(lk.ones(x.shape[0], x.shape[0]))
+        return self.mask @ self.lin(x)
+
+
+@pytest.mark.parametrize("wrap", ["function", "compile"])
+def test_a_tensor_a_module_keeps_in_its_forward_is_a_value_after_each_run(wrap):
+    lk.manual_seed(0)
+    model = _CachesAMask()
+    step = lk.function(model) if wrap == "function" else lk.compile(model)
+    x3, x5 = lk.randn(3, 4), lk.randn(5, 4)
+    for x in (x3, x3, x5, x3):
+        out = step(x)
+        assert type(model.mask) is lk.Tensor and model.mask.shape == (x.shape[0],) * 2
+        np.testing.assert_allclose(out.detach().numpy(), model(x).detach().numpy(), rtol=1e-6)
+        np.testing.assert_array_equal(model.mask.numpy(), np.tril(np.ones((x.shape[0],) * 2)))
+
+
+def test_a_trace_that_fails_puts_a_modules_attributes_back():
+    model = _CachesAMask()
+
+    @lk.function
+    def broken(x):
+        model(x)
+        raise RuntimeError("fails after the module set its mask")
+
+    with pytest.raises(RuntimeError, match="fails after"):
+        broken(lk.randn(3, 4))
+    assert model.mask is None and "mask" in model.__dict__
+    model.extra = 1.0
+
+    @lk.function
+    def adds(x):
+        model.fresh = x * 2
+        raise RuntimeError("fails")
+
+    with pytest.raises(RuntimeError):
+        adds(lk.randn(2))
+    assert not hasattr(model, "fresh")
