@@ -20,7 +20,7 @@ import numpy as np
 
 from . import porting
 
-VERSE = porting.CORPUS.parent / "pytorch" / "word_language_model" / "data" / "verse"
+VERSE = porting.CORPUS.parent / "data" / "verse"
 
 
 class Setup:
@@ -147,8 +147,8 @@ def _no_dropout(lib, *models):
         for m in model.modules():
             if isinstance(m, (lib.nn.Dropout, lib.nn.Dropout2d)):
                 m.p = 0.0
-            elif isinstance(m, lib.nn.RNNBase):
-                m.dropout = 0.0                 # between stacked layers
+            elif isinstance(m, (lib.nn.RNNBase, lib.nn.MultiheadAttention)):
+                m.dropout = 0.0                 # between stacked layers; on attention weights
 
 
 def _digits_batch(rng, n, size=28, channels=1, classes=10, normalize=(0.1307, 0.3081)):
@@ -413,15 +413,30 @@ class Regression(Program):
 
 # ---- pytorch/examples word_language_model: 2-layer LSTM LM, BPTT, clipping, SGD by hand -----
 class WordLanguageModel(Program):
+    """``--model`` LSTM by default (the program's own default); ``WordLanguageModel("GRU")``,
+    ``("RNN_TANH")``, ``("Transformer")``, ``tied=True`` set up the program with its other
+    models, for the agreement check (``VARIANTS``)."""
     name = "word_language_model"
     runs = (("main.py", ("--data", str(VERSE), "--epochs", "1", "--emsize", "32", "--nhid", "32",
                          "--bptt", "10", "--batch_size", "8", "--log-interval", "4",
                          "--save", "model.pt")),)
     title = ("word language model (pytorch/examples word_language_model): embedding 200, "
              "2-layer LSTM 200, bptt 35, batch 20, clipping, SGD by hand")
-    argv = ("--data", str(VERSE), "--epochs", "0", "--save", "model.pt")
-    stop_at = "lr = args.lr"
-    tensor_carry = True
+
+    def __init__(self, model="LSTM", tied=False):
+        self.model, self.tied = model, tied
+        self.argv = ("--data", str(VERSE), "--epochs", "0", "--save", "model.pt",
+                     "--model", model) + (("--tied",) if tied else ())
+        self.stop_at = "lr = args.lr"
+        self.tensor_carry = model != "Transformer"      # the recurrent models carry hidden
+
+    @property
+    def label(self):
+        """``word_language_model`` for the default, ``word_language_model[GRU]``,
+        ``word_language_model[LSTM,tied]`` for the others."""
+        if (self.model, self.tied) == ("LSTM", False):
+            return self.name
+        return f"{self.name}[{self.model}{',tied' if self.tied else ''}]"
 
     def build(self, prog, lib, deterministic):
         args, model = prog.args, prog.model
@@ -429,7 +444,8 @@ class WordLanguageModel(Program):
             _no_dropout(lib, model)
         s = Setup(self, prog, lib, {"model": model}, deterministic, model=model,
                   criterion=prog.criterion, lr=args.lr, clip=args.clip)
-        s.carry = model.init_hidden(args.batch_size)
+        if self.tensor_carry:
+            s.carry = model.init_hidden(args.batch_size)
         return s
 
     def batches(self, rng, n):
@@ -450,14 +466,18 @@ class WordLanguageModel(Program):
         # train()'s loop body
         prog, model, lr = s.prog, s.objs["model"], s.objs["lr"]
         model.zero_grad()
-        hidden = prog.repackage_hidden(s.carry)
-        output, hidden = model(batch["data"], hidden)
+        if prog.args.model == 'Transformer':
+            output = model(batch["data"])
+            output = output.view(-1, prog.ntokens)
+        else:
+            hidden = prog.repackage_hidden(s.carry)
+            output, hidden = model(batch["data"], hidden)
+            s.carry = hidden
         loss = s.objs["criterion"](output, batch["targets"])
         loss.backward()
         s.lib.nn.utils.clip_grad_norm_(model.parameters(), s.objs["clip"])
         for p in model.parameters():
             p.data.add_(p.grad, alpha=-lr)
-        s.carry = hidden
         return loss
 
 
@@ -598,6 +618,11 @@ def verse_char_ids():
 PROGRAMS = {p.name: p for p in (Mnist(), MnistRnn(), Dcgan(), Vae(), SuperResolution(),
                                 TimeSequence(), Regression(), WordLanguageModel(), NanoGpt(),
                                 ResNet18())}
+
+# the word language model's other models (``--model``, ``--tied``), checked step for step too
+VARIANTS = {p.label: p for p in (WordLanguageModel("GRU"), WordLanguageModel("RNN_TANH"),
+                                 WordLanguageModel("Transformer"),
+                                 WordLanguageModel("LSTM", tied=True))}
 
 
 def losses(outs):

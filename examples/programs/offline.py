@@ -6,7 +6,7 @@ used here. Each now calls a function of this module at that place (marked ``# CO
 source) and wraps the arrays in its own framework's tensors, so the module imports neither
 PyTorch nor labkit. Nothing is fetched: the digits are scikit-learn's (installed
 with it), the pictures are drawn from a seeded generator, and the text is the public-domain verse
-committed beside the word-language-model example.
+and prose committed in ``examples/data/verse``.
 
 >>> x, y = digits(train=False, size=28)
 >>> x.shape, x.dtype, float(x.min()), float(x.max()), y[:5].tolist()
@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 HERE = os.path.dirname(os.path.realpath(__file__))   # also through a link to this file
-VERSE = os.path.join(os.path.dirname(HERE), "pytorch", "word_language_model", "data", "verse")
+VERSE = os.path.join(os.path.dirname(HERE), "data", "verse")
 TRAIN_DIGITS = 1500          # the first 1500 of scikit-learn's 1797 digits train, the rest test
 
 
