@@ -274,7 +274,7 @@ def lstm_sequence(xp, xw, w_hh, h0, c0):
     x = xp.broadcast_to(x, (length,) + lead + (4 * n,)).reshape(length, m, 4 * n)
     out = xp.empty((PLANES, length, m, n), dtype=xw.dtype)
     h, c = _state(xp, h0, lead, m), _state(xp, c0, lead, m)
-    wt = w_hh.T
+    wt = xp.ascontiguousarray(w_hh.T)         # BLAS is faster on it than on the view
     scale, shift = _sigmoid_by_tanh(xp, xw.dtype)
     a = xp.empty((m, 4 * n), dtype=xw.dtype)
     a4 = a.reshape(m, 4, n).transpose(1, 0, 2)          # the gates as planes (4, m, H)
