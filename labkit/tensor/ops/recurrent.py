@@ -317,6 +317,15 @@ def _sequence_backward_rule(g, out, w_hh, c0):
     return (so[1],) + lead + (5 * so[-1],), out.dtype
 
 
+def _nonzero_steps(xp, g):
+    """[plane][step] -> whether any of the cotangent ``g`` (6, L, m, H) there is nonzero (its
+    bits, one pass: -0.0 counts as nonzero, which only costs an addition)."""
+    bits = g.view(xp.dtype(f"i{g.dtype.itemsize}")).reshape(g.shape[0], g.shape[1], -1)
+    if xp is np:
+        return (np.bitwise_or.reduce(bits, axis=2) != 0).tolist()
+    return bits.any(axis=2).tolist()
+
+
 @op("lstm_sequence_backward", shape=_sequence_backward_rule,
     vjp=lambda *a: _lstm_sequence_backward_vjp(*a),
     batch=lambda inputs, bdims: _lstm_sequence_backward_batch(inputs, bdims))
@@ -353,7 +362,8 @@ def lstm_sequence_backward(xp, g, out, w_hh, c0):
         k.append(xp.multiply(ds, other))
     r = xp.empty((length, m, 5 * n), dtype=out.dtype)
     d_gates = [r[:, :, j * n:(j + 1) * n] for j in range(4)]
-    direct = bool(gs[2:].any())     # cotangents of the gates themselves (rare)
+    given = _nonzero_steps(xp, gs)               # which planes of which steps have a cotangent
+    direct = any(any(p) for p in given[2:])     # cotangents of the gates themselves (rare)
     if direct:
         for j, s in enumerate((i, f, gt, o)):   # g_gate * activation'
             if j == 2:
@@ -367,9 +377,13 @@ def lstm_sequence_backward(xp, g, out, w_hh, c0):
     dh = xp.empty((m, n), dtype=out.dtype)
     dc = None
     for t in range(length - 1, -1, -1):
-        gh = gs[0, t] if t == length - 1 else xp.add(gs[0, t], dh)
+        if t == length - 1:
+            gh = gs[0, t]
+        else:                                   # (the cotangent of h is often only the last)
+            gh = xp.add(gs[0, t], dh) if given[0][t] else dh
         gcn = xp.multiply(gh, q[t])
-        gcn += gs[1, t]
+        if given[1][t]:
+            gcn += gs[1, t]
         if dc is not None:
             gcn += dc
         for j in range(4):
