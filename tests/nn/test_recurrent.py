@@ -336,3 +336,26 @@ def test_captured_packed_gru_equals_eager():
         padded, _ = lrnn.pad_packed_sequence(out, batch_first=True)
         return (padded * padded).sum() + h.sum()
     _captured_and_eager(model, loss, tokens)
+
+
+def test_lstm_under_autocast_runs_in_bfloat16_as_torch():
+    # PyTorch's CPU autocast runs the LSTM in the low precision: outputs and states bfloat16
+    lk.manual_seed(9)
+    lstm = nn.LSTM(3, 4, num_layers=2, batch_first=True)
+    t_lstm = torch.nn.LSTM(3, 4, num_layers=2, batch_first=True)
+    t_lstm.load_state_dict({k: torch.from_numpy(v.numpy().copy())
+                            for k, v in lstm.state_dict().items()})
+    x = lk.randn(2, 5, 3)
+    full, _ = lstm(x)
+    with lk.autocast("cpu", dtype=lk.bfloat16):
+        out, (h, c) = lstm(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        t_out, (t_h, t_c) = t_lstm(torch.from_numpy(x.numpy()))
+    assert (out.dtype, h.dtype, c.dtype) == (lk.bfloat16,) * 3
+    assert (t_out.dtype, t_h.dtype, t_c.dtype) == (torch.bfloat16,) * 3
+    np.testing.assert_allclose(out.float().detach().numpy(), t_out.float().detach().numpy(),
+                               atol=2e-2)
+    np.testing.assert_allclose(out.float().detach().numpy(), full.detach().numpy(), atol=2e-2)
+    out.float().sum().backward()
+    assert lstm.weight_hh_l0.grad.dtype is lk.float32
+    assert np.isfinite(lstm.weight_hh_l0.grad.numpy()).all()

@@ -253,7 +253,7 @@ def _state(xp, s, lead, m):
 
 
 @op("lstm_sequence", shape=_sequence_rule, vjp=lambda *a: _lstm_sequence_vjp(*a),
-    batch=lambda inputs, bdims: _lstm_sequence_batch(inputs, bdims))
+    batch=lambda inputs, bdims: _lstm_sequence_batch(inputs, bdims), amp="low")
 def lstm_sequence(xp, xw, w_hh, h0, c0):
     """One LSTM layer over a sequence: for t = 0..L-1, gates = xw[t] + h @ w_hh.T (PyTorch's
     order i, f, g, o), c = f c + i g, h = o tanh(c), from h0, c0. ``xw`` is the input's
