@@ -237,6 +237,45 @@ def test_final_state_is_each_sequences_last_real_step():
         assert not np.any(padded[n:, b].detach().numpy())            # zeros past its length
 
 
+def _loss_and_grads(model, run):
+    model.zero_grad()
+    loss = run()
+    loss.backward()
+    return loss.item(), [p.grad.numpy().copy() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_padded_lstm_is_one_op_per_layer_and_direction_as_the_step_loop(batch_first):
+    # padded input runs each layer and direction as one lstm_sequence op; a packed sequence
+    # runs the loop step by step (lstm_cell): the same values and gradients, in float64
+    lk.manual_seed(7)
+    lstm = nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=batch_first,
+                   dtype=lk.float64)
+    x = lk.randn(*((2, 6, 3) if batch_first else (6, 2, 3)), dtype=lk.float64)
+    h0 = (lk.randn(4, 2, 4, dtype=lk.float64), lk.randn(4, 2, 4, dtype=lk.float64))
+
+    def loss(out, h, c):
+        return (out * out).sum() + (h * h).sum() + c.sum()
+
+    def padded():
+        out, (h, c) = lstm(x, h0)
+        return loss(out, h, c)
+
+    def packed():
+        seq = lrnn.pack_padded_sequence(x, [6, 6], batch_first=batch_first)
+        out, (h, c) = lstm(seq, h0)
+        return loss(lrnn.pad_packed_sequence(out, batch_first=batch_first)[0], h, c)
+    with lk.profile() as prof:
+        ours = _loss_and_grads(lstm, padded)
+    ops = [e.op for e in prof.events]
+    assert ops.count("lstm_sequence") == ops.count("lstm_sequence_backward") == 4
+    assert "lstm_cell" not in ops
+    steps = _loss_and_grads(lstm, packed)
+    np.testing.assert_allclose(ours[0], steps[0], rtol=1e-12)
+    for a, b in zip(ours[1], steps[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
 # ---- captured equals eager ---------------------------------------------------------------------
 def _captured_and_eager(model, loss_fn, *inputs):
     """(loss, parameter gradients) eagerly, then from one lk.function step (forward and
@@ -271,6 +310,17 @@ def test_captured_lstm_equals_eager():
     _captured_and_eager(lstm, loss, x, *h0)
 
 
+def test_captured_lstm_over_padded_input_equals_eager():
+    lk.manual_seed(8)
+    lstm = nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True, dtype=lk.float64)
+    x = lk.randn(2, 7, 3, dtype=lk.float64)
+
+    def loss(x):
+        out, (h_n, c_n) = lstm(x)
+        return (out * out).sum() + h_n.sum() + (c_n * c_n).sum()
+    _captured_and_eager(lstm, loss, x)
+
+
 def test_captured_packed_gru_equals_eager():
     lk.manual_seed(6)
     emb = nn.Embedding(10, 3, dtype=lk.float64)
@@ -286,3 +336,26 @@ def test_captured_packed_gru_equals_eager():
         padded, _ = lrnn.pad_packed_sequence(out, batch_first=True)
         return (padded * padded).sum() + h.sum()
     _captured_and_eager(model, loss, tokens)
+
+
+def test_lstm_under_autocast_runs_in_bfloat16_as_torch():
+    # PyTorch's CPU autocast runs the LSTM in the low precision: outputs and states bfloat16
+    lk.manual_seed(9)
+    lstm = nn.LSTM(3, 4, num_layers=2, batch_first=True)
+    t_lstm = torch.nn.LSTM(3, 4, num_layers=2, batch_first=True)
+    t_lstm.load_state_dict({k: torch.from_numpy(v.numpy().copy())
+                            for k, v in lstm.state_dict().items()})
+    x = lk.randn(2, 5, 3)
+    full, _ = lstm(x)
+    with lk.autocast("cpu", dtype=lk.bfloat16):
+        out, (h, c) = lstm(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        t_out, (t_h, t_c) = t_lstm(torch.from_numpy(x.numpy()))
+    assert (out.dtype, h.dtype, c.dtype) == (lk.bfloat16,) * 3
+    assert (t_out.dtype, t_h.dtype, t_c.dtype) == (torch.bfloat16,) * 3
+    np.testing.assert_allclose(out.float().detach().numpy(), t_out.float().detach().numpy(),
+                               atol=2e-2)
+    np.testing.assert_allclose(out.float().detach().numpy(), full.detach().numpy(), atol=2e-2)
+    out.float().sum().backward()
+    assert lstm.weight_hh_l0.grad.dtype is lk.float32
+    assert np.isfinite(lstm.weight_hh_l0.grad.numpy()).all()

@@ -2,9 +2,11 @@
 gate order) and the loop over time that ``nn.RNN`` / ``nn.LSTM`` / ``nn.GRU`` run for every
 layer and direction, over padded or packed sequences.
 
-The input projection ``x @ W_ih.T + b`` is one product per layer, direction and block of
-``BLOCK`` steps (PyTorch's CPU loop and cuDNN make one per sequence); only ``h @ W_hh.T`` and
-the gates run per step.
+An LSTM layer over padded input (without ``proj_size``) is one op per layer and direction,
+``lstm_sequence``, as cuDNN and oneDNN run it: the input projection ``x @ W_ih.T + b`` one
+product for the whole sequence, then the time loop inside the op's kernel (and its backward's).
+Elsewhere the input projection is one product per layer, direction and block of ``BLOCK``
+steps; only ``h @ W_hh.T`` and the gates run per step.
 A packed sequence's steps shrink as sequences end (its batch is sorted by length): a step runs
 on the sequences still going, and each sequence's final state is its last real step's.
 """
@@ -14,7 +16,8 @@ from ...tensor.ops.elementwise import add, mul, relu, sigmoid, sub, tanh
 from ...tensor.ops.index import _FULL, _getitem, getitem_slices
 from ...tensor.ops.linalg import matmul_t
 from ...tensor.ops.recurrent import lstm_cell as _lstm_cell_op
-from ...tensor.ops.shape import concat, reshape
+from ...tensor.ops.recurrent import lstm_sequence
+from ...tensor.ops.shape import concat, moved, reshape
 from .dropout import dropout as _dropout
 
 
@@ -150,6 +153,26 @@ class Steps:
         return reshape(joined, shape=shape + (outs[0].shape[1],))
 
 
+def _lstm_layer(x, time_dim, h0, weights, reverse):
+    """One LSTM layer and direction over padded input ``x`` as one ``lstm_sequence`` op: (its
+    output, time-major (L, N, H), and its final (h, c))."""
+    w_ih, w_hh, b_ih, b_hh, _ = weights
+    if time_dim == 1:                     # (N, L, F): the projection in time-major order
+        x = moved(x, 1)
+    length = x.shape[0]
+    b = add(b_ih, b_hh) if b_ih is not None else None
+    xw = reshape(_linear(reshape(x, shape=(-1, x.shape[-1])), w_ih, b),
+                 shape=tuple(x.shape[:-1]) + (w_ih.shape[0],))
+    if reverse:
+        xw = _getitem(xw, spec=(("s", None, None, -1),))
+    out = lstm_sequence(xw, w_hh, *h0)
+    h = _getitem(out, spec=(("i", 0),))
+    final = tuple(_getitem(out, spec=(("i", k), ("i", length - 1))) for k in (0, 1))
+    if reverse:
+        h = _getitem(h, spec=(("s", None, None, -1),))
+    return h, final
+
+
 def _rows(state, start, stop):
     return tuple(getitem_slices(s, 0, start, stop) for s in state)
 
@@ -190,22 +213,33 @@ def recurrent(mode, x, state, weights, num_layers, bidirectional, dropout, train
     step = STEPS[mode]
     directions = 2 if bidirectional else 1
     finals = [[] for _ in state]
+    # padded LSTM layers without projections: one op each, time-major between layers
+    whole = mode == "LSTM" and steps.time_dim is not None and weights[0][4] is None
+    time_dim = steps.time_dim
     for layer in range(num_layers):
         outputs = []
         for d in range(directions):
             k = layer * directions + d
             w_ih, w_hh, b_ih, b_hh, w_hr = weights[k]
-            b = add(b_ih, b_hh) if _folds_bias(mode) and b_ih is not None else b_ih
             if x.shape[-1] != w_ih.shape[1]:
                 raise ShapeError(f"{mode}: layer {layer} expects inputs of {w_ih.shape[1]} "
                                  f"features, got {describe(x)}")
-            xs = steps.project(x, w_ih, b)
             h0 = tuple(_getitem(s, spec=(("i", k),)) for s in state)
-            outs, last = _direction(step, steps.sizes, xs, h0, weights[k], reverse=d == 1)
-            outputs.append(steps.join(outs))
+            if whole:
+                out, last = _lstm_layer(x, time_dim, h0, weights[k], reverse=d == 1)
+            else:
+                b = add(b_ih, b_hh) if _folds_bias(mode) and b_ih is not None else b_ih
+                xs = steps.project(x, w_ih, b)
+                outs, last = _direction(step, steps.sizes, xs, h0, weights[k], reverse=d == 1)
+                out = steps.join(outs)
+            outputs.append(out)
             for f, s in zip(finals, last):
                 f.append(unsqueeze(s, 0))
         x = outputs[0] if directions == 1 else concat(*outputs, dim=-1)
+        if whole:
+            time_dim = 0
         if dropout and training and layer < num_layers - 1:
             x = _dropout(x, dropout, True)
+    if whole and steps.time_dim == 1:
+        x = moved(x, 0, to=1)           # (N, L, H) as batch_first asks (a view)
     return x, tuple(f[0] if len(f) == 1 else concat(*f, dim=0) for f in finals)

@@ -1,7 +1,8 @@
 """Products, normalisation, activations, losses and recurrent steps: matmul (with its
-transposes), layer_norm, leaky_relu, smooth_l1 and lstm_cell."""
+transposes), layer_norm, leaky_relu, smooth_l1, lstm_cell and lstm_sequence."""
 import numpy as np
 
+from ..dims import OnnxExportError
 from ..registry import converter
 
 
@@ -46,6 +47,35 @@ def _lstm_cell(b, node, ins):
     zero = b.const(np.asarray([0], np.int64), name="axis0")
     return b.emit("Concat", [b.emit("Unsqueeze", [h_new, zero]),
                              b.emit("Unsqueeze", [c_new, zero])], axis=0, name=node.name)
+
+
+@converter("lstm_sequence")
+def _lstm_sequence(b, node, ins):
+    """An LSTM layer's time loop unrolled over its length (which must not follow a dynamic
+    axis): each step's gates, c and h in ONNX's elementwise ops, the result's planes h, c, i, f,
+    g, o stacked."""
+    xw, w_hh, h, c = b.operands(node, node.dtype)
+    length = b.dims(node)[1]
+    if not isinstance(length, int) or length == 0:
+        raise OnnxExportError(
+            f"lk.onnx.export: op 'lstm_sequence' (node '{node.name}') runs an LSTM over "
+            f"{'a sequence whose length follows a dynamic axis' if length else 'no steps'}; "
+            f"labkit writes its loop unrolled, so export it with a fixed sequence length")
+    w_t = b.emit("Transpose", [w_hh], perm=[1, 0])
+    zero, one = (b.const(np.asarray([k], np.int64), name=f"axis{k}") for k in (0, 1))
+    steps = []
+    for t in range(length):
+        x_t = b.emit("Gather", [xw, b.const(np.asarray(t, np.int64), name="step")], axis=0)
+        i, f, g, o = b.emit("Split", [b.emit("Add", [x_t, b.emit("MatMul", [h, w_t])])],
+                            axis=-1, outputs=4)
+        i, f, o = (b.emit("Sigmoid", [v]) for v in (i, f, o))
+        g = b.emit("Tanh", [g])
+        c = b.emit("Add", [b.emit("Mul", [f, c]), b.emit("Mul", [i, g])])
+        h = b.emit("Mul", [o, b.emit("Tanh", [c])])
+        planes = b.emit("Concat", [b.emit("Unsqueeze", [v, zero]) for v in (h, c, i, f, g, o)],
+                        axis=0)
+        steps.append(b.emit("Unsqueeze", [planes, one]))
+    return b.emit("Concat", steps, axis=1, name=node.name)
 
 
 @converter("leaky_relu")

@@ -19,14 +19,17 @@ each a contiguous half (``hc[0]``, ``hc[1]``: the step's new state, two views).
 >>> hc.shape, [round(v, 4) for v in hc[0, 0].tolist()], hc[1, 0].tolist()
 ((2, 1, 2), [0.2311, 0.2311], [0.5, 0.5])
 """
+import math
+
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, describe
 from ..op import needs_grad, op
 from ..shape_rules import shape_of
 from .elementwise import add, mul, sigmoid, sub, tanh
-from .index import _getitem, getitem_slices
-from .shape import aligned, broadcast_to, concat, expand_dims, moved
+from .index import _getitem, getitem_slices, zeros_like
+from .linalg import matmul, matmul_t
+from .shape import aligned, broadcast_to, concat, expand_dims, moved, reshape
 
 
 def _sigmoid_into(xp, x):
@@ -195,3 +198,371 @@ def lstm_cell_backward(xp, g, xw, hw, c):
     xp.subtract(1, gt, out=gt)
     dg *= gt
     return out
+
+
+# ---- a whole sequence: lstm_sequence and its backward -------------------------------------------
+# The time loop of one LSTM layer and direction as one op, as cuDNN and oneDNN run it: each step
+# is one GEMM (h @ W_hh.T) and a few whole-array passes, with no dispatch, tape entry or slice
+# per step; the backward op runs the loop in reverse the same way and leaves the weight's
+# gradient to one GEMM over every step. The forward keeps each step's gate activations in its
+# result (as cuDNN's workspace), so the backward recomputes nothing.
+PLANES = 6      # lstm_sequence's result: h, c, then the activations of gates i, f, g, o
+
+
+def _sigmoid_by_tanh(xp, dtype):
+    """(scale, shift), shaped (4, 1, 1) for the planes of gates i, f, g, o: sigmoid(x) =
+    0.5 tanh(0.5 x) + 0.5 and tanh(x) = 1 tanh(1 x) + 0, so that one tanh pass over all four
+    gates activates them."""
+    scale = xp.asarray([0.5, 0.5, 1.0, 0.5], dtype=dtype).reshape(4, 1, 1)
+    shift = xp.asarray([0.5, 0.5, 0.0, 0.5], dtype=dtype).reshape(4, 1, 1)
+    return scale, shift
+
+
+def _lead(name, sx, sh, sc):
+    try:
+        return tuple(np.broadcast_shapes(tuple(sx[1:-1]), tuple(sh[:-1]), tuple(sc[:-1])))
+    except ValueError:
+        raise ShapeError(f"{name}: the dimensions between time and features of xw {tuple(sx)}, "
+                         f"and the leading dimensions of h0 {tuple(sh)} and c0 {tuple(sc)}, do "
+                         f"not broadcast") from None
+
+
+def _sequence_rule(xw, w_hh, h0, c0):
+    """(6, L, ..., H) from xw (L, ..., 4H), w_hh (4H, H), h0 and c0 (..., H)."""
+    sx, sw, sh, sc = (shape_of(t) for t in (xw, w_hh, h0, c0))
+    if len(sx) < 2 or len(sw) != 2 or len(sh) < 1 or len(sc) < 1 or \
+            not sx[-1] == sw[0] == 4 * sw[1] or not sh[-1] == sc[-1] == sw[1]:
+        raise ShapeError(f"lstm_sequence: expects xw (L, ..., 4H), w_hh (4H, H), h0 and c0 "
+                         f"(..., H); got {describe(xw)}, {describe(w_hh)}, {describe(h0)}, "
+                         f"{describe(c0)}")
+    lead = _lead("lstm_sequence", sx, sh, sc)
+    _same_float("lstm_sequence", xw, w_hh, h0, c0)
+    return (PLANES, sx[0]) + lead + (sw[1],), xw.dtype
+
+
+def _same_float(name, *tensors):
+    dtype = tensors[0].dtype
+    if not dtype.is_floating or any(t.dtype is not dtype for t in tensors):
+        raise DTypeError(f"{name}: expects tensors of one floating dtype; got "
+                         f"{', '.join(describe(t) for t in tensors)}")
+
+
+def _state(xp, s, lead, m):
+    """A state (..., H) broadcast to the sequence's leading dims, as rows (m, H)."""
+    return xp.ascontiguousarray(xp.broadcast_to(s, lead + s.shape[-1:]).reshape(m, s.shape[-1]))
+
+
+@op("lstm_sequence", shape=_sequence_rule, vjp=lambda *a: _lstm_sequence_vjp(*a),
+    batch=lambda inputs, bdims: _lstm_sequence_batch(inputs, bdims), amp="low")
+def lstm_sequence(xp, xw, w_hh, h0, c0):
+    """One LSTM layer over a sequence: for t = 0..L-1, gates = xw[t] + h @ w_hh.T (PyTorch's
+    order i, f, g, o), c = f c + i g, h = o tanh(c), from h0, c0. ``xw`` is the input's
+    projection x @ W_ih.T + b_ih + b_hh for every step, (L, ..., 4H). The result (6, L, ..., H)
+    holds h, c and the activated gates i, f, g, o of every step: ``out[0]`` is the layer's
+    output, ``out[0, -1]`` and ``out[1, -1]`` its final state.
+
+    >>> import labkit as lk
+    >>> from labkit.tensor.ops.recurrent import lstm_sequence
+    >>> out = lstm_sequence(lk.zeros(3, 1, 8), lk.zeros(8, 2), lk.zeros(1, 2), lk.ones(1, 2))
+    >>> out.shape, out[1, :, 0, 0].tolist()
+    ((6, 3, 1, 2), [0.5, 0.25, 0.125])
+    """
+    n, length = w_hh.shape[-1], xw.shape[0]
+    lead = tuple(np.broadcast_shapes(xw.shape[1:-1], h0.shape[:-1], c0.shape[:-1]))
+    m = math.prod(lead)
+    x = xw.reshape(xw.shape[:1] + (1,) * (len(lead) + 2 - xw.ndim) + xw.shape[1:])
+    x = xp.broadcast_to(x, (length,) + lead + (4 * n,)).reshape(length, m, 4 * n)
+    out = xp.empty((PLANES, length, m, n), dtype=xw.dtype)
+    h, c = _state(xp, h0, lead, m), _state(xp, c0, lead, m)
+    wt = xp.ascontiguousarray(w_hh.T)         # BLAS is faster on it than on the view
+    scale, shift = _sigmoid_by_tanh(xp, xw.dtype)
+    a = xp.empty((m, 4 * n), dtype=xw.dtype)
+    a4 = a.reshape(m, 4, n).transpose(1, 0, 2)          # the gates as planes (4, m, H)
+    for t in range(length):
+        xp.matmul(h, wt, out=a)
+        a += x[t]
+        gates = out[2:, t]
+        xp.multiply(a4, scale, out=gates)
+        xp.tanh(gates, out=gates)
+        gates *= scale
+        gates += shift
+        i, f, g, o = gates
+        h_new, c_new = out[0, t], out[1, t]
+        xp.multiply(f, c, out=c_new)
+        xp.multiply(i, g, out=h_new)
+        c_new += h_new
+        xp.tanh(c_new, out=h_new)
+        h_new *= o
+        h, c = h_new, c_new
+    return out.reshape((PLANES, length) + lead + (n,))
+
+
+def _sequence_backward_rule(g, out, w_hh, c0):
+    """(L, ..., 5H) from the cotangent and result of lstm_sequence (6, L, ..., H)."""
+    so, sg, sw, sc = (shape_of(t) for t in (out, g, w_hh, c0))
+    if len(so) < 3 or so[0] != PLANES or tuple(sg) != tuple(so) or len(sw) != 2 or \
+            not sw[0] == 4 * sw[1] == 4 * so[-1] or len(sc) < 1 or sc[-1] != so[-1]:
+        raise ShapeError(f"lstm_sequence_backward: expects g and out shaped as lstm_sequence's "
+                         f"result (6, L, ..., H), w_hh (4H, H) and c0 (..., H); got "
+                         f"{describe(g)}, {describe(out)}, {describe(w_hh)}, {describe(c0)}")
+    lead = tuple(so[2:-1])
+    try:
+        ok = tuple(np.broadcast_shapes(lead, tuple(sc[:-1]))) == lead
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ShapeError(f"lstm_sequence_backward: c0 {describe(c0)} does not broadcast to the "
+                         f"sequence's leading dimensions {lead}")
+    _same_float("lstm_sequence_backward", g, out, w_hh, c0)
+    return (so[1],) + lead + (5 * so[-1],), out.dtype
+
+
+def _nonzero_steps(xp, g):
+    """[plane][step] -> whether any of the cotangent ``g`` (6, L, m, H) there is nonzero (its
+    bits, one pass: -0.0 counts as nonzero, which only costs an addition)."""
+    bits = g.view(xp.dtype(f"i{g.dtype.itemsize}")).reshape(g.shape[0], g.shape[1], -1)
+    if xp is np:
+        return (np.bitwise_or.reduce(bits, axis=2) != 0).tolist()
+    return bits.any(axis=2).tolist()
+
+
+@op("lstm_sequence_backward", shape=_sequence_backward_rule,
+    vjp=lambda *a: _lstm_sequence_backward_vjp(*a),
+    batch=lambda inputs, bdims: _lstm_sequence_backward_batch(inputs, bdims))
+def lstm_sequence_backward(xp, g, out, w_hh, c0):
+    """lstm_sequence's vjp before its products: for the cotangent ``g`` of its result, per step
+    ``[d gates, d c_prev]`` (L, ..., 5H), where d gates is the cotangent of ``xw[t]`` (and of
+    ``h_prev @ w_hh.T``) and d c_prev that of the cell state the step started from (at t = 0,
+    of c0)."""
+    length, n = out.shape[1], out.shape[-1]
+    lead = out.shape[2:-1]
+    m = math.prod(lead)
+    if length == 0:
+        return xp.empty((0,) + lead + (5 * n,), dtype=out.dtype)
+    h, c, i, f, gt, o = out.reshape(PLANES, length, m, n)
+    gs = g.reshape(PLANES, length, m, n)
+    c_prev = xp.empty_like(c)
+    c_prev[0] = _state(xp, c0, lead, m)
+    c_prev[1:] = c[:-1]
+    tc = xp.tanh(c)
+    q = xp.multiply(tc, tc)                     # gh's share of dc: o (1 - tanh(c)^2)
+    xp.subtract(1, q, out=q)
+    q *= o
+    # k: what dc (for gates i, f, g) or gh (for o) is multiplied by to give each gate's
+    # cotangent: the activation's derivative times the gate's partner in c' = f c + i g
+    ds = xp.empty_like(c)
+    k = []
+    for s, other in ((i, gt), (f, c_prev), (gt, i), (o, tc)):
+        if s is gt:
+            xp.multiply(gt, gt, out=ds)
+            xp.subtract(1, ds, out=ds)
+        else:
+            xp.subtract(1, s, out=ds)
+            ds *= s
+        k.append(xp.multiply(ds, other))
+    r = xp.empty((length, m, 5 * n), dtype=out.dtype)
+    d_gates = [r[:, :, j * n:(j + 1) * n] for j in range(4)]
+    given = _nonzero_steps(xp, gs)               # which planes of which steps have a cotangent
+    direct = any(any(p) for p in given[2:])     # cotangents of the gates themselves (rare)
+    if direct:
+        for j, s in enumerate((i, f, gt, o)):   # g_gate * activation'
+            if j == 2:
+                xp.multiply(s, s, out=ds)
+                xp.subtract(1, ds, out=ds)
+            else:
+                xp.subtract(1, s, out=ds)
+                ds *= s
+            xp.multiply(gs[2 + j], ds, out=d_gates[j])
+        tmp = xp.empty((m, n), dtype=out.dtype)
+    dh = xp.empty((m, n), dtype=out.dtype)
+    dc = None
+    for t in range(length - 1, -1, -1):
+        if t == length - 1:
+            gh = gs[0, t]
+        else:                                   # (the cotangent of h is often only the last)
+            gh = xp.add(gs[0, t], dh) if given[0][t] else dh
+        gcn = xp.multiply(gh, q[t])
+        if given[1][t]:
+            gcn += gs[1, t]
+        if dc is not None:
+            gcn += dc
+        for j in range(4):
+            d = d_gates[j][t]
+            if direct:
+                xp.multiply(gh if j == 3 else gcn, k[j][t], out=tmp)
+                d += tmp
+            else:
+                xp.multiply(gh if j == 3 else gcn, k[j][t], out=d)
+        dc = r[t, :, 4 * n:]
+        xp.multiply(gcn, f[t], out=dc)
+        if t:
+            xp.matmul(r[t, :, :4 * n], w_hh, out=dh)
+    return r.reshape((length,) + lead + (5 * n,))
+
+
+def _plane(x, k):
+    return _getitem(x, spec=(("i", k),))
+
+
+def _steps(x, start, stop):
+    return getitem_slices(x, 0, start, stop)
+
+
+def _rows(x):
+    return reshape(x, shape=(-1, x.shape[-1]))
+
+
+def _lstm_sequence_vjp(g, out, xw, w_hh, h0, c0):
+    n, length = w_hh.shape[-1], out.shape[1]
+    if length == 0:
+        return tuple(zeros_like(x) if needs_grad(x) else None for x in (xw, w_hh, h0, c0))
+    r = lstm_sequence_backward(g, out, w_hh, c0)
+    d_gates = _cols(r, 0, 4 * n)                                 # (L, ..., 4H)
+    first = _getitem(d_gates, spec=(("i", 0),))
+    dw = dh0 = None
+    if needs_grad(w_hh):
+        lead = tuple(out.shape[2:-1])
+        dw = matmul_t(_rows(first), _rows(broadcast_to(h0, shape=lead + (n,))),
+                      transpose_a=True)
+        if length > 1:
+            dw = add(dw, matmul_t(_rows(_steps(d_gates, 1, None)),
+                                  _rows(_steps(_plane(out, 0), 0, length - 1)), transpose_a=True))
+    if needs_grad(h0):
+        dh0 = matmul(first, w_hh)
+    return (d_gates if needs_grad(xw) else None, dw, dh0,
+            _getitem(_cols(r, 4 * n, None), spec=(("i", 0),)) if needs_grad(c0) else None)
+
+
+def _shifted(first, rest):
+    """``first`` (..., H) then ``rest``'s steps but the last: the value each step started from."""
+    return concat(expand_dims(first, axes=(0,)), _steps(rest, 0, rest.shape[0] - 1), dim=0)
+
+
+def _lstm_sequence_backward_vjp(u, r, g, out, w_hh, c0):
+    # The derivative of the backward kernel above, in ops (for gradients of gradients). The
+    # kernel's loop carries gh (the cotangent of h, from the next step through w_hh) and dc
+    # backwards in time; its adjoint carries theirs forwards in a small loop, and the rest is
+    # elementwise over every step at once.
+    n, length = w_hh.shape[-1], out.shape[1]
+    if length == 0:
+        return tuple(zeros_like(x) if needs_grad(x) else None for x in (g, out, w_hh, c0))
+    lead = tuple(out.shape[2:-1])
+    _, c, i, f, gt, o = (_plane(out, k) for k in range(PLANES))
+    g_h, g_c, g_i, g_f, g_g, g_o = (_plane(g, k) for k in range(PLANES))
+    c_prev = _shifted(broadcast_to(c0, shape=lead + (n,)), c)
+    tc = tanh(c)
+    tp = sub(1, mul(tc, tc))
+    q = mul(o, tp)
+    d_gates = _cols(r, 0, 4 * n)
+    if length > 1:    # what the kernel carried into each step from the next one
+        later = _steps(d_gates, 1, None)
+        none = expand_dims(zeros_like(_plane(g_h, 0)), axes=(0,))
+        gh = add(g_h, concat(matmul(later, w_hh), none, dim=0))
+        gcn = add(add(g_c, concat(_steps(_cols(r, 4 * n, None), 1, None), none, dim=0)),
+                  mul(gh, q))
+    else:
+        gh = g_h
+        gcn = add(g_c, mul(gh, q))
+    si, sf, so = (mul(s, sub(1, s)) for s in (i, f, o))
+    sg = sub(1, mul(gt, gt))
+    # the loop's adjoint, forwards in time: a (of d gates), b (of d c_prev), and the adjoints
+    # of the carried gh and d c' they give
+    u_gates, u_c = _cols(u, 0, 4 * n), _cols(u, 4 * n, None)
+    parts = {k: [] for k in ("a", "b", "gcn", "gh", "i", "f", "g", "o")}
+    carry_h = carry_c = None
+    for t in range(length):
+        a, b = _plane(u_gates, t), _plane(u_c, t)
+        if carry_h is not None:
+            a = add(a, matmul_t(carry_h, w_hh, transpose_b=True))
+            b = add(b, carry_c)
+        p = [mul(_cols(a, j * n, (j + 1) * n), _plane(s, t))
+             for j, s in enumerate((si, sf, sg, so))]
+        carry_c = add(add(mul(b, _plane(f, t)), mul(p[0], _plane(gt, t))),
+                      add(mul(p[1], _plane(c_prev, t)), mul(p[2], _plane(i, t))))
+        carry_h = add(mul(carry_c, _plane(q, t)), mul(p[3], _plane(tc, t)))
+        for k, v in zip(parts, [a, b, carry_c, carry_h] + p):
+            parts[k].append(expand_dims(v, axes=(0,)))
+    adj = {k: concat(*v, dim=0) for k, v in parts.items()}
+    dg = dout = dw = dc0 = None
+    if needs_grad(g):
+        dg = concat(*[expand_dims(adj[k], axes=(0,))
+                      for k in ("gh", "gcn", "i", "f", "g", "o")], dim=0)
+    if needs_grad(out) or needs_grad(c0):
+        a_i, a_f, a_g, a_o = (_cols(adj["a"], j * n, (j + 1) * n) for j in range(4))
+        via_c_prev = mul(adj["f"], gcn)             # the adjoint of each step's c_prev
+        if needs_grad(c0):
+            dc0 = _plane(via_c_prev, 0)
+        if needs_grad(out):
+            adj_tc = sub(mul(adj["o"], gh), mul(mul(adj["gcn"], gh), mul(mul(o, tc), 2.0)))
+            d_c = mul(adj_tc, tp)
+            if length > 1:
+                d_c = add(d_c, concat(_steps(via_c_prev, 1, None),
+                                      expand_dims(zeros_like(_plane(c, 0)), axes=(0,)), dim=0))
+            d_i = add(mul(mul(a_i, add(mul(gcn, gt), g_i)), sub(1, mul(i, 2.0))),
+                      mul(adj["g"], gcn))
+            d_f = add(mul(mul(a_f, add(mul(gcn, c_prev), g_f)), sub(1, mul(f, 2.0))),
+                      mul(adj["b"], gcn))
+            d_g = sub(mul(adj["i"], gcn), mul(mul(a_g, add(mul(gcn, i), g_g)), mul(gt, 2.0)))
+            d_o = add(mul(mul(a_o, add(mul(gh, tc), g_o)), sub(1, mul(o, 2.0))),
+                      mul(mul(adj["gcn"], gh), tp))
+            dout = concat(*[expand_dims(x, axes=(0,))
+                            for x in (zeros_like(c), d_c, d_i, d_f, d_g, d_o)], dim=0)
+    if needs_grad(w_hh) and length > 1:
+        dw = matmul_t(_rows(later), _rows(_steps(adj["gh"], 0, length - 1)), transpose_a=True)
+    elif needs_grad(w_hh):
+        dw = zeros_like(w_hh)
+    return dg, dout, dw, dc0
+
+
+def _lead_rank(inputs, bdims, trailing):
+    """The rank of one example's leading dims: the widest input's (``trailing``: each input's
+    dims that are not leading ones)."""
+    return max(x.ndim - (d is not None) - k for x, d, k in zip(inputs, bdims, trailing))
+
+
+def _each_example(op, inputs, bdims):
+    """``op`` over a batch whose weight differs between the examples: one call per example
+    (each its own recurrence), stacked along a new first dim."""
+    size = next(x.shape[d] for x, d in zip(inputs, bdims) if d is not None)
+    _FULL = ("s", None, None, None)
+    results = [op(*[x if d is None else _getitem(x, spec=(_FULL,) * d + (("i", k),))
+                    for x, d in zip(inputs, bdims)]) for k in range(size)]
+    return concat(*[expand_dims(x, axes=(0,)) for x in results], dim=0), 0
+
+
+def _lstm_sequence_batch(inputs, bdims):
+    if bdims[1] is not None:      # a weight per example
+        return _each_example(lstm_sequence, inputs, bdims)
+    (xw, w_hh, h0, c0), (dx, _, dh, dc) = inputs, bdims
+    rank = _lead_rank((xw, h0, c0), (dx, dh, dc), (2, 1, 1))
+    if dx is not None:
+        xw = moved(xw, dx, to=1)
+        extra = rank - (xw.ndim - 3)
+        if extra > 0:
+            xw = expand_dims(xw, axes=tuple(range(2, 2 + extra)))
+    h0 = h0 if dh is None else aligned(h0, dh, rank + 1)
+    c0 = c0 if dc is None else aligned(c0, dc, rank + 1)
+    return lstm_sequence(xw, w_hh, h0, c0), 2
+
+
+def _lstm_sequence_backward_batch(inputs, bdims):
+    if bdims[2] is not None:
+        return _each_example(lstm_sequence_backward, inputs, bdims)
+    (g, out, w_hh, c0), (dg, do, _, dc) = inputs, bdims
+    rank = _lead_rank((g, out, c0), (dg, do, dc), (3, 3, 1))
+    size = next(x.shape[d] for x, d in zip(inputs, bdims) if d is not None)
+
+    def planes(x, d):
+        if d is None:        # the same for every example: broadcast over them
+            x = expand_dims(x, axes=(2,))
+            return broadcast_to(x, shape=x.shape[:2] + (size,) + x.shape[3:])
+        x = moved(x, d, to=2)
+        extra = rank - (x.ndim - 4)
+        return expand_dims(x, axes=tuple(range(3, 3 + extra))) if extra > 0 else x
+    g, out = planes(g, dg), planes(out, do)
+    lead = np.broadcast_shapes(tuple(g.shape[2:-1]), tuple(out.shape[2:-1]))
+    g, out = (x if tuple(x.shape[2:-1]) == lead else
+              broadcast_to(x, shape=tuple(x.shape[:2]) + lead + tuple(x.shape[-1:]))
+              for x in (g, out))
+    c0 = c0 if dc is None else aligned(c0, dc, rank + 1)
+    return lstm_sequence_backward(g, out, w_hh, c0), 1

@@ -1,8 +1,12 @@
-"""Cases of the fused LSTM step (``lstm_cell``) and its backward op, with PyTorch as the
-oracle: the step written in PyTorch's ops (gates i, f, g, o of ``xw + hw``), and its gradient by
-``torch.autograd`` with ``create_graph=True`` for the backward op, so that the harness's
-second-order checks compare with PyTorch's double backward too."""
+"""Cases of the fused LSTM step (``lstm_cell``), the whole-sequence LSTM (``lstm_sequence``) and
+their backward ops, with PyTorch as the oracle: the step and the sequence written in PyTorch's
+ops (gates i, f, g, o of ``xw + hw``), lstm_cell's backward by ``torch.autograd`` with
+``create_graph=True``, and lstm_sequence's backward as its reverse loop written out in PyTorch's
+ops (its inputs include the saved gates, which autograd of the forward would not treat as
+inputs), so that the harness's second-order checks compare with PyTorch's double backward
+too."""
 import torch
+import numpy as np
 from hypothesis import strategies as st
 
 from labkit.tensor.ops import recurrent as R
@@ -49,4 +53,88 @@ PRIMITIVE_CASES = [
          lambda rng, lead, hidden, broadcast_hw: Sample(
              (normal(rng, (2,) + lead + (hidden,)),) + _inputs(rng, lead, hidden, broadcast_hw)),
          _params(), _EDGES, op="lstm_cell_backward"),
+]
+
+
+# ---- lstm_sequence and lstm_sequence_backward -----------------------------------------------
+def _sequence(xw, w_hh, h0, c0):
+    lead = torch.broadcast_shapes(xw.shape[1:-1], h0.shape[:-1], c0.shape[:-1])
+    n = w_hh.shape[1]
+    xw = xw.reshape(xw.shape[:1] + (1,) * (len(lead) + 2 - xw.dim()) + xw.shape[1:])
+    xw = xw.expand((xw.shape[0],) + tuple(lead) + (4 * n,))
+    h, c = h0.expand(tuple(lead) + (n,)), c0.expand(tuple(lead) + (n,))
+    steps = []
+    for t in range(xw.shape[0]):
+        i, f, g, o = (xw[t] + h @ w_hh.T).chunk(4, dim=-1)
+        i, f, g, o = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(g), torch.sigmoid(o)
+        c = f * c + i * g
+        h = o * torch.tanh(c)
+        steps.append(torch.stack([h, c, i, f, g, o]))
+    if not steps:
+        return xw.new_zeros((6, 0) + tuple(lead) + (n,))
+    return torch.stack(steps, dim=1)
+
+
+def _sequence_backward(g, out, w_hh, c0):
+    h, c, i, f, gt, o = out
+    n, length = w_hh.shape[1], out.shape[1]
+    if length == 0:
+        return out.new_zeros((0,) + tuple(out.shape[2:-1]) + (5 * n,))
+    tc = torch.tanh(c)
+    c_prev = torch.cat([c0.expand(c.shape[1:])[None], c[:-1]])
+    dh = dc = 0
+    steps = []
+    for t in range(length - 1, -1, -1):
+        gh = g[0, t] + dh
+        gcn = g[1, t] + dc + gh * o[t] * (1 - tc[t] ** 2)
+        d = torch.cat([(gcn * gt[t] + g[2, t]) * i[t] * (1 - i[t]),
+                       (gcn * c_prev[t] + g[3, t]) * f[t] * (1 - f[t]),
+                       (gcn * i[t] + g[4, t]) * (1 - gt[t] ** 2),
+                       (gh * tc[t] + g[5, t]) * o[t] * (1 - o[t])], dim=-1)
+        dc = gcn * f[t]
+        dh = d @ w_hh
+        steps.append(torch.cat([d, dc], dim=-1))
+    return torch.stack(steps[::-1])
+
+
+@st.composite
+def _sequence_params(draw):
+    lead = draw(st.lists(st.integers(0, 3), max_size=2).map(tuple))
+    return {"length": draw(st.integers(0, 3)), "lead": lead, "hidden": draw(st.integers(1, 2)),
+            "state_lead": draw(st.sampled_from(["same", "none", "ones"]))}
+
+
+_SEQUENCE_EDGES = [dict(length=3, lead=(2,), hidden=2, state_lead="same"),
+                   dict(length=1, lead=(), hidden=1, state_lead="same"),
+                   dict(length=0, lead=(2,), hidden=2, state_lead="same"),
+                   dict(length=2, lead=(0,), hidden=1, state_lead="same"),
+                   dict(length=2, lead=(2, 3), hidden=2, state_lead="ones"),
+                   dict(length=3, lead=(2,), hidden=1, state_lead="none")]
+
+
+def _states(rng, lead, hidden, state_lead):
+    s = {"same": lead, "none": (), "ones": tuple(1 for _ in lead)}[state_lead]
+    return normal(rng, s + (hidden,)), normal(rng, s + (hidden,))
+
+
+def _sequence_inputs(rng, length, lead, hidden, state_lead):
+    return (normal(rng, (length,) + lead + (4 * hidden,)), normal(rng, (4 * hidden, hidden)) * 0.7,
+            *_states(rng, lead, hidden, state_lead))
+
+
+def _sequence_backward_inputs(rng, length, lead, hidden, state_lead):
+    planes = normal(rng, (6, length) + lead + (hidden,))
+    planes[2:] = 1 / (1 + np.exp(-planes[2:]))       # gates in (0, 1), as the forward's
+    planes[4] = planes[4] * 2 - 1                    # g in (-1, 1)
+    return (normal(rng, (6, length) + lead + (hidden,)), planes,
+            normal(rng, (4 * hidden, hidden)) * 0.7, _states(rng, lead, hidden, state_lead)[1])
+
+
+PRIMITIVE_CASES += [
+    Case("lstm_sequence", R.lstm_sequence, torch_ref(_sequence),
+         lambda rng, **p: Sample(_sequence_inputs(rng, **p)), _sequence_params(),
+         _SEQUENCE_EDGES, op="lstm_sequence"),
+    Case("lstm_sequence_backward", R.lstm_sequence_backward, torch_ref(_sequence_backward),
+         lambda rng, **p: Sample(_sequence_backward_inputs(rng, **p)), _sequence_params(),
+         _SEQUENCE_EDGES, op="lstm_sequence_backward"),
 ]
