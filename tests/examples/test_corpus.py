@@ -19,7 +19,6 @@ import pytest
 
 from benchmarks.corpus import porting
 from benchmarks.corpus.programs import PROGRAMS, VARIANTS, check_run
-from labkit.errors import GraphError
 
 NAMES = sorted(PROGRAMS)
 CHECKED = {**PROGRAMS, **VARIANTS}
@@ -84,18 +83,9 @@ def test_labkit_edits_are_marked_with_a_reason_and_counted_in_the_readme():
     assert table == stated
 
 
-# TransformerModel.forward keeps the causal mask it makes on the module (``self.src_mask``); made
-# inside a trace, that is the trace's symbolic tensor, and the retrace the changed attribute
-# causes reads it from the other graph. The eager steps are checked before the captured ones.
-_CAPTURE_KEEPS_A_TRACED_TENSOR = pytest.mark.xfail(
-    strict=True, raises=GraphError,
-    reason="lk.function: a tensor made inside a trace and kept on a module attribute "
-           "(TransformerModel.src_mask) belongs to that trace's graph")
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=_CAPTURE_KEEPS_A_TRACED_TENSOR) if n.endswith("[Transformer]") else n
-    for n in sorted(CHECKED)])
+# (TransformerModel.forward keeps the causal mask it makes on the module, ``self.src_mask``:
+# captured, that is a value set after each run, not the trace's symbolic tensor)
+@pytest.mark.parametrize("name", sorted(CHECKED))
 def test_steps_give_pytorchs_losses(name, workdir):
     program = CHECKED[name]
     batches = program.check_batches(np.random.default_rng(0))
