@@ -304,3 +304,15 @@ def _nelement(self):
 def contiguous(self, memory_format=None):
     """``self`` (labkit's kernels take any layout)."""
     return self
+
+
+@tensor_method()
+def is_contiguous(self, memory_format=None):
+    """True: labkit's kernels take any layout, so every tensor counts as contiguous (``view``
+    and ``contiguous()`` work on all of them).
+
+    >>> import labkit as lk
+    >>> lk.ones(2, 3).t().is_contiguous()
+    True
+    """
+    return True
