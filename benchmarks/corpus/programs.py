@@ -120,7 +120,10 @@ class Program:
 
             def run(batch):
                 self.before_step(s)
-                loss, s.carry = step(batch, s.carry)
+                # the step sets s.carry before it reads it: None at each call, so the trace's
+                # guard on s.carry holds (the carried tensors come in as an argument)
+                carry, s.carry = s.carry, None
+                loss, s.carry = step(batch, carry)
                 return loss
             return run
         step = lk.function(lambda batch: self.step(s, batch))
