@@ -168,3 +168,52 @@ def test_max_pool_gradient_goes_to_the_first_maximum_of_each_window():
     want = np.zeros_like(x)
     want[:, :, ::2, 1::2] = 1.0
     np.testing.assert_array_equal(t.grad.numpy(), want)
+
+
+def _channels_first(a):
+    """``a`` (N, C, ...) laid out channels first in memory, as a convolution's output is."""
+    return np.ascontiguousarray(np.swapaxes(a, 0, 1)).swapaxes(0, 1)
+
+
+@pytest.mark.parametrize("shape", [(16, 8, 2, 2), (4, 3, 20, 20), (1, 4, 3, 3), (5, 1, 4, 4),
+                                   (3, 2, 300)])
+@pytest.mark.parametrize("layouts", ["cc", "ct", "tc", "tt"])
+def test_batch_norm_kernels_match_torch_in_every_layout(shape, layouts):
+    # per-channel sums as BLAS dot products over rows that are (N, C, positions) for C-ordered
+    # arrays and (1, C, N * positions) for channels-first ones, short rows summed otherwise
+    torch = pytest.importorskip("torch")
+    from labkit.tensor.ops import nn_kernels as K
+    rng = np.random.default_rng(1)
+    x, g = rng.standard_normal(shape) * 3 + 2, rng.standard_normal(shape)
+    x = _channels_first(x) if layouts[0] == "t" else x
+    g = _channels_first(g) if layouts[1] == "t" else g
+    tx = torch.tensor(np.ascontiguousarray(x), requires_grad=True)
+    y = torch.nn.functional.batch_norm(tx, None, None, training=True, eps=1e-5)
+    y.backward(torch.tensor(np.ascontiguousarray(g)))
+    axes = (0,) + tuple(range(2, x.ndim))
+    for dtype, tol in ((np.float64, 1e-10), (np.float32, 1e-4)):
+        xd, gd = x.astype(dtype), g.astype(dtype)
+        dx = K.batch_norm_backward.kernel(np, gd, xd, eps=1e-5)
+        out = K.batch_norm.kernel(np, xd, eps=1e-5)
+        moments = K.channel_moments.kernel(np, xd)
+        assert dx.dtype == out.dtype == moments.dtype == dtype
+        np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(out, y.detach().numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(moments, np.stack([x.mean(axes), x.var(axes)]), rtol=tol,
+                                   atol=tol)
+
+
+@pytest.mark.parametrize("layout", ["c", "t"])
+def test_leaky_relu_backward_matches_a_select(layout):
+    from labkit.tensor.ops import nn_kernels as K
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+    x[0, 0, 0, :3] = [0.0, np.nan, -0.0]
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    g[1, 1, 1, :2] = [np.inf, np.nan]
+    g = _channels_first(g) if layout == "t" else g
+    for slope in (0.2, 0.0, 1.5):
+        got = K.leaky_relu_backward.kernel(np, g, x, negative_slope=slope)
+        want = np.where(x > 0, g, g * np.float32(slope))
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
