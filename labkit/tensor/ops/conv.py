@@ -403,6 +403,8 @@ def max_pool_backward(xp, g, x, out, kernel_size, stride, padding, dilation):
     taken = xp.zeros(out.shape, dtype=bool)
     nan = out.dtype.kind == "f" and bool(xp.isnan(out).any())
     last = kernel_size[0] * kernel_size[1] - 1
+    # windows that do not overlap write each input element at most once: no sum needed
+    apart = all(s >= (k - 1) * d + 1 for s, k, d in zip(stride, kernel_size, dilation))
     for k in range(last + 1):
         i, j = divmod(k, kernel_size[1])
         w = _pool_window(xpad, i, j, stride, dilation, oh, ow)
@@ -410,10 +412,14 @@ def max_pool_backward(xp, g, x, out, kernel_size, stride, padding, dilation):
         if nan:
             hit |= xp.isnan(w) & xp.isnan(out)
         if k:
-            hit &= ~taken
+            xp.greater(hit, taken, out=hit)          # a hit not taken by an earlier position
         if k < last:
             taken |= hit
-        _pool_window(dpad, i, j, stride, dilation, oh, ow)[...] += g * hit
+        target = _pool_window(dpad, i, j, stride, dilation, oh, ow)
+        if apart:
+            xp.multiply(g, hit, out=target)
+        else:
+            target += g * hit
     (pt, _), (pl, _) = padding
     return dpad[..., pt:pt + x.shape[-2], pl:pl + x.shape[-1]]
 
