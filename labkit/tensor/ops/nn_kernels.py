@@ -11,7 +11,9 @@ written in labkit ops (from the closed-form second derivatives), so gradients of
 ``layer_norm`` here is the normalisation alone, ``(x - mean) / sqrt(var + eps)`` over the last
 ``ndim`` dimensions (biased variance, as PyTorch's); ``F.layer_norm`` adds the affine part.
 ``batch_norm`` is the same over every dimension but the channels (dim 1); its per-channel sums
-are BLAS products over each (example, channel) row, then a sum over the batch.
+and dot products (the variance, and the backward's ``sum(g * (x - mean))``) are BLAS calls over
+each (example, channel) row, or over each channel's row where the array is laid out channels
+first (a convolution's output), then a sum over the batch; its backward is then three passes.
 
 On the CPU a float32 ``erf`` is computed with a rational approximation (a few float32 ulps,
 like PyTorch's vectorised one) instead of SciPy's, which is ten times slower.
