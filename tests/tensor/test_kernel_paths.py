@@ -4,6 +4,8 @@ The op-case table (op_cases.py) draws sides of at most 3, below where these rout
 sums of a matrix's columns or short rows as BLAS matrix-vector products, max/min over many
 short rows through a transposed copy, and softmax's normaliser and max, which use them.
 """
+import itertools
+
 import numpy as np
 import pytest
 
@@ -179,8 +181,8 @@ def _channels_first(a):
                                    (3, 2, 300)])
 @pytest.mark.parametrize("layouts", ["cc", "ct", "tc", "tt"])
 def test_batch_norm_kernels_match_torch_in_every_layout(shape, layouts):
-    # per-channel sums as BLAS dot products over rows that are (N, C, positions) for C-ordered
-    # arrays and (1, C, N * positions) for channels-first ones, short rows summed otherwise
+    # per-channel sums over (example, channel) rows of positions, read in place where the array
+    # is laid out channels first, then added over the batch
     torch = pytest.importorskip("torch")
     from labkit.tensor.ops import nn_kernels as K
     rng = np.random.default_rng(1)
@@ -201,6 +203,56 @@ def test_batch_norm_kernels_match_torch_in_every_layout(shape, layouts):
         np.testing.assert_allclose(out, y.detach().numpy(), rtol=tol, atol=tol)
         np.testing.assert_allclose(moments, np.stack([x.mean(axes), x.var(axes)]), rtol=tol,
                                    atol=tol)
+
+
+def _layouts(a):
+    """``a`` C-ordered, channels first, in Fortran order and as a strided view."""
+    wide = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+    wide[..., ::2] = a
+    return {"C": a, "channels first": _channels_first(a), "F": np.asfortranarray(a),
+            "strided": wide[..., ::2]}
+
+
+@pytest.mark.parametrize("shape", [(16, 8, 2, 2), (32, 8, 8, 8), (6, 3, 11, 13), (9, 2, 150),
+                                   (2, 4, 16, 16), (7, 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batch_norm_kernels_give_the_same_bits_in_every_layout(shape, dtype):
+    # A captured plan writes into C-ordered buffers where eager ops keep their input's layout:
+    # sums that followed the layout would make a captured training run drift from eager's
+    from labkit.tensor.ops import nn_kernels as K
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(shape) * 3 + 2).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+
+    def kernels(x, g):
+        return (K.batch_norm.kernel(np, x, eps=1e-5), K.channel_moments.kernel(np, x),
+                K.batch_norm_backward.kernel(np, g, x, eps=1e-5))
+    want = kernels(x, g)
+    for (x_name, xs), (g_name, gs) in itertools.product(_layouts(x).items(),
+                                                        _layouts(g).items()):
+        for name, a, b in zip(("batch_norm", "channel_moments", "backward"), want,
+                              kernels(xs, gs)):
+            np.testing.assert_array_equal(b, a, err_msg=f"{name}: x {x_name}, g {g_name}")
+
+
+@pytest.mark.parametrize("shape", [(32, 16, 4, 4), (4, 2, 3, 3), (3, 4, 5, 6), (2, 1, 9, 1),
+                                   (10, 9), (9, 20), (12, 3, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_sum_gives_the_same_bits_in_every_layout(shape, dtype):
+    # the windows of pooling (at most 16 per result) are folded in NumPy's order of the C copy;
+    # anything else strided is summed as its C-ordered copy (BLAS rows and columns included)
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal(shape) * 10).astype(dtype)
+    orders = list(itertools.permutations(range(x.ndim)))[1:]
+    dims = [None] + [d for k in range(1, x.ndim + 1)
+                     for d in itertools.combinations(range(x.ndim), k)]
+    for dim, keepdim in itertools.product(dims, (False, True)):
+        want = reduce.sum.kernel(np, x, dim=dim, keepdim=keepdim)
+        for order in orders:
+            laid_out = np.ascontiguousarray(x.transpose(order)).transpose(np.argsort(order))
+            got = reduce.sum.kernel(np, laid_out, dim=dim, keepdim=keepdim)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want, err_msg=f"dim={dim}, order {order}")
 
 
 @pytest.mark.parametrize("layout", ["c", "t"])

@@ -11,9 +11,10 @@ written in labkit ops (from the closed-form second derivatives), so gradients of
 ``layer_norm`` here is the normalisation alone, ``(x - mean) / sqrt(var + eps)`` over the last
 ``ndim`` dimensions (biased variance, as PyTorch's); ``F.layer_norm`` adds the affine part.
 ``batch_norm`` is the same over every dimension but the channels (dim 1); its per-channel sums
-and dot products (the variance, and the backward's ``sum(g * (x - mean))``) are BLAS calls over
-each (example, channel) row, or over each channel's row where the array is laid out channels
-first (a convolution's output), then a sum over the batch; its backward is then three passes.
+and dot products (the variance, and the backward's ``sum(g * (x - mean))``) are taken over each
+(example, channel) row, read in place also where the array is laid out channels first (a
+convolution's output), then added over the batch in one order: the same bits in every layout.
+Its backward is then three passes.
 
 On the CPU a float32 ``erf`` is computed with a rational approximation (a few float32 ulps,
 like PyTorch's vectorised one) instead of SciPy's, which is ten times slower.
@@ -323,16 +324,25 @@ def layer_norm_backward(xp, g, x, ndim, eps):
 
 
 # ---- batch_norm: the normalisation over every dimension but the channels (dim 1) --------------
-def _channel_rows(xp, *arrays):
-    """``arrays`` (N, C, ...) of one shape as (R, C, L) views whose sums over R and L are the
-    per-channel sums: (N, C, positions) for C-contiguous arrays, (1, C, N * positions) for arrays
-    laid out channels first (a convolution's output, whose matrix product runs over channels);
-    copies only where the arrays are laid out otherwise."""
-    n, c = arrays[0].shape[:2]
-    if not arrays[0].flags.c_contiguous and xp.swapaxes(arrays[0], 0, 1).flags.c_contiguous:
-        # the first array's channels-first layout, the others copied into it where they differ
-        return [xp.ascontiguousarray(xp.swapaxes(a, 0, 1)).reshape(1, c, -1) for a in arrays]
-    return [xp.ascontiguousarray(a).reshape(n, c, -1) for a in arrays]
+def _channel_rows(xp, a, b=None):
+    """(N, C, ...) ``a`` (and ``b`` of its shape) as rows of their positions, with no copy of
+    ``a``: (N, C, L) where ``a`` is C-ordered, (C, N, L) where it is laid out channels first (a
+    convolution's output), ``b`` copied into that layout where it differs; and whether the
+    rows run channels first. Each row is then reduced by itself and the rows' results added
+    over the batch in one order, so the sums are the same, bit for bit, in either layout."""
+    n, c = a.shape[:2]
+    first = not a.flags.c_contiguous and xp.swapaxes(a, 0, 1).flags.c_contiguous
+    arrange = (lambda t: xp.ascontiguousarray(xp.swapaxes(t, 0, 1)).reshape(c, n, -1)) if first \
+        else (lambda t: xp.ascontiguousarray(t).reshape(n, c, -1))
+    return arrange(a), None if b is None else arrange(b), first
+
+
+def _over_batch(xp, rows, first):
+    """Per-row results (N, C), or (C, N) if ``first``, added over the batch: one row of
+    channels after another, as NumPy adds an (N, C) C-ordered array over its rows."""
+    if first:
+        rows = xp.ascontiguousarray(rows.T)
+    return rows.sum(axis=0)
 
 
 def _laid_out_like(xp, a, ref):
@@ -344,31 +354,48 @@ def _laid_out_like(xp, a, ref):
     return xp.swapaxes(xp.ascontiguousarray(xp.swapaxes(a, 0, 1)), 0, 1)
 
 
+def _per_channel(a):
+    return (1, a.shape[1]) + (1,) * (a.ndim - 2)
+
+
 def _channel_sums(xp, a):
-    """Sums of ``a`` (N, C, ...) over every dimension but 1, kept as size 1: each row's sum as a
-    BLAS product (``row_sums``, rows as ``_channel_rows`` lays them out), then over the batch
-    (pairwise-accurate, and no strided reduction over the batch and the positions at once)."""
-    n, c = a.shape[:2]
-    if a.ndim > 2 and a.size:
-        s = row_sums(xp, _channel_rows(xp, a)[0], 1).sum(axis=0, keepdims=True)
+    """Sums of ``a`` (N, C, ...) over every dimension but 1, kept as size 1: each (example,
+    channel) row's sum (``_channel_rows``), then over the batch. Rows up to 128 long are summed
+    with one vectorised loop each (NumPy's pairwise sum is a plain 8-lane sum there too, and
+    calls a loop per row), longer ones pairwise; rows shorter than 8 a position at a time."""
+    if not a.size:
+        return a.sum(axis=tuple(i for i in range(a.ndim) if i != 1)).reshape(_per_channel(a))
+    rows, _, first = _channel_rows(xp, a)
+    length = rows.shape[2]
+    if length < 8:
+        s = rows[:, :, 0].copy()
+        for i in range(1, length):
+            s += rows[:, :, i]
+    elif length <= 128 and xp is np:
+        s = np.einsum("ncl->nc", rows)
     else:
-        s = a.sum(axis=tuple(i for i in range(a.ndim) if i != 1), keepdims=True)
-    return s.reshape((1, c) + (1,) * (a.ndim - 2))
+        s = rows.sum(axis=2)
+    return _over_batch(xp, s, first).reshape(_per_channel(a))
 
 
 def _channel_dots(xp, a, b):
     """Sums of ``a * b`` (both (N, C, ...)) over every dimension but 1, kept as size 1, with no
-    product array: each row's dot product as a BLAS call, then the sum over the batch."""
-    n, c = a.shape[:2]
-    if a.ndim > 2 and a.size:
-        ra, rb = _channel_rows(xp, a, b)
-        if ra.shape[2] >= 256:      # long rows: one BLAS dot product each
-            s = xp.matmul(ra[:, :, None, :], rb[:, :, :, None]).reshape(ra.shape[:2]).sum(axis=0)
-        else:                       # short ones: a BLAS call each would cost more than its row
-            s = xp.einsum("rcl,rcl->c", ra, rb)
-    else:
-        s = (a * b).sum(axis=tuple(i for i in range(a.ndim) if i != 1))
-    return s.reshape((1, c) + (1,) * (a.ndim - 2))
+    product array: each (example, channel) row's dot product (``_channel_rows``), then the sum
+    over the batch."""
+    if not a.size:
+        return (a * b).sum(axis=tuple(i for i in range(a.ndim) if i != 1)).reshape(
+            _per_channel(a))
+    ra, rb, first = _channel_rows(xp, a, b)
+    length = ra.shape[2]
+    if length < 8:
+        s = ra[:, :, 0] * rb[:, :, 0]
+        for i in range(1, length):
+            s += ra[:, :, i] * rb[:, :, i]
+    elif length >= 256:         # long rows: one BLAS dot product each
+        s = xp.matmul(ra[:, :, None, :], rb[:, :, :, None]).reshape(ra.shape[:2])
+    else:                       # short ones: a BLAS call each would cost more than its row
+        s = xp.einsum("ncl,ncl->nc", ra, rb)
+    return _over_batch(xp, s, first).reshape(_per_channel(a))
 
 
 def _channel_stats(xp, x, eps):

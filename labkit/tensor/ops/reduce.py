@@ -133,9 +133,93 @@ def _sum_vjp(g, out, x, dim=None, keepdim=False):
 @op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp, batch=REDUCTION,
     amp="float32_gpu")
 def sum(xp, x, dim=None, keepdim=False):
-    """Sum over ``dim`` (None: every element), keeping reduced axes as size 1 if ``keepdim``."""
+    """Sum over ``dim`` (None: every element), keeping reduced axes as size 1 if ``keepdim``.
+
+    A floating-point sum is the same, bit for bit, whatever the memory layout of ``x``: that of
+    its C-ordered copy. (Eager ops keep their input's layout while a captured plan writes into
+    C-ordered buffers, so a sum whose order followed the layout would round differently in the
+    two, and a training run captured would drift from the same run eager.)"""
+    if x.dtype.kind in "fc" and not x.flags.c_contiguous and x.size:
+        out = _sum_in_c_order(xp, x, dim, keepdim)
+        if out is not None:
+            return out
+        x = xp.ascontiguousarray(x)
     out = _blas_sum(xp, x, dim, keepdim)
     return out if out is not None else _reduce(xp, x, dim, keepdim, "sum", xp.add)
+
+
+def _sum_in_c_order(xp, x, dim, keepdim):
+    """The sum of a strided ``x`` over at most 16 elements per result (the windows of pooling)
+    folded from views, in the order NumPy adds the C-ordered copy: reduced dimensions that end
+    the shape (size-1 ones aside) by NumPy's pairwise sum, the others one after another; None
+    where that copy would be summed by BLAS, or more than 16 elements give each result."""
+    axes = _axes(dim, x.ndim)
+    if axes is None or any(not -x.ndim <= a < x.ndim for a in axes):
+        return None
+    axes = sorted({a % x.ndim for a in axes})
+    if len(axes) == x.ndim or math.prod(x.shape[a] for a in axes) > 16 or \
+            _blas_sum_shape(xp, x.shape, x.dtype, axes) is not None:
+        return None
+    trailing = []
+    for a in range(x.ndim - 1, -1, -1):
+        if x.shape[a] == 1:
+            continue
+        if a not in axes:
+            break
+        trailing.insert(0, a)
+    outer = [a for a in axes if a not in trailing and x.shape[a] > 1]
+
+    def window(at):
+        index = [slice(None)] * x.ndim
+        for a in axes:
+            index[a] = at.get(a, 0)
+        return x[tuple(index)]
+    out = None
+    for place in itertools.product(*(range(x.shape[a]) for a in outer)):
+        at = dict(zip(outer, place))
+        terms = [window({**at, **dict(zip(trailing, q))})
+                 for q in itertools.product(*(range(x.shape[a]) for a in trailing))]
+        if out is None:
+            out = _pairwise(xp, terms)
+        else:
+            xp.add(out, terms[0] if len(terms) == 1 else _pairwise(xp, terms), out=out)
+    if keepdim:
+        out = out.reshape(tuple(1 if a in axes else n for a, n in enumerate(x.shape)))
+    return out
+
+
+def _pairwise(xp, terms):
+    """The sum of the arrays ``terms`` in the order of NumPy's pairwise sum of that many
+    numbers (up to 128): eight running sums, then added as a tree, then the rest in turn."""
+    if len(terms) < 8:
+        out = terms[0].copy()
+        for t in terms[1:]:
+            xp.add(out, t, out=out)
+        return out
+    lanes = [t.copy() for t in terms[:8]]
+    whole = len(terms) - len(terms) % 8
+    for i in range(8, whole, 8):
+        for j in range(8):
+            xp.add(lanes[j], terms[i + j], out=lanes[j])
+    a, b, c, d, e, f, g, h = lanes
+    out = ((a + b) + (c + d)) + ((e + f) + (g + h))
+    for t in terms[whole:]:
+        xp.add(out, t, out=out)
+    return out
+
+
+def _blas_sum_shape(xp, shape, dtype, axes):
+    """For ``_blas_sum``: ("columns", rows) or ("rows", length) where a C-contiguous array of
+    ``shape`` and ``dtype`` summed over the sorted ``axes`` is a BLAS matrix-vector product."""
+    k = len(axes)
+    if xp is not np or len(shape) < 2 or dtype not in _BLAS_DTYPES or not 0 < k < len(shape) \
+            or axes[-1] - axes[0] != k - 1 or axes[0] not in (0, len(shape) - k):
+        return None
+    if axes[0] == 0:                                # column sums (a bias's gradient)
+        rows = math.prod(shape[:k])
+        return ("columns", rows) if rows >= 8 else None
+    length = math.prod(shape[len(shape) - k:])      # short rows (softmax's normaliser)
+    return ("rows", length) if 8 <= length <= 128 else None
 
 
 def _blas_sum(xp, x, dim, keepdim):
@@ -144,27 +228,21 @@ def _blas_sum(xp, x, dim, keepdim):
     case. BLAS runs it two to three times as fast as NumPy's reductions (which call an inner
     loop per row). Columns are added row by row, as NumPy does; rows only up to 128 long, where
     NumPy's pairwise summation is a plain 8-lane sum too, so neither loses accuracy."""
-    if xp is not np or x.ndim < 2 or dim is None or x.dtype not in _BLAS_DTYPES or \
-            not x.flags.c_contiguous:
+    if xp is not np or dim is None or not x.flags.c_contiguous:
         return None
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     if any(not -x.ndim <= d < x.ndim for d in dims):
         return None                                 # the backend's error, then the rule's
     axes = sorted({d % x.ndim for d in dims})
-    k = len(axes)
-    if not 0 < k < x.ndim or axes[-1] - axes[0] != k - 1 or axes[0] not in (0, x.ndim - k):
+    how = _blas_sum_shape(xp, x.shape, x.dtype, axes)
+    if how is None:
         return None
     kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdim else \
         tuple(n for i, n in enumerate(x.shape) if i not in axes)
-    if axes[0] == 0:                                # column sums (a bias's gradient)
-        rows = math.prod(x.shape[:k])
-        if rows < 8:
-            return None
-        return (np.ones(rows, x.dtype) @ x.reshape(rows, -1)).reshape(kept)
-    length = math.prod(x.shape[x.ndim - k:])        # short rows (softmax's normaliser)
-    if not 8 <= length <= 128:
-        return None
-    return (x.reshape(-1, length) @ np.ones(length, x.dtype)).reshape(kept)
+    kind, n = how
+    if kind == "columns":
+        return (np.ones(n, x.dtype) @ x.reshape(n, -1)).reshape(kept)
+    return (x.reshape(-1, n) @ np.ones(n, x.dtype)).reshape(kept)
 
 
 def row_sums(xp, x, ndim=1):
