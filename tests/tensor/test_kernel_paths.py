@@ -236,10 +236,11 @@ def test_batch_norm_kernels_give_the_same_bits_in_every_layout(shape, dtype):
 
 
 @pytest.mark.parametrize("shape", [(32, 16, 4, 4), (4, 2, 3, 3), (3, 4, 5, 6), (2, 1, 9, 1),
-                                   (10, 9), (9, 20), (12, 3, 2)])
+                                   (10, 9), (9, 20), (12, 3, 2), (9, 3, 20, 20), (10, 4, 12)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_sum_gives_the_same_bits_in_every_layout(shape, dtype):
-    # the windows of pooling (at most 16 per result) are folded in NumPy's order of the C copy;
+    # the windows of pooling (at most 16 per result) are folded in NumPy's order of the C copy,
+    # channels-first arrays summed over their positions (and batch) row by row in that order;
     # anything else strided is summed as its C-ordered copy (BLAS rows and columns included)
     rng = np.random.default_rng(4)
     x = (rng.standard_normal(shape) * 10).astype(dtype)

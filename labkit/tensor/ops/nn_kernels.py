@@ -36,7 +36,7 @@ from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, float_dtype, shape_of
 from .elementwise import add, div, exp, mul, sub, tanh, zeros_like
 from .elementwise_math import special
-from .reduce import row_sums, sum as _sum
+from .reduce import channel_dots, channel_sums, row_sums, sum as _sum
 from .shape import batch_size, materialized, moved, reshape
 
 SQRT_HALF = math.sqrt(0.5)
@@ -324,27 +324,6 @@ def layer_norm_backward(xp, g, x, ndim, eps):
 
 
 # ---- batch_norm: the normalisation over every dimension but the channels (dim 1) --------------
-def _channel_rows(xp, a, b=None):
-    """(N, C, ...) ``a`` (and ``b`` of its shape) as rows of their positions, with no copy of
-    ``a``: (N, C, L) where ``a`` is C-ordered, (C, N, L) where it is laid out channels first (a
-    convolution's output), ``b`` copied into that layout where it differs; and whether the
-    rows run channels first. Each row is then reduced by itself and the rows' results added
-    over the batch in one order, so the sums are the same, bit for bit, in either layout."""
-    n, c = a.shape[:2]
-    first = not a.flags.c_contiguous and xp.swapaxes(a, 0, 1).flags.c_contiguous
-    arrange = (lambda t: xp.ascontiguousarray(xp.swapaxes(t, 0, 1)).reshape(c, n, -1)) if first \
-        else (lambda t: xp.ascontiguousarray(t).reshape(n, c, -1))
-    return arrange(a), None if b is None else arrange(b), first
-
-
-def _over_batch(xp, rows, first):
-    """Per-row results (N, C), or (C, N) if ``first``, added over the batch: one row of
-    channels after another, as NumPy adds an (N, C) C-ordered array over its rows."""
-    if first:
-        rows = xp.ascontiguousarray(rows.T)
-    return rows.sum(axis=0)
-
-
 def _laid_out_like(xp, a, ref):
     """``a`` (N, C, ...) in the layout of ``ref`` where that is channels first (copied once, so
     that the passes after it run over both in the same order)."""
@@ -354,56 +333,12 @@ def _laid_out_like(xp, a, ref):
     return xp.swapaxes(xp.ascontiguousarray(xp.swapaxes(a, 0, 1)), 0, 1)
 
 
-def _per_channel(a):
-    return (1, a.shape[1]) + (1,) * (a.ndim - 2)
-
-
-def _channel_sums(xp, a):
-    """Sums of ``a`` (N, C, ...) over every dimension but 1, kept as size 1: each (example,
-    channel) row's sum (``_channel_rows``), then over the batch. Rows up to 128 long are summed
-    with one vectorised loop each (NumPy's pairwise sum is a plain 8-lane sum there too, and
-    calls a loop per row), longer ones pairwise; rows shorter than 8 a position at a time."""
-    if not a.size:
-        return a.sum(axis=tuple(i for i in range(a.ndim) if i != 1)).reshape(_per_channel(a))
-    rows, _, first = _channel_rows(xp, a)
-    length = rows.shape[2]
-    if length < 8:
-        s = rows[:, :, 0].copy()
-        for i in range(1, length):
-            s += rows[:, :, i]
-    elif length <= 128 and xp is np:
-        s = np.einsum("ncl->nc", rows)
-    else:
-        s = rows.sum(axis=2)
-    return _over_batch(xp, s, first).reshape(_per_channel(a))
-
-
-def _channel_dots(xp, a, b):
-    """Sums of ``a * b`` (both (N, C, ...)) over every dimension but 1, kept as size 1, with no
-    product array: each (example, channel) row's dot product (``_channel_rows``), then the sum
-    over the batch."""
-    if not a.size:
-        return (a * b).sum(axis=tuple(i for i in range(a.ndim) if i != 1)).reshape(
-            _per_channel(a))
-    ra, rb, first = _channel_rows(xp, a, b)
-    length = ra.shape[2]
-    if length < 8:
-        s = ra[:, :, 0] * rb[:, :, 0]
-        for i in range(1, length):
-            s += ra[:, :, i] * rb[:, :, i]
-    elif length >= 256:         # long rows: one BLAS dot product each
-        s = xp.matmul(ra[:, :, None, :], rb[:, :, :, None]).reshape(ra.shape[:2])
-    else:                       # short ones: a BLAS call each would cost more than its row
-        s = xp.einsum("ncl,ncl->nc", ra, rb)
-    return _over_batch(xp, s, first).reshape(_per_channel(a))
-
-
 def _channel_stats(xp, x, eps):
     """(x - mean, 1 / sqrt(var + eps), 1 / n) per channel, in float32 at least."""
     x = _upcast(xp, x)
     inv_n = 1.0 / max(x.size // max(x.shape[1], 1), 1)
-    centered = x - _channel_sums(xp, x) * inv_n
-    var = _channel_dots(xp, centered, centered) * inv_n
+    centered = x - channel_sums(xp, x) * inv_n
+    var = channel_dots(xp, centered, centered) * inv_n
     return centered, 1 / xp.sqrt(var + eps), inv_n
 
 
@@ -469,8 +404,8 @@ def batch_norm_backward(xp, g, x, eps):
     # then three passes over the activations
     centered, rstd, inv_n = _channel_stats(xp, x, eps)
     g32 = _laid_out_like(xp, _upcast(xp, g), centered)
-    g_mean = _channel_sums(xp, g32) * inv_n
-    centered *= -(rstd ** 3) * (_channel_dots(xp, g32, centered) * inv_n)
+    g_mean = channel_sums(xp, g32) * inv_n
+    centered *= -(rstd ** 3) * (channel_dots(xp, g32, centered) * inv_n)
     dx = xp.multiply(g32, rstd, dtype=centered.dtype)
     dx += centered
     dx -= rstd * g_mean
@@ -496,7 +431,7 @@ def channel_moments(xp, x):
     x32 = _upcast(xp, x)
     c = x.shape[1]
     inv_n = 1.0 / max(x.size // max(c, 1), 1)
-    mean = _channel_sums(xp, x32) * inv_n
+    mean = channel_sums(xp, x32) * inv_n
     centered = x32 - mean
-    var = _channel_dots(xp, centered, centered) * inv_n
+    var = channel_dots(xp, centered, centered) * inv_n
     return xp.stack([mean.reshape(c), var.reshape(c)]).astype(x.dtype, copy=False)

@@ -139,6 +139,9 @@ def sum(xp, x, dim=None, keepdim=False):
     its C-ordered copy. (Eager ops keep their input's layout while a captured plan writes into
     C-ordered buffers, so a sum whose order followed the layout would round differently in the
     two, and a training run captured would drift from the same run eager.)"""
+    if _per_channel_sum(xp, x, dim):
+        out = channel_sums(xp, x)
+        return out if keepdim else out.reshape(x.shape[1])
     if x.dtype.kind in "fc" and not x.flags.c_contiguous and x.size:
         out = _sum_in_c_order(xp, x, dim, keepdim)
         if out is not None:
@@ -146,6 +149,82 @@ def sum(xp, x, dim=None, keepdim=False):
         x = xp.ascontiguousarray(x)
     out = _blas_sum(xp, x, dim, keepdim)
     return out if out is not None else _reduce(xp, x, dim, keepdim, "sum", xp.add)
+
+
+def _per_channel_sum(xp, x, dim):
+    """Whether ``sum`` over ``dim`` of ``x`` is over every dimension of (N, C, ...) float32/64 but
+    the channels (a bias's or BatchNorm's gradient) to take as ``channel_sums``: always on the
+    CPU (faster than NumPy's reduction, the same bits in every layout), and on a GPU where ``x``
+    is strided (there ``channel_sums`` adds as the backend does its C-ordered copy)."""
+    if x.ndim < 3 or not x.size or x.dtype not in _BLAS_DTYPES or \
+            (xp is not np and x.flags.c_contiguous):
+        return False
+    axes = _axes(dim, x.ndim)
+    if axes is None or any(not -x.ndim <= a < x.ndim for a in axes):
+        return False
+    return sorted({a % x.ndim for a in axes}) == [0] + list(range(2, x.ndim))
+
+
+def _channel_rows(xp, a, b=None):
+    """(N, C, ...) ``a`` (and ``b`` of its shape) as rows of their positions, with no copy of
+    ``a``: (N, C, L) where ``a`` is C-ordered, (C, N, L) where it is laid out channels first (a
+    convolution's output), ``b`` copied into that layout where it differs; and whether the
+    rows run channels first. Each row is then reduced by itself and the rows' results added
+    over the batch in one order, so the sums are the same, bit for bit, in either layout."""
+    n, c = a.shape[:2]
+    first = not a.flags.c_contiguous and xp.swapaxes(a, 0, 1).flags.c_contiguous
+    arrange = (lambda t: xp.ascontiguousarray(xp.swapaxes(t, 0, 1)).reshape(c, n, -1)) if first \
+        else (lambda t: xp.ascontiguousarray(t).reshape(n, c, -1))
+    return arrange(a), None if b is None else arrange(b), first
+
+
+def _over_batch(xp, rows, first, a):
+    """Per-row results (N, C), or (C, N) if ``first``, added over the batch (one row of
+    channels after another, as NumPy adds an (N, C) C-ordered array over its rows), shaped
+    (1, C, 1, ...) for (N, C, ...) ``a``."""
+    if first:
+        rows = xp.ascontiguousarray(rows.T)
+    return rows.sum(axis=0).reshape((1, a.shape[1]) + (1,) * (a.ndim - 2))
+
+
+def channel_sums(xp, a):
+    """Sums of ``a`` (N, C, ...) over every dimension but 1, kept as size 1: each (example,
+    channel) row's sum (``_channel_rows``), then over the batch. On the CPU rows up to 128 long
+    are summed with one vectorised loop each (NumPy's pairwise sum is a plain 8-lane sum there
+    too, but calls a loop per row), longer ones pairwise; rows shorter than 8 a position at a
+    time."""
+    if not a.size or a.ndim < 2:
+        return a.sum(axis=tuple(i for i in range(a.ndim) if i != 1), keepdims=True)
+    rows, _, first = _channel_rows(xp, a)
+    length = rows.shape[2]
+    if length < 8:
+        s = rows[:, :, 0].copy()
+        for i in range(1, length):
+            s += rows[:, :, i]
+    elif length <= 128 and xp is np:
+        s = np.einsum("ncl->nc", rows)
+    else:
+        s = rows.sum(axis=2)
+    return _over_batch(xp, s, first, a)
+
+
+def channel_dots(xp, a, b):
+    """Sums of ``a * b`` (both (N, C, ...)) over every dimension but 1, kept as size 1, with no
+    product array: each (example, channel) row's dot product (``_channel_rows``), then the sum
+    over the batch."""
+    if not a.size or a.ndim < 2:
+        return (a * b).sum(axis=tuple(i for i in range(a.ndim) if i != 1), keepdims=True)
+    ra, rb, first = _channel_rows(xp, a, b)
+    length = ra.shape[2]
+    if length < 8:
+        s = ra[:, :, 0] * rb[:, :, 0]
+        for i in range(1, length):
+            s += ra[:, :, i] * rb[:, :, i]
+    elif length >= 256:         # long rows: one BLAS dot product each
+        s = xp.matmul(ra[:, :, None, :], rb[:, :, :, None]).reshape(ra.shape[:2])
+    else:                       # short ones: a BLAS call each would cost more than its row
+        s = xp.einsum("ncl,ncl->nc", ra, rb)
+    return _over_batch(xp, s, first, a)
 
 
 def _sum_in_c_order(xp, x, dim, keepdim):
