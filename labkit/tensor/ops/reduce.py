@@ -136,13 +136,14 @@ def sum(xp, x, dim=None, keepdim=False):
     """Sum over ``dim`` (None: every element), keeping reduced axes as size 1 if ``keepdim``.
 
     A floating-point sum is the same, bit for bit, whatever the memory layout of ``x``: that of
-    its C-ordered copy. (Eager ops keep their input's layout while a captured plan writes into
+    its C-ordered copy (a broadcast view aside, which is summed as it is rather than copied). (Eager ops keep their input's layout while a captured plan writes into
     C-ordered buffers, so a sum whose order followed the layout would round differently in the
     two, and a training run captured would drift from the same run eager.)"""
     if _per_channel_sum(xp, x, dim):
         out = channel_sums(xp, x)
         return out if keepdim else out.reshape(x.shape[1])
-    if x.dtype.kind in "fc" and not x.flags.c_contiguous and x.size:
+    if x.dtype.kind in "fc" and not x.flags.c_contiguous and x.size and \
+            all(s or n == 1 for s, n in zip(x.strides, x.shape)):     # a broadcast: not copied
         out = _sum_in_c_order(xp, x, dim, keepdim)
         if out is not None:
             return out
