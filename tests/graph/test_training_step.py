@@ -319,3 +319,41 @@ def test_backward_in_a_captured_function_sets_its_arguments_grad_as_eagerly():
             np.testing.assert_allclose(captured, eager, rtol=1e-6)
         accumulated = not np.allclose(results[0][0], results[0][1])
         assert accumulated == (fn is accumulate)
+
+
+class _Residual(nn.Module):
+    """conv, BatchNorm, ReLU; a residual block; a stride-2 one; average pooling over 4x4: the
+    activations reach the BatchNorms and the pooling channels first (a convolution's layout)
+    when eager, and the pooling C-ordered (a plan's buffer) when captured."""
+
+    def __init__(self):
+        super().__init__()
+        def block(stride):
+            return nn.Sequential(nn.Conv2d(8, 8, 3, stride=stride, padding=1, bias=False),
+                                 nn.BatchNorm2d(8))
+        self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                                  nn.ReLU())
+        self.block, self.down = block(1), block(2)
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = F.relu(self.down(F.relu(self.block(x) + x)))
+        return self.head(lk.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def test_a_captured_step_through_batch_norm_gives_eager_bits(device, digit_batches):
+    # fusion off: a fused kernel may round differently, by design; everything else must not
+    batches = [(x.to(device), y.to(device)) for x, y in digit_batches[:4]]
+    disabled = "fusion" in lk.config.disabled_passes()
+    lk.config.disable_pass("fusion")
+    try:
+        runs = [train(batches, captured, lambda: _Residual().to(device),
+                      lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9)) for captured in (False, True)]
+    finally:
+        if not disabled:
+            lk.config.enable_pass("fusion")
+    (eager, eager_model, *_), (captured, model, *_) = runs
+    assert eager == captured
+    for (name, a), b in zip(model.state_dict().items(), eager_model.state_dict().values()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)

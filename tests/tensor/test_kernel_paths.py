@@ -4,6 +4,8 @@ The op-case table (op_cases.py) draws sides of at most 3, below where these rout
 sums of a matrix's columns or short rows as BLAS matrix-vector products, max/min over many
 short rows through a transposed copy, and softmax's normaliser and max, which use them.
 """
+import itertools
+
 import numpy as np
 import pytest
 
@@ -168,3 +170,103 @@ def test_max_pool_gradient_goes_to_the_first_maximum_of_each_window():
     want = np.zeros_like(x)
     want[:, :, ::2, 1::2] = 1.0
     np.testing.assert_array_equal(t.grad.numpy(), want)
+
+
+def _channels_first(a):
+    """``a`` (N, C, ...) laid out channels first in memory, as a convolution's output is."""
+    return np.ascontiguousarray(np.swapaxes(a, 0, 1)).swapaxes(0, 1)
+
+
+@pytest.mark.parametrize("shape", [(16, 8, 2, 2), (4, 3, 20, 20), (1, 4, 3, 3), (5, 1, 4, 4),
+                                   (3, 2, 300)])
+@pytest.mark.parametrize("layouts", ["cc", "ct", "tc", "tt"])
+def test_batch_norm_kernels_match_torch_in_every_layout(shape, layouts):
+    # per-channel sums over (example, channel) rows of positions, read in place where the array
+    # is laid out channels first, then added over the batch
+    torch = pytest.importorskip("torch")
+    from labkit.tensor.ops import nn_kernels as K
+    rng = np.random.default_rng(1)
+    x, g = rng.standard_normal(shape) * 3 + 2, rng.standard_normal(shape)
+    x = _channels_first(x) if layouts[0] == "t" else x
+    g = _channels_first(g) if layouts[1] == "t" else g
+    tx = torch.tensor(np.ascontiguousarray(x), requires_grad=True)
+    y = torch.nn.functional.batch_norm(tx, None, None, training=True, eps=1e-5)
+    y.backward(torch.tensor(np.ascontiguousarray(g)))
+    axes = (0,) + tuple(range(2, x.ndim))
+    for dtype, tol in ((np.float64, 1e-10), (np.float32, 1e-4)):
+        xd, gd = x.astype(dtype), g.astype(dtype)
+        dx = K.batch_norm_backward.kernel(np, gd, xd, eps=1e-5)
+        out = K.batch_norm.kernel(np, xd, eps=1e-5)
+        moments = K.channel_moments.kernel(np, xd)
+        assert dx.dtype == out.dtype == moments.dtype == dtype
+        np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(out, y.detach().numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(moments, np.stack([x.mean(axes), x.var(axes)]), rtol=tol,
+                                   atol=tol)
+
+
+def _layouts(a):
+    """``a`` C-ordered, channels first, in Fortran order and as a strided view."""
+    wide = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+    wide[..., ::2] = a
+    return {"C": a, "channels first": _channels_first(a), "F": np.asfortranarray(a),
+            "strided": wide[..., ::2]}
+
+
+@pytest.mark.parametrize("shape", [(16, 8, 2, 2), (32, 8, 8, 8), (6, 3, 11, 13), (9, 2, 150),
+                                   (2, 4, 16, 16), (7, 5)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batch_norm_kernels_give_the_same_bits_in_every_layout(shape, dtype):
+    # A captured plan writes into C-ordered buffers where eager ops keep their input's layout:
+    # sums that followed the layout would make a captured training run drift from eager's
+    from labkit.tensor.ops import nn_kernels as K
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(shape) * 3 + 2).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+
+    def kernels(x, g):
+        return (K.batch_norm.kernel(np, x, eps=1e-5), K.channel_moments.kernel(np, x),
+                K.batch_norm_backward.kernel(np, g, x, eps=1e-5))
+    want = kernels(x, g)
+    for (x_name, xs), (g_name, gs) in itertools.product(_layouts(x).items(),
+                                                        _layouts(g).items()):
+        for name, a, b in zip(("batch_norm", "channel_moments", "backward"), want,
+                              kernels(xs, gs)):
+            np.testing.assert_array_equal(b, a, err_msg=f"{name}: x {x_name}, g {g_name}")
+
+
+@pytest.mark.parametrize("shape", [(32, 16, 4, 4), (4, 2, 3, 3), (3, 4, 5, 6), (2, 1, 9, 1),
+                                   (10, 9), (9, 20), (12, 3, 2), (9, 3, 20, 20), (10, 4, 12)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_sum_gives_the_same_bits_in_every_layout(shape, dtype):
+    # the windows of pooling (at most 16 per result) are folded in NumPy's order of the C copy,
+    # channels-first arrays summed over their positions (and batch) row by row in that order;
+    # anything else strided is summed as its C-ordered copy (BLAS rows and columns included)
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal(shape) * 10).astype(dtype)
+    orders = list(itertools.permutations(range(x.ndim)))[1:]
+    dims = [None] + [d for k in range(1, x.ndim + 1)
+                     for d in itertools.combinations(range(x.ndim), k)]
+    for dim, keepdim in itertools.product(dims, (False, True)):
+        want = reduce.sum.kernel(np, x, dim=dim, keepdim=keepdim)
+        for order in orders:
+            laid_out = np.ascontiguousarray(x.transpose(order)).transpose(np.argsort(order))
+            got = reduce.sum.kernel(np, laid_out, dim=dim, keepdim=keepdim)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want, err_msg=f"dim={dim}, order {order}")
+
+
+@pytest.mark.parametrize("layout", ["c", "t"])
+def test_leaky_relu_backward_matches_a_select(layout):
+    from labkit.tensor.ops import nn_kernels as K
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+    x[0, 0, 0, :3] = [0.0, np.nan, -0.0]
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    g[1, 1, 1, :2] = [np.inf, np.nan]
+    g = _channels_first(g) if layout == "t" else g
+    for slope in (0.2, 0.0, 1.5):
+        got = K.leaky_relu_backward.kernel(np, g, x, negative_slope=slope)
+        want = np.where(x > 0, g, g * np.float32(slope))
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)

@@ -128,16 +128,34 @@ def _fold_batch(inputs, bdims, image_shape, **attrs):
 
 @op("fold", shape=_fold_rule, vjp=_fold_vjp, batch=_fold_batch)
 def fold(xp, cols, image_shape, kernel_size, stride, padding, dilation):
-    """Adjoint of ``unfold``: add every window of ``cols`` back into an image of ``image_shape``."""
+    """Adjoint of ``unfold``: add every window of ``cols`` back into an image of ``image_shape``.
+
+    Each of the kh*kw window positions adds its (N, C, OH, OW) slice to the output positions it
+    reaches inside the image (the padding is never written: no padded buffer to crop), so the
+    result is a C-contiguous array, as fast to read for the ops after it as any other."""
     n, c, h, w = image_shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
     oh, ow = cols.shape[-2:]
-    out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
+    out = xp.zeros((n, c, h, w), dtype=cols.dtype)
     for i in range(kh):
+        r0, r1, top = _inside(i, dh, sh, ph, oh, h)
+        if r1 <= r0:
+            continue
         for j in range(kw):
-            out[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
-                j * dw:j * dw + sw * (ow - 1) + 1:sw] += cols[:, :, i, j]
-    return out[:, :, ph:ph + h, pw:pw + w]
+            q0, q1, left = _inside(j, dw, sw, pw, ow, w)
+            if q1 <= q0:
+                continue
+            out[:, :, top:top + sh * (r1 - r0 - 1) + 1:sh,
+                left:left + sw * (q1 - q0 - 1) + 1:sw] += cols[:, :, i, j, r0:r1, q0:q1]
+    return out
+
+
+def _inside(i, d, s, p, windows, size):
+    """Along one dimension, the windows ``[lo, hi)`` whose element ``i`` (at ``i * d + s * t - p``
+    for window ``t``) falls inside an image of ``size``, and where the first of them falls."""
+    lo = max(0, -((i * d - p) // s))
+    hi = min(windows, (size - 1 + p - i * d) // s + 1)
+    return lo, hi, i * d + s * lo - p
 
 
 def _geometry_args(kernel_size, stride, padding, dilation, op="conv2d"):
@@ -385,6 +403,8 @@ def max_pool_backward(xp, g, x, out, kernel_size, stride, padding, dilation):
     taken = xp.zeros(out.shape, dtype=bool)
     nan = out.dtype.kind == "f" and bool(xp.isnan(out).any())
     last = kernel_size[0] * kernel_size[1] - 1
+    # windows that do not overlap write each input element at most once: no sum needed
+    apart = all(s >= (k - 1) * d + 1 for s, k, d in zip(stride, kernel_size, dilation))
     for k in range(last + 1):
         i, j = divmod(k, kernel_size[1])
         w = _pool_window(xpad, i, j, stride, dilation, oh, ow)
@@ -392,10 +412,14 @@ def max_pool_backward(xp, g, x, out, kernel_size, stride, padding, dilation):
         if nan:
             hit |= xp.isnan(w) & xp.isnan(out)
         if k:
-            hit &= ~taken
+            xp.greater(hit, taken, out=hit)          # a hit not taken by an earlier position
         if k < last:
             taken |= hit
-        _pool_window(dpad, i, j, stride, dilation, oh, ow)[...] += g * hit
+        target = _pool_window(dpad, i, j, stride, dilation, oh, ow)
+        if apart:
+            xp.multiply(g, hit, out=target)
+        else:
+            target += g * hit
     (pt, _), (pl, _) = padding
     return dpad[..., pt:pt + x.shape[-2], pl:pl + x.shape[-1]]
 

@@ -133,9 +133,173 @@ def _sum_vjp(g, out, x, dim=None, keepdim=False):
 @op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp, batch=REDUCTION,
     amp="float32_gpu")
 def sum(xp, x, dim=None, keepdim=False):
-    """Sum over ``dim`` (None: every element), keeping reduced axes as size 1 if ``keepdim``."""
+    """Sum over ``dim`` (None: every element), keeping reduced axes as size 1 if ``keepdim``.
+
+    A floating-point sum is the same, bit for bit, whatever the memory layout of ``x``: that of
+    its C-ordered copy (a broadcast view aside, which is summed as it is rather than copied). (Eager ops keep their input's layout while a captured plan writes into
+    C-ordered buffers, so a sum whose order followed the layout would round differently in the
+    two, and a training run captured would drift from the same run eager.)"""
+    if _per_channel_sum(xp, x, dim):
+        out = channel_sums(xp, x)
+        return out if keepdim else out.reshape(x.shape[1])
+    if x.dtype.kind in "fc" and not x.flags.c_contiguous and x.size and \
+            all(s or n == 1 for s, n in zip(x.strides, x.shape)):     # a broadcast: not copied
+        out = _sum_in_c_order(xp, x, dim, keepdim)
+        if out is not None:
+            return out
+        x = xp.ascontiguousarray(x)
     out = _blas_sum(xp, x, dim, keepdim)
     return out if out is not None else _reduce(xp, x, dim, keepdim, "sum", xp.add)
+
+
+def _per_channel_sum(xp, x, dim):
+    """Whether ``sum`` over ``dim`` of ``x`` is over every dimension of (N, C, ...) float32/64 but
+    the channels (a bias's or BatchNorm's gradient) to take as ``channel_sums``: always on the
+    CPU (faster than NumPy's reduction, the same bits in every layout), and on a GPU where ``x``
+    is strided (there ``channel_sums`` adds as the backend does its C-ordered copy)."""
+    if x.ndim < 3 or not x.size or x.dtype not in _BLAS_DTYPES or \
+            (xp is not np and x.flags.c_contiguous):
+        return False
+    axes = _axes(dim, x.ndim)
+    if axes is None or any(not -x.ndim <= a < x.ndim for a in axes):
+        return False
+    return sorted({a % x.ndim for a in axes}) == [0] + list(range(2, x.ndim))
+
+
+def _channel_rows(xp, a, b=None):
+    """(N, C, ...) ``a`` (and ``b`` of its shape) as rows of their positions, with no copy of
+    ``a``: (N, C, L) where ``a`` is C-ordered, (C, N, L) where it is laid out channels first (a
+    convolution's output), ``b`` copied into that layout where it differs; and whether the
+    rows run channels first. Each row is then reduced by itself and the rows' results added
+    over the batch in one order, so the sums are the same, bit for bit, in either layout."""
+    n, c = a.shape[:2]
+    first = not a.flags.c_contiguous and xp.swapaxes(a, 0, 1).flags.c_contiguous
+    arrange = (lambda t: xp.ascontiguousarray(xp.swapaxes(t, 0, 1)).reshape(c, n, -1)) if first \
+        else (lambda t: xp.ascontiguousarray(t).reshape(n, c, -1))
+    return arrange(a), None if b is None else arrange(b), first
+
+
+def _over_batch(xp, rows, first, a):
+    """Per-row results (N, C), or (C, N) if ``first``, added over the batch (one row of
+    channels after another, as NumPy adds an (N, C) C-ordered array over its rows), shaped
+    (1, C, 1, ...) for (N, C, ...) ``a``."""
+    if first:
+        rows = xp.ascontiguousarray(rows.T)
+    return rows.sum(axis=0).reshape((1, a.shape[1]) + (1,) * (a.ndim - 2))
+
+
+def channel_sums(xp, a):
+    """Sums of ``a`` (N, C, ...) over every dimension but 1, kept as size 1: each (example,
+    channel) row's sum (``_channel_rows``), then over the batch. On the CPU rows up to 128 long
+    are summed with one vectorised loop each (NumPy's pairwise sum is a plain 8-lane sum there
+    too, but calls a loop per row), longer ones pairwise; rows shorter than 8 a position at a
+    time."""
+    if not a.size or a.ndim < 2:
+        return a.sum(axis=tuple(i for i in range(a.ndim) if i != 1), keepdims=True)
+    rows, _, first = _channel_rows(xp, a)
+    length = rows.shape[2]
+    if length < 8:
+        s = rows[:, :, 0].copy()
+        for i in range(1, length):
+            s += rows[:, :, i]
+    elif length <= 128 and xp is np:
+        s = np.einsum("ncl->nc", rows)
+    else:
+        s = rows.sum(axis=2)
+    return _over_batch(xp, s, first, a)
+
+
+def channel_dots(xp, a, b):
+    """Sums of ``a * b`` (both (N, C, ...)) over every dimension but 1, kept as size 1, with no
+    product array: each (example, channel) row's dot product (``_channel_rows``), then the sum
+    over the batch."""
+    if not a.size or a.ndim < 2:
+        return (a * b).sum(axis=tuple(i for i in range(a.ndim) if i != 1), keepdims=True)
+    ra, rb, first = _channel_rows(xp, a, b)
+    length = ra.shape[2]
+    if length < 8:
+        s = ra[:, :, 0] * rb[:, :, 0]
+        for i in range(1, length):
+            s += ra[:, :, i] * rb[:, :, i]
+    elif length >= 256:         # long rows: one BLAS dot product each
+        s = xp.matmul(ra[:, :, None, :], rb[:, :, :, None]).reshape(ra.shape[:2])
+    else:                       # short ones: a BLAS call each would cost more than its row
+        s = xp.einsum("ncl,ncl->nc", ra, rb)
+    return _over_batch(xp, s, first, a)
+
+
+def _sum_in_c_order(xp, x, dim, keepdim):
+    """The sum of a strided ``x`` over at most 16 elements per result (the windows of pooling)
+    folded from views, in the order NumPy adds the C-ordered copy: reduced dimensions that end
+    the shape (size-1 ones aside) by NumPy's pairwise sum, the others one after another; None
+    where that copy would be summed by BLAS, or more than 16 elements give each result."""
+    axes = _axes(dim, x.ndim)
+    if axes is None or any(not -x.ndim <= a < x.ndim for a in axes):
+        return None
+    axes = sorted({a % x.ndim for a in axes})
+    if len(axes) == x.ndim or math.prod(x.shape[a] for a in axes) > 16 or \
+            _blas_sum_shape(xp, x.shape, x.dtype, axes) is not None:
+        return None
+    trailing = []
+    for a in range(x.ndim - 1, -1, -1):
+        if x.shape[a] == 1:
+            continue
+        if a not in axes:
+            break
+        trailing.insert(0, a)
+    outer = [a for a in axes if a not in trailing and x.shape[a] > 1]
+
+    def window(at):
+        index = [slice(None)] * x.ndim
+        for a in axes:
+            index[a] = at.get(a, 0)
+        return x[tuple(index)]
+    out = None
+    for place in itertools.product(*(range(x.shape[a]) for a in outer)):
+        at = dict(zip(outer, place))
+        terms = [window({**at, **dict(zip(trailing, q))})
+                 for q in itertools.product(*(range(x.shape[a]) for a in trailing))]
+        if out is None:
+            out = _pairwise(xp, terms)
+        else:
+            xp.add(out, terms[0] if len(terms) == 1 else _pairwise(xp, terms), out=out)
+    if keepdim:
+        out = out.reshape(tuple(1 if a in axes else n for a, n in enumerate(x.shape)))
+    return out
+
+
+def _pairwise(xp, terms):
+    """The sum of the arrays ``terms`` in the order of NumPy's pairwise sum of that many
+    numbers (up to 128): eight running sums, then added as a tree, then the rest in turn."""
+    if len(terms) < 8:
+        out = terms[0].copy()
+        for t in terms[1:]:
+            xp.add(out, t, out=out)
+        return out
+    lanes = [t.copy() for t in terms[:8]]
+    whole = len(terms) - len(terms) % 8
+    for i in range(8, whole, 8):
+        for j in range(8):
+            xp.add(lanes[j], terms[i + j], out=lanes[j])
+    a, b, c, d, e, f, g, h = lanes
+    out = ((a + b) + (c + d)) + ((e + f) + (g + h))
+    for t in terms[whole:]:
+        xp.add(out, t, out=out)
+    return out
+
+
+def _blas_sum_shape(xp, shape, dtype, axes):
+    """For ``_blas_sum``: ("columns", rows) or ("rows", length) where a C-contiguous array of
+    ``shape`` and ``dtype`` summed over the sorted ``axes`` is a BLAS matrix-vector product."""
+    k = len(axes)
+    if xp is not np or len(shape) < 2 or dtype not in _BLAS_DTYPES or not 0 < k < len(shape) \
+            or axes[-1] - axes[0] != k - 1 or axes[0] not in (0, len(shape) - k):
+        return None
+    if axes[0] == 0:                                # column sums (a bias's gradient)
+        rows = math.prod(shape[:k])
+        return ("columns", rows) if rows >= 8 else None
+    length = math.prod(shape[len(shape) - k:])      # short rows (softmax's normaliser)
+    return ("rows", length) if 8 <= length <= 128 else None
 
 
 def _blas_sum(xp, x, dim, keepdim):
@@ -144,27 +308,21 @@ def _blas_sum(xp, x, dim, keepdim):
     case. BLAS runs it two to three times as fast as NumPy's reductions (which call an inner
     loop per row). Columns are added row by row, as NumPy does; rows only up to 128 long, where
     NumPy's pairwise summation is a plain 8-lane sum too, so neither loses accuracy."""
-    if xp is not np or x.ndim < 2 or dim is None or x.dtype not in _BLAS_DTYPES or \
-            not x.flags.c_contiguous:
+    if xp is not np or dim is None or not x.flags.c_contiguous:
         return None
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     if any(not -x.ndim <= d < x.ndim for d in dims):
         return None                                 # the backend's error, then the rule's
     axes = sorted({d % x.ndim for d in dims})
-    k = len(axes)
-    if not 0 < k < x.ndim or axes[-1] - axes[0] != k - 1 or axes[0] not in (0, x.ndim - k):
+    how = _blas_sum_shape(xp, x.shape, x.dtype, axes)
+    if how is None:
         return None
     kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdim else \
         tuple(n for i, n in enumerate(x.shape) if i not in axes)
-    if axes[0] == 0:                                # column sums (a bias's gradient)
-        rows = math.prod(x.shape[:k])
-        if rows < 8:
-            return None
-        return (np.ones(rows, x.dtype) @ x.reshape(rows, -1)).reshape(kept)
-    length = math.prod(x.shape[x.ndim - k:])        # short rows (softmax's normaliser)
-    if not 8 <= length <= 128:
-        return None
-    return (x.reshape(-1, length) @ np.ones(length, x.dtype)).reshape(kept)
+    kind, n = how
+    if kind == "columns":
+        return (np.ones(n, x.dtype) @ x.reshape(n, -1)).reshape(kept)
+    return (x.reshape(-1, n) @ np.ones(n, x.dtype)).reshape(kept)
 
 
 def row_sums(xp, x, ndim=1):
