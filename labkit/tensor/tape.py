@@ -11,7 +11,9 @@ before it took the tensor as an input must still reach the value they read: each
 histories its writes replaced, stamped with the write's epoch, and the engine asks for the one an
 entry saw (``history_at``). A view is the exception, as in PyTorch: it shows its base's later
 writes, so an entry reading the view after its base was written reaches the written base
-(``view_base`` tells which entries made views).
+(``view_base`` tells which entries made views). A write through a view gives the base the written
+value's history and the view a new entry of its view op over it, so this holds for a view written
+through as well.
 """
 from bisect import bisect_right
 from operator import itemgetter

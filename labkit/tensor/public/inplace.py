@@ -88,10 +88,28 @@ def write(target, result, name):
         assign(target, result)
         if dispatch._state.grad_enabled and (result._requires_grad or target._requires_grad):
             bases = _bases_written(target, result)
-            rebind(target, result._node, result._requires_grad)
-            for base, value in bases:
-                rebind(base, value._node, value._requires_grad)
+            if not bases:
+                rebind(target, result._node, result._requires_grad)
+            else:
+                _rebind_views(target, bases)
     return target
+
+
+def _rebind_views(view, bases):
+    """After a write through ``view``: the outermost base takes its written value's history,
+    and ``view`` and every view between takes a new entry of the view op that made it, reading
+    its base's new history. As in PyTorch a view's history is then always its view op over its
+    base's: a later write into the base, or through another view of it, is seen when the view
+    is read (the backward pass rebases a view's entry older than the last write to its memory,
+    ``labkit.autodiff.engine._Edges``), not the history of the view's own write."""
+    base, value = bases[-1]
+    rebind(base, value._node, value._requires_grad)
+    requires_grad = value._requires_grad
+    views = [view] + [b for b, _ in bases[:-1]]
+    for v in reversed(views):
+        made = first_node(v)
+        rebind(v, TapeNode(made.op, made.inputs, made.attrs, made.out, made.device,
+                           made.out_version), requires_grad)
 
 
 def _bases_written(view, value):
@@ -153,17 +171,20 @@ def _recording(target, args):
 def _as_read(operand, target, source, copy):
     """An operand of an in-place op on ``target`` as the computation reads it: ``target``
     itself is ``source`` (its value before the write); a view of ``target``'s memory is copied
-    when the computation's gradient may read its values (the write is about to change them)."""
+    when the computation's gradient may read its values (the write is about to change them),
+    and under capture is always a second name of its value (the view itself, read later, is
+    re-derived from the written base: ``b.add_(b[1])`` would differentiate the wrong value)."""
     if operand is target:
         return source
-    if copy and isinstance(operand, Tensor):
+    if isinstance(operand, Tensor):
         counter = getattr(operand, "_version", None)
         if counter is not None and counter is getattr(target, "_version", None):
             if operand._data is None:       # under capture: a second name of its value
                 old = dispatch._state.mode.value_before_write(operand)
                 return operand if old is None else old
-            return Tensor._make(operand._data.copy(), operand._device, operand._requires_grad,
-                                operand._node)
+            if copy:
+                return Tensor._make(operand._data.copy(), operand._device,
+                                    operand._requires_grad, operand._node)
     return operand
 
 
