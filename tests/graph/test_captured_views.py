@@ -170,6 +170,36 @@ def written_view_copied_out_after_base_write(p):
     return out + v
 
 
+def repeated_writes_through_a_transposed_view(p):
+    b = p * 1.0
+    v = b.t()[1:4]
+    v.mul_(p.t()[:3])
+    v.add_(p[0, :4] ** 2)
+    s = b.sum()
+    b.sub_(p * 0.5)
+    v.mul_(p[2, :4])
+    return v * s + b.t()[:3]
+
+
+def writes_alternating_between_levels_of_a_chain(p):
+    b = p * 1.0
+    r = b.reshape(3, 8)
+    v = r[1]
+    v.mul_(p.reshape(24)[:8])
+    r.mul_(p.reshape(3, 8))
+    v.add_(p.reshape(24)[8:16])
+    b.mul_(p)
+    return v * r[2] + b[0].sum()
+
+
+def setitem_into_a_view_then_its_base(p):
+    b = p * 1.0
+    v = b[1:3]
+    v[:, 2] = p[0, :2] ** 2
+    b[:, 1] = p[:, 5] * 3.0
+    return v.sum() + v * p[2:]
+
+
 PROGRAMS = [base_write_then_view_read, view_write_then_base_read,
             chain_slice_of_transpose_of_reshape, two_views_write_one_read_other, copy_into_view,
             setitem_into_transposed_view, clamp_view, relu_module_on_narrow_view,
@@ -177,7 +207,9 @@ PROGRAMS = [base_write_then_view_read, view_write_then_base_read,
             base_write_then_chain_read, interleaved_writes_and_reads,
             write_through_view_of_view_read_sibling, write_view_then_sibling_then_read,
             chain_written_then_base_then_both_read, several_writes_through_a_chain,
-            written_view_read_by_a_write_into_its_base, written_view_copied_out_after_base_write]
+            written_view_read_by_a_write_into_its_base, written_view_copied_out_after_base_write,
+            repeated_writes_through_a_transposed_view,
+            writes_alternating_between_levels_of_a_chain, setitem_into_a_view_then_its_base]
 
 P0 = np.random.default_rng(0).standard_normal((4, 6))
 

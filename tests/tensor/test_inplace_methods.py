@@ -99,6 +99,21 @@ def test_a_leaf_that_requires_grad_cannot_change_in_place_outside_no_grad():
     assert w.tolist() == [1.0, 1.0, 1.0] and w.is_leaf and w.requires_grad
 
 
+@pytest.mark.parametrize("write", [lambda w: w[0].add_(1), lambda w: w.t()[1:].mul_(2),
+                                   lambda w: w.reshape(6).__setitem__(2, 5.0),
+                                   lambda w: w[:, 1].copy_(lk.zeros(2))],
+                         ids=["getitem", "t_then_slice", "setitem_into_reshape", "copy_into_column"])
+def test_a_view_of_a_leaf_that_requires_grad_cannot_change_in_place_outside_no_grad(write):
+    w = lk.ones((2, 3), requires_grad=True)
+    with pytest.raises(lk.GradError, match=r"_: .* is a view of .*shape=\(2, 3\).* a leaf that "
+                                           r"requires grad.*lk\.no_grad"):
+        write(w)
+    assert w.tolist() == [[1.0] * 3] * 2 and w.is_leaf        # nothing was written
+    with lk.no_grad():
+        write(w)
+    assert w.is_leaf and w.requires_grad and w.tolist() != [[1.0] * 3] * 2
+
+
 def test_an_inplace_op_after_exp_keeps_exps_gradient_right():
     """PyTorch refuses this (exp_'s gradient needs its output, which clamp_ changes); labkit's
     in-place ops keep their result's own memory for the tape, so the gradient is the

@@ -62,6 +62,28 @@ def _check_writable(target, name):
             f"would lose the values its gradient is taken at (PyTorch refuses it too). Update "
             f"it under `with lk.no_grad():` (as an optimiser does), through `x.data.{name}_(...)`, "
             f"or out of place: `x = x.{name}(...)`.")
+    if target._node is not None and dispatch._state.grad_enabled:
+        leaf = _leaf_viewed(target)
+        if leaf is not None:
+            raise GradError(
+                f"{name}_: {describe(target)} is a view of {describe(leaf)}, a leaf that "
+                f"requires grad, and a write through the view would change the leaf in place "
+                f"(PyTorch refuses it too). Update it under `with lk.no_grad():`, through "
+                f"`x.data`, or write into a copy: `x = x.clone()` first.")
+
+
+def _leaf_viewed(view):
+    """The leaf that requires grad which ``view`` is a view of (or a view of a view of), or
+    None."""
+    node = first_node(view)
+    while node is not None and type(node) is TapeNode:
+        base = view_base(node)
+        if base is None:
+            return None
+        node = first_node(base)
+        if node is None:
+            return base if base._requires_grad else None
+    return None
 
 
 def write(target, result, name):
