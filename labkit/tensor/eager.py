@@ -192,6 +192,8 @@ class EagerMode(Mode):
             versions.share_if_view(result, inputs)
             if node is not None:
                 node.out_version = getattr(result, "_version", None)
+            elif getattr(result, "_version", None) is not None:
+                result._view_of = (op, inputs, attrs)     # for a write through it (tape.py)
         return result
 
 

@@ -90,6 +90,21 @@ def first_node(tensor):
     return past[0][1] if past else tensor._node
 
 
+def view_entry(tensor):
+    """The entry of the view op that made ``tensor``, or None if it is not a view: the one
+    recorded for autodiff, or for a view made while nothing required grad, one made now from
+    what eager mode kept (``_view_of``), so that a write of a value that requires grad through
+    the view reaches its base (``b = zeros(3); b[:2].copy_(x)``)."""
+    node = first_node(tensor)
+    if node is None:
+        node = getattr(tensor, "_view_of", None)
+        if type(node) is tuple:
+            op, inputs, attrs = node
+            node = tensor._view_of = TapeNode(op, inputs, attrs, tensor._data, tensor._device,
+                                              tensor._version)
+    return node
+
+
 def view_base(node):
     """The input ``node``'s output is a view of (shares its memory and version counter with),
     or None: eager mode links a view's counter to its base's (versions.share_if_view)."""

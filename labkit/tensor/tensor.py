@@ -35,7 +35,7 @@ class Tensor:
     """
 
     __slots__ = ("_data", "_device", "_requires_grad", "_grad", "_node", "_version",
-                 "_inference", "_past", "__weakref__")
+                 "_inference", "_past", "_view_of", "__weakref__")
     __array_priority__ = 1000   # so ndarray * Tensor defers to Tensor.__rmul__
 
     # ---- construction (internal; users call lk.tensor) -------------------------------------
@@ -49,7 +49,8 @@ class Tensor:
         t._node = node
         # _version (the in-place write counter, tensor/versions.py) stays unset until needed,
         # _inference (set on tensors made in inference mode, tensor/inference.py) unless set,
-        # and _past (the histories an in-place write replaced, tensor/tape.py) until written
+        # _past (the histories an in-place write replaced, tensor/tape.py) until written,
+        # and _view_of (how a view nothing recorded was made, tape.view_entry) unless a view
         return t
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):

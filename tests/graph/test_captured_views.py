@@ -200,6 +200,24 @@ def setitem_into_a_view_then_its_base(p):
     return v.sum() + v * p[2:]
 
 
+# Writes of values that need a gradient through views of a buffer that needs none.
+def copy_into_a_view_of_a_zeros_buffer(p):
+    b = p.detach() * 0.0
+    b[1:3].copy_(p[:2] * p[2:])
+    v = b.t()[2:5]
+    v.mul_(p[0, :4])
+    return b + v.sum()
+
+
+def write_through_a_chain_of_views_of_a_buffer_then_the_buffer(p):
+    b = p.detach() * 0.0 + 1.0
+    r = b.reshape(6, 4)
+    s = r[1:3]
+    s.add_(p[1:3, :4] ** 2)
+    b.mul_(p)
+    return (s * r[0]).sum() + b
+
+
 PROGRAMS = [base_write_then_view_read, view_write_then_base_read,
             chain_slice_of_transpose_of_reshape, two_views_write_one_read_other, copy_into_view,
             setitem_into_transposed_view, clamp_view, relu_module_on_narrow_view,
@@ -209,7 +227,9 @@ PROGRAMS = [base_write_then_view_read, view_write_then_base_read,
             chain_written_then_base_then_both_read, several_writes_through_a_chain,
             written_view_read_by_a_write_into_its_base, written_view_copied_out_after_base_write,
             repeated_writes_through_a_transposed_view,
-            writes_alternating_between_levels_of_a_chain, setitem_into_a_view_then_its_base]
+            writes_alternating_between_levels_of_a_chain, setitem_into_a_view_then_its_base,
+            copy_into_a_view_of_a_zeros_buffer,
+            write_through_a_chain_of_views_of_a_buffer_then_the_buffer]
 
 P0 = np.random.default_rng(0).standard_normal((4, 6))
 

@@ -38,7 +38,7 @@ from ..ops.index import index_put, split_index
 from ..ops.shape import broadcast_to
 from ..ops.state import assign
 from ..random import rand, randn
-from ..tape import TapeNode, first_node, rebind, view_base
+from ..tape import TapeNode, rebind, view_base, view_entry
 from ..tensor import Tensor
 from .registry import METHODS
 
@@ -62,7 +62,8 @@ def _check_writable(target, name):
             f"would lose the values its gradient is taken at (PyTorch refuses it too). Update "
             f"it under `with lk.no_grad():` (as an optimiser does), through `x.data.{name}_(...)`, "
             f"or out of place: `x = x.{name}(...)`.")
-    if target._node is not None and dispatch._state.grad_enabled:
+    if dispatch._state.grad_enabled and (target._node is not None or
+                                         getattr(target, "_view_of", None) is not None):
         leaf = _leaf_viewed(target)
         if leaf is not None:
             raise GradError(
@@ -75,14 +76,14 @@ def _check_writable(target, name):
 def _leaf_viewed(view):
     """The leaf that requires grad which ``view`` is a view of (or a view of a view of), or
     None."""
-    node = first_node(view)
+    node = view_entry(view)
     while node is not None and type(node) is TapeNode:
         base = view_base(node)
         if base is None:
             return None
-        node = first_node(base)
-        if node is None:
-            return base if base._requires_grad else None
+        if base._node is None and base._requires_grad:
+            return base
+        node = view_entry(base)
     return None
 
 
@@ -129,7 +130,7 @@ def _rebind_views(view, bases):
     requires_grad = value._requires_grad
     views = [view] + [b for b, _ in bases[:-1]]
     for v in reversed(views):
-        made = first_node(v)
+        made = view_entry(v)
         rebind(v, TapeNode(made.op, made.inputs, made.attrs, made.out, made.device,
                            made.out_version), requires_grad)
 
@@ -140,7 +141,7 @@ def _bases_written(view, value):
     base in turn. Each value is the base with the view's part replaced, made of ops (the view
     op's vjp places ``value``), so the base's gradient sees the write, as PyTorch's does."""
     bases = []
-    node = first_node(view)
+    node = view_entry(view)
     while node is not None and type(node) is TapeNode:
         base = view_base(node)
         if base is None:
@@ -148,7 +149,7 @@ def _bases_written(view, value):
         value = base_after_write(node.op, node.output_tensor(False), node.inputs, node.attrs,
                                  value, base)
         bases.append((base, value))
-        node = first_node(base)
+        node = view_entry(base)
     return bases
 
 
