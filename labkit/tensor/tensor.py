@@ -21,7 +21,7 @@ from ..errors import DeviceError, DTypeError, GradError, ShapeError, hide_intern
 from . import dispatch
 from .dtypes import DType, from_numpy_dtype
 from .format import format_tensor
-from .versions import counter_of
+from .versions import counter_of, given_grad
 
 
 FLAG_CHANGES = [0]     # bumped whenever a tensor's requires_grad is set (graph guards read it)
@@ -90,6 +90,9 @@ class Tensor:
 
     @property
     def requires_grad(self):
+        if not self._requires_grad and given_grad:   # a view whose base a write gave a history
+            from .tape import regrow
+            regrow(self)
         return self._requires_grad
 
     @property

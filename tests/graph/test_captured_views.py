@@ -218,6 +218,14 @@ def write_through_a_chain_of_views_of_a_buffer_then_the_buffer(p):
     return (s * r[0]).sum() + b
 
 
+def views_of_a_buffer_made_before_a_write_gives_it_a_gradient(p):
+    b = p.detach() * 0.0 + 1.0
+    below, col = b[1:], b[:, 4]
+    b[:2].copy_(p[2:] ** 2)             # below and col overlap the rows written
+    b.t()[5].mul_(p[0, :4])
+    return below * p[1:] + col.sum()
+
+
 PROGRAMS = [base_write_then_view_read, view_write_then_base_read,
             chain_slice_of_transpose_of_reshape, two_views_write_one_read_other, copy_into_view,
             setitem_into_transposed_view, clamp_view, relu_module_on_narrow_view,
@@ -229,7 +237,8 @@ PROGRAMS = [base_write_then_view_read, view_write_then_base_read,
             repeated_writes_through_a_transposed_view,
             writes_alternating_between_levels_of_a_chain, setitem_into_a_view_then_its_base,
             copy_into_a_view_of_a_zeros_buffer,
-            write_through_a_chain_of_views_of_a_buffer_then_the_buffer]
+            write_through_a_chain_of_views_of_a_buffer_then_the_buffer,
+            views_of_a_buffer_made_before_a_write_gives_it_a_gradient]
 
 P0 = np.random.default_rng(0).standard_normal((4, 6))
 

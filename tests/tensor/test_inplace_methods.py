@@ -136,6 +136,24 @@ def test_a_write_through_a_view_of_a_tensor_that_needs_no_grad_reaches_it_as_in_
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("through_a_view", [False, True])
+def test_a_view_made_before_a_write_gave_its_base_a_gradient_has_it_as_in_torch(through_a_view):
+    def program(L, x):
+        b = L.zeros(6, dtype=x.dtype)
+        u, top = b[2:], b[:4].reshape(2, 2)          # made while nothing required grad
+        if through_a_view:
+            b.narrow(0, 0, 3).copy_(x * 2.0)
+        else:
+            b.copy_(L.cat([x, x]))
+        assert u.requires_grad and top.requires_grad  # their history now is their base's
+        return (u * u).sum() + (top * x[0]).sum()
+    x = lk.tensor([1.0, 2.0, 3.0], dtype=lk.float64, requires_grad=True)
+    xt = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    program(lk, x).backward()
+    program(torch, xt).backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+
+
 def test_an_inplace_op_after_exp_keeps_exps_gradient_right():
     """PyTorch refuses this (exp_'s gradient needs its output, which clamp_ changes); labkit's
     in-place ops keep their result's own memory for the tape, so the gradient is the

@@ -38,7 +38,7 @@ from ..ops.index import index_put, split_index
 from ..ops.shape import broadcast_to
 from ..ops.state import assign
 from ..random import rand, randn
-from ..tape import TapeNode, rebind, view_base, view_entry
+from ..tape import TapeNode, gave_grad, rebind, view_base, view_entry
 from ..tensor import Tensor
 from .registry import METHODS
 
@@ -111,10 +111,14 @@ def write(target, result, name):
         assign(target, result)
         if dispatch._state.grad_enabled and (result._requires_grad or target._requires_grad):
             bases = _bases_written(target, result)
+            written, value = bases[-1] if bases else (target, result)
+            given = value._requires_grad and not written._requires_grad
             if not bases:
                 rebind(target, result._node, result._requires_grad)
             else:
                 _rebind_views(target, bases)
+            if given:
+                gave_grad(written)
     return target
 
 
