@@ -23,7 +23,7 @@ from . import arguments, dispatch, low_precision
 from .dispatch import Mode
 from .low_precision import LOW as _LOW
 from . import versions
-from .tape import TapeNode
+from .tape import TapeNode, given_grad as _given_grad, regrow as _regrow
 from .tensor import Tensor
 
 
@@ -141,6 +141,10 @@ class EagerMode(Mode):
         device = None
         needs_grad = low = False
         arrays = []
+        if _given_grad and dispatch._state.grad_enabled:   # usually empty (tape.regrow)
+            for a in inputs:
+                if isinstance(a, Tensor) and not a._requires_grad:
+                    _regrow(a)
         for a in inputs:
             if isinstance(a, Tensor):
                 d = a._device
@@ -192,6 +196,8 @@ class EagerMode(Mode):
             versions.share_if_view(result, inputs)
             if node is not None:
                 node.out_version = getattr(result, "_version", None)
+            elif getattr(result, "_version", None) is not None:
+                result._view_of = (op, inputs, attrs, versions.epoch[0])   # tape.view_entry
         return result
 
 

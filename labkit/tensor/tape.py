@@ -11,15 +11,21 @@ before it took the tensor as an input must still reach the value they read: each
 histories its writes replaced, stamped with the write's epoch, and the engine asks for the one an
 entry saw (``history_at``). A view is the exception, as in PyTorch: it shows its base's later
 writes, so an entry reading the view after its base was written reaches the written base
-(``view_base`` tells which entries made views).
+(``view_base`` tells which entries made views). A write through a view gives the base the written
+value's history and the view a new entry of its view op over it, so this holds for a view written
+through as well. A view made while nothing needed a gradient has no entry; eager mode keeps how it
+was made (``view_entry``), so a write through it reaches its base, and when a write gives its
+memory a history, the views of it made before take their view op over it when next read
+(``regrow``).
 """
 from bisect import bisect_right
 from operator import itemgetter
 
 import itertools
+import weakref
 
 from .tensor import Tensor
-from .versions import epoch as _epoch
+from .versions import epoch as _epoch, given_grad
 
 _sequence = itertools.count()   # the order entries are recorded in (backward runs it reversed)
 
@@ -86,6 +92,51 @@ def first_node(tensor):
     """The entry that made ``tensor`` (before any in-place write rebound it)."""
     past = getattr(tensor, "_past", None)
     return past[0][1] if past else tensor._node
+
+
+def view_entry(tensor):
+    """The entry of the view op that made ``tensor``, or None if it is not a view: the one
+    recorded for autodiff, or for a view made while nothing required grad, one made now from
+    what eager mode kept (``_view_of``), so that a write of a value that requires grad through
+    the view reaches its base (``b = zeros(3); b[:2].copy_(x)``)."""
+    node = first_node(tensor)
+    if node is None:
+        node = getattr(tensor, "_view_of", None)
+        if type(node) is tuple:
+            op, inputs, attrs, made = node
+            node = tensor._view_of = TapeNode(op, inputs, attrs, tensor._data, tensor._device,
+                                              tensor._version)
+            node.epoch = made
+    return node
+
+
+def gave_grad(tensor):
+    """Note that a write just gave ``tensor``, which needed no gradient, a history."""
+    counter = getattr(tensor, "_version", None)
+    if counter is None or id(counter) in given_grad:
+        return
+    key = id(counter)
+    given_grad[key] = (weakref.ref(tensor, lambda _, key=key: given_grad.pop(key, None)),
+                       _epoch[0])
+
+
+def regrow(view):
+    """Give ``view``, made while its memory needed no gradient, and read after a write gave
+    that memory a history, a new entry of its view op over its base's history (PyTorch
+    regenerates a view's history from its base so); True if it now requires grad."""
+    counter = getattr(view, "_version", None)
+    given = given_grad.get(id(counter)) if counter is not None else None
+    if given is None or getattr(view, "_view_of", None) is None:
+        return False
+    made = view_entry(view)
+    if made is None or made.epoch >= given[1]:
+        return False          # made after the write (or under no_grad from a tensor needing grad)
+    base = view_base(made)
+    if base is None or not (base._requires_grad or regrow(base)):
+        return False
+    rebind(view, TapeNode(made.op, made.inputs, made.attrs, made.out, made.device, counter),
+           True)
+    return True
 
 
 def view_base(node):

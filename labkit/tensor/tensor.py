@@ -21,7 +21,7 @@ from ..errors import DeviceError, DTypeError, GradError, ShapeError, hide_intern
 from . import dispatch
 from .dtypes import DType, from_numpy_dtype
 from .format import format_tensor
-from .versions import counter_of
+from .versions import counter_of, given_grad
 
 
 FLAG_CHANGES = [0]     # bumped whenever a tensor's requires_grad is set (graph guards read it)
@@ -35,7 +35,7 @@ class Tensor:
     """
 
     __slots__ = ("_data", "_device", "_requires_grad", "_grad", "_node", "_version",
-                 "_inference", "_past", "__weakref__")
+                 "_inference", "_past", "_view_of", "__weakref__")
     __array_priority__ = 1000   # so ndarray * Tensor defers to Tensor.__rmul__
 
     # ---- construction (internal; users call lk.tensor) -------------------------------------
@@ -49,7 +49,8 @@ class Tensor:
         t._node = node
         # _version (the in-place write counter, tensor/versions.py) stays unset until needed,
         # _inference (set on tensors made in inference mode, tensor/inference.py) unless set,
-        # and _past (the histories an in-place write replaced, tensor/tape.py) until written
+        # _past (the histories an in-place write replaced, tensor/tape.py) until written,
+        # and _view_of (how a view nothing recorded was made, tape.view_entry) unless a view
         return t
 
     def __init__(self, data, dtype=None, device=None, requires_grad=False):
@@ -89,6 +90,9 @@ class Tensor:
 
     @property
     def requires_grad(self):
+        if not self._requires_grad and given_grad:   # a view whose base a write gave a history
+            from .tape import regrow
+            regrow(self)
         return self._requires_grad
 
     @property

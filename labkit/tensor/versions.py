@@ -27,6 +27,10 @@ Traceback (most recent call last):
 labkit.errors.GradError: backward through exp: ... modified by an in-place operation ... is at version 1; exp saved version 0...
 """
 epoch = [0]      # in-place writes so far, in this process
+# Memories that a write gave a history while they needed no gradient, by the id of their version
+# counter: {id: (weak reference to the tensor written, the write's epoch)}. Views of them made
+# before are regrown when read (``tape.regrow``); an entry goes when the tensor does.
+given_grad = {}
 _RECENT = 8      # write epochs kept per counter, to tell which version a tape entry saw
 
 

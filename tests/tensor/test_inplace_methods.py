@@ -99,6 +99,61 @@ def test_a_leaf_that_requires_grad_cannot_change_in_place_outside_no_grad():
     assert w.tolist() == [1.0, 1.0, 1.0] and w.is_leaf and w.requires_grad
 
 
+@pytest.mark.parametrize("write", [lambda w: w[0].add_(1), lambda w: w.t()[1:].mul_(2),
+                                   lambda w: w.reshape(6).__setitem__(2, 5.0),
+                                   lambda w: w[:, 1].copy_(lk.zeros(2))],
+                         ids=["getitem", "t_then_slice", "setitem_into_reshape", "copy_into_column"])
+def test_a_view_of_a_leaf_that_requires_grad_cannot_change_in_place_outside_no_grad(write):
+    w = lk.ones((2, 3), requires_grad=True)
+    with pytest.raises(lk.GradError, match=r"_: .* is a view of .*shape=\(2, 3\).* a leaf that "
+                                           r"requires grad.*lk\.no_grad"):
+        write(w)
+    assert w.tolist() == [[1.0] * 3] * 2 and w.is_leaf        # nothing was written
+    with lk.no_grad():
+        write(w)
+    assert w.is_leaf and w.requires_grad and w.tolist() != [[1.0] * 3] * 2
+
+
+def test_a_view_of_a_leaf_made_under_no_grad_cannot_change_in_place_with_grad_on():
+    w = lk.ones((2, 3), requires_grad=True)
+    with lk.no_grad():
+        v = w[0]
+    with pytest.raises(lk.GradError, match=r"mul_: .* is a view of .* a leaf that requires grad"):
+        v.mul_(2)
+    assert w.tolist() == [[1.0] * 3] * 2 and w.is_leaf
+
+
+def test_a_write_through_a_view_of_a_tensor_that_needs_no_grad_reaches_it_as_in_torch():
+    def program(L, x):
+        b = L.zeros((2, 3), dtype=x.dtype)
+        b[1, :2].copy_(x[:2] * 2.0)           # a view made while nothing required grad
+        b.t()[2].mul_(x[1])
+        return (b * b).sum() + x.sum()
+    x = lk.tensor([1.0, 2.0, 3.0], dtype=lk.float64, requires_grad=True)
+    xt = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    program(lk, x).backward()
+    program(torch, xt).backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("through_a_view", [False, True])
+def test_a_view_made_before_a_write_gave_its_base_a_gradient_has_it_as_in_torch(through_a_view):
+    def program(L, x):
+        b = L.zeros(6, dtype=x.dtype)
+        u, top = b[2:], b[:4].reshape(2, 2)          # made while nothing required grad
+        if through_a_view:
+            b.narrow(0, 0, 3).copy_(x * 2.0)
+        else:
+            b.copy_(L.cat([x, x]))
+        assert u.requires_grad and top.requires_grad  # their history now is their base's
+        return (u * u).sum() + (top * x[0]).sum()
+    x = lk.tensor([1.0, 2.0, 3.0], dtype=lk.float64, requires_grad=True)
+    xt = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)
+    program(lk, x).backward()
+    program(torch, xt).backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+
+
 def test_an_inplace_op_after_exp_keeps_exps_gradient_right():
     """PyTorch refuses this (exp_'s gradient needs its output, which clamp_ changes); labkit's
     in-place ops keep their result's own memory for the tape, so the gradient is the

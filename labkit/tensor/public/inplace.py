@@ -38,7 +38,7 @@ from ..ops.index import index_put, split_index
 from ..ops.shape import broadcast_to
 from ..ops.state import assign
 from ..random import rand, randn
-from ..tape import TapeNode, first_node, rebind, view_base
+from ..tape import TapeNode, gave_grad, rebind, view_base, view_entry
 from ..tensor import Tensor
 from .registry import METHODS
 
@@ -62,6 +62,29 @@ def _check_writable(target, name):
             f"would lose the values its gradient is taken at (PyTorch refuses it too). Update "
             f"it under `with lk.no_grad():` (as an optimiser does), through `x.data.{name}_(...)`, "
             f"or out of place: `x = x.{name}(...)`.")
+    if dispatch._state.grad_enabled and (target._node is not None or
+                                         getattr(target, "_view_of", None) is not None):
+        leaf = _leaf_viewed(target)
+        if leaf is not None:
+            raise GradError(
+                f"{name}_: {describe(target)} is a view of {describe(leaf)}, a leaf that "
+                f"requires grad, and a write through the view would change the leaf in place "
+                f"(PyTorch refuses it too). Update it under `with lk.no_grad():`, through "
+                f"`x.data`, or write into a copy: `x = x.clone()` first.")
+
+
+def _leaf_viewed(view):
+    """The leaf that requires grad which ``view`` is a view of (or a view of a view of), or
+    None."""
+    node = view_entry(view)
+    while node is not None and type(node) is TapeNode:
+        base = view_base(node)
+        if base is None:
+            return None
+        if base._node is None and base._requires_grad:
+            return base
+        node = view_entry(base)
+    return None
 
 
 def write(target, result, name):
@@ -88,10 +111,32 @@ def write(target, result, name):
         assign(target, result)
         if dispatch._state.grad_enabled and (result._requires_grad or target._requires_grad):
             bases = _bases_written(target, result)
-            rebind(target, result._node, result._requires_grad)
-            for base, value in bases:
-                rebind(base, value._node, value._requires_grad)
+            written, value = bases[-1] if bases else (target, result)
+            given = value._requires_grad and not written._requires_grad
+            if not bases:
+                rebind(target, result._node, result._requires_grad)
+            else:
+                _rebind_views(target, bases)
+            if given:
+                gave_grad(written)
     return target
+
+
+def _rebind_views(view, bases):
+    """After a write through ``view``: the outermost base takes its written value's history,
+    and ``view`` and every view between takes a new entry of the view op that made it, reading
+    its base's new history. As in PyTorch a view's history is then always its view op over its
+    base's: a later write into the base, or through another view of it, is seen when the view
+    is read (the backward pass rebases a view's entry older than the last write to its memory,
+    ``labkit.autodiff.engine._Edges``), not the history of the view's own write."""
+    base, value = bases[-1]
+    rebind(base, value._node, value._requires_grad)
+    requires_grad = value._requires_grad
+    views = [view] + [b for b, _ in bases[:-1]]
+    for v in reversed(views):
+        made = view_entry(v)
+        rebind(v, TapeNode(made.op, made.inputs, made.attrs, made.out, made.device,
+                           made.out_version), requires_grad)
 
 
 def _bases_written(view, value):
@@ -100,7 +145,7 @@ def _bases_written(view, value):
     base in turn. Each value is the base with the view's part replaced, made of ops (the view
     op's vjp places ``value``), so the base's gradient sees the write, as PyTorch's does."""
     bases = []
-    node = first_node(view)
+    node = view_entry(view)
     while node is not None and type(node) is TapeNode:
         base = view_base(node)
         if base is None:
@@ -108,7 +153,7 @@ def _bases_written(view, value):
         value = base_after_write(node.op, node.output_tensor(False), node.inputs, node.attrs,
                                  value, base)
         bases.append((base, value))
-        node = first_node(base)
+        node = view_entry(base)
     return bases
 
 
@@ -153,17 +198,20 @@ def _recording(target, args):
 def _as_read(operand, target, source, copy):
     """An operand of an in-place op on ``target`` as the computation reads it: ``target``
     itself is ``source`` (its value before the write); a view of ``target``'s memory is copied
-    when the computation's gradient may read its values (the write is about to change them)."""
+    when the computation's gradient may read its values (the write is about to change them),
+    and under capture is always a second name of its value (the view itself, read later, is
+    re-derived from the written base: ``b.add_(b[1])`` would differentiate the wrong value)."""
     if operand is target:
         return source
-    if copy and isinstance(operand, Tensor):
+    if isinstance(operand, Tensor):
         counter = getattr(operand, "_version", None)
         if counter is not None and counter is getattr(target, "_version", None):
             if operand._data is None:       # under capture: a second name of its value
                 old = dispatch._state.mode.value_before_write(operand)
                 return operand if old is None else old
-            return Tensor._make(operand._data.copy(), operand._device, operand._requires_grad,
-                                operand._node)
+            if copy:
+                return Tensor._make(operand._data.copy(), operand._device,
+                                    operand._requires_grad, operand._node)
     return operand
 
 
