@@ -35,6 +35,7 @@ from .symbolic import SymbolicTensor
 # view op -> why a write through such a view cannot be modelled (None: it can)
 VIEW_OPS = {
     "getitem": None, "reshape": None, "permute": None, "expand_dims": None, "diagonal": None,
+    "stop_gradient": None,     # detach(): the same memory, no history
     "real": "a write through .real would drop the imaginary part; write the complex tensor",
     "imag": "a write through .imag would drop the real part; write the complex tensor",
     "broadcast_to": "an expanded view repeats elements (PyTorch refuses writes through it too)",
@@ -67,7 +68,7 @@ def _contiguous(op, inputs, attrs, base_view):
     """Whether a view's elements are its base's memory in order (eager reshape then views)."""
     if base_view is not None and not base_view.contiguous:
         return False
-    if op.name in ("reshape", "expand_dims"):
+    if op.name in ("reshape", "expand_dims", "stop_gradient"):
         return True
     if op.name == "permute":
         return tuple(attrs["dims"]) == tuple(range(len(attrs["dims"])))
@@ -146,8 +147,14 @@ def write_through(view, value):
                 f"Under capture it cannot be given as eager mode would; clone() the view and "
                 f"write the clone, or write into the tensor itself.")
         base = v.base
-        out = SymbolicTensor._of(v.out, False)
-        new = base_after_write(v.op, out, (base,) + v.rest, v.attrs, value, base)
+        if v.op.name == "stop_gradient":
+            # a write through detach() changes the base's values, not its history (eagerly the
+            # base keeps its tape entry): base + stop_gradient(value - base)
+            from ..tensor.ops.elementwise import add, stop_gradient, sub
+            new = add(base, stop_gradient(sub(value, base)))
+        else:
+            out = SymbolicTensor._of(v.out, False)
+            new = base_after_write(v.op, out, (base,) + v.rest, v.attrs, value, base)
         if isinstance(base, SymbolicTensor):
             base._node_of = new._node_of
             rebind(base, new._node, new._requires_grad)

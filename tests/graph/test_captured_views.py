@@ -391,3 +391,21 @@ def test_captured_training_step_with_inplace_ops_on_views_equals_eager():
     np.testing.assert_allclose(losses, eager_losses, rtol=1e-12)
     for a, b in zip(params, eager_params):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("captured", [False, True], ids=["eager", "captured"])
+def test_a_write_through_detach_changes_values_not_history(captured):
+    # as PyTorch: the detached tensor shares memory, the base keeps its own history
+    def step(p):
+        b = p * 1.0
+        b.detach().mul_(3.0)
+        c = p * 2.0
+        c.detach()[1:].add_(p[:1].detach())
+        out = b * p + c                # values 3p^2 + 2p + [0, p0, p0]; gradient 4p + 2
+        out.sum().backward()
+        return out
+
+    p = lk.tensor([1.0, 2.0, 3.0], dtype=lk.float64, requires_grad=True)
+    out = (lk.function(step) if captured else step)(p)
+    np.testing.assert_allclose(out.detach().numpy(), [5.0, 17.0, 34.0])
+    np.testing.assert_allclose(p.grad.numpy(), [6.0, 10.0, 14.0])
