@@ -409,3 +409,37 @@ def test_a_write_through_detach_changes_values_not_history(captured):
     out = (lk.function(step) if captured else step)(p)
     np.testing.assert_allclose(out.detach().numpy(), [5.0, 17.0, 34.0])
     np.testing.assert_allclose(p.grad.numpy(), [6.0, 10.0, 14.0])
+
+
+def _no_grad_write(p):
+    b = p * 1.0
+    with lk.no_grad():
+        b.mul_(2.0)
+    return b * p
+
+
+def _no_grad_write_after_a_view_write(p):
+    b = p * 1.0
+    v = b[2]
+    v.mul_(p[0])
+    with lk.no_grad():
+        b.mul_(2.0)
+    return v * p + b
+
+
+@pytest.mark.parametrize("program, values, grad", [
+    (_no_grad_write, [2.0, 8.0, 18.0, 32.0], [3.0, 6.0, 9.0, 12.0]),
+    (_no_grad_write_after_a_view_write, [8.0, 16.0, 24.0, 32.0], [40.0, 7.0, 17.0, 7.0]),
+], ids=["plain", "through_a_view"])
+@pytest.mark.parametrize("captured", [False, True], ids=["eager", "captured"])
+def test_a_write_under_no_grad_changes_values_not_history(program, values, grad, captured):
+    # the numbers are PyTorch's for the same program
+    def step(p):
+        out = program(p)
+        out.sum().backward()
+        return out
+
+    p = lk.tensor([1.0, 2.0, 3.0, 4.0], dtype=lk.float64, requires_grad=True)
+    out = (lk.function(step) if captured else step)(p)
+    np.testing.assert_allclose(out.detach().numpy(), values)
+    np.testing.assert_allclose(p.grad.numpy(), grad)
