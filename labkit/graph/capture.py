@@ -253,10 +253,7 @@ class CaptureMode(Mode):
         # op that made the value
         if not dispatch._state.grad_enabled and target._requires_grad and \
                 not result._requires_grad:
-            # as eagerly, a write under no_grad changes the values, not the history
-            from ..tensor.ops.elementwise import add, stop_gradient, sub
-            with dispatch.grad_enabled(True):
-                result = add(target, stop_gradient(sub(result, target)))
+            result = views.values_only(target, result)    # as eagerly: values, not history
         made_by = target._node
         written = views.write_through(target, result)   # a view's bases, as eager memory
         versions.bump(target)

@@ -128,6 +128,15 @@ def _where(source):
     return str(source) if source else "an unknown line"
 
 
+def values_only(target, value):
+    """``target`` with the values of ``value`` and its own history: what an eager write leaves
+    that autodiff does not record (through ``detach()``, or under ``no_grad``), as a graph value:
+    ``target + stop_gradient(value - target)``."""
+    from ..tensor.ops.elementwise import add, stop_gradient, sub
+    with dispatch.grad_enabled(True):
+        return add(target, stop_gradient(sub(value, target)))
+
+
 def write_through(view, value):
     """For a write of ``value`` into ``view``, give its bases their new values (before the write
     is counted, so that they are not re-derived first); returns the tensors written."""
@@ -148,10 +157,7 @@ def write_through(view, value):
                 f"write the clone, or write into the tensor itself.")
         base = v.base
         if v.op.name == "stop_gradient":
-            # a write through detach() changes the base's values, not its history (eagerly the
-            # base keeps its tape entry): base + stop_gradient(value - base)
-            from ..tensor.ops.elementwise import add, stop_gradient, sub
-            new = add(base, stop_gradient(sub(value, base)))
+            new = values_only(base, value)     # a write through detach()
         else:
             out = SymbolicTensor._of(v.out, False)
             new = base_after_write(v.op, out, (base,) + v.rest, v.attrs, value, base)

@@ -30,8 +30,8 @@ from ..devices import Device, get_device, transfer
 from ..errors import DTypeError, LabkitError, hide_internal_frames
 from ..graph.capture import _UNSET, current_graph, note_attribute
 from ..graph import guards
-from ..tensor.dtypes import DType, as_dtype
 from ..graph.symbolic import SymbolicTensor
+from ..tensor.dtypes import DType, as_dtype
 from ..tensor.tensor import Tensor
 from .hooks import BackwardHookCall, add_hook
 from .parameter import Parameter

@@ -110,6 +110,24 @@ def view_entry(tensor):
     return node
 
 
+def view_chain(view):
+    """``(entry, base)`` for the view op that made ``view``, then for the one that made that
+    base, and so on up to a tensor that is not a view."""
+    node = view_entry(view)
+    while node is not None and type(node) is TapeNode:
+        base = view_base(node)
+        if base is None:
+            return
+        yield node, base
+        node = view_entry(base)
+
+
+def view_again(made, version):
+    """A new entry of the view op of entry ``made`` (same inputs and attributes), reading its
+    base's history as it is now: a view's history is its view op over its base's."""
+    return TapeNode(made.op, made.inputs, made.attrs, made.out, made.device, version)
+
+
 def gave_grad(tensor):
     """Note that a write just gave ``tensor``, which needed no gradient, a history."""
     counter = getattr(tensor, "_version", None)
@@ -134,8 +152,7 @@ def regrow(view):
     base = view_base(made)
     if base is None or not (base._requires_grad or regrow(base)):
         return False
-    rebind(view, TapeNode(made.op, made.inputs, made.attrs, made.out, made.device, counter),
-           True)
+    rebind(view, view_again(made, counter), True)
     return True
 
 

@@ -31,6 +31,18 @@ def _axes(dim, ndim):
     return dims
 
 
+def _fast_path_axes(dim, ndim):
+    """The sorted axes of ``dim`` for the reductions' fast paths, or None where they do not
+    apply: every axis (``dim`` None), or a dim out of range (left to the backend, which raises,
+    and then to the rule's error)."""
+    if dim is None:
+        return None
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if any(not -ndim <= d < ndim for d in dims):
+        return None
+    return sorted({d % ndim for d in dims})
+
+
 def _reduce(xp, x, dim, keepdim, method, combine):
     """The array method ``method`` ('sum', 'max', 'min') over ``dim``; a strided view reduced
     over a few small axes (the windows of pooling) is folded with the elementwise ``combine``
@@ -160,10 +172,7 @@ def _per_channel_sum(xp, x, dim):
     if x.ndim < 3 or not x.size or x.dtype not in _BLAS_DTYPES or \
             (xp is not np and x.flags.c_contiguous):
         return False
-    axes = _axes(dim, x.ndim)
-    if axes is None or any(not -x.ndim <= a < x.ndim for a in axes):
-        return False
-    return sorted({a % x.ndim for a in axes}) == [0] + list(range(2, x.ndim))
+    return _fast_path_axes(dim, x.ndim) == [0] + list(range(2, x.ndim))
 
 
 def _channel_rows(xp, a, b=None):
@@ -233,11 +242,8 @@ def _sum_in_c_order(xp, x, dim, keepdim):
     folded from views, in the order NumPy adds the C-ordered copy: reduced dimensions that end
     the shape (size-1 ones aside) by NumPy's pairwise sum, the others one after another; None
     where that copy would be summed by BLAS, or more than 16 elements give each result."""
-    axes = _axes(dim, x.ndim)
-    if axes is None or any(not -x.ndim <= a < x.ndim for a in axes):
-        return None
-    axes = sorted({a % x.ndim for a in axes})
-    if len(axes) == x.ndim or math.prod(x.shape[a] for a in axes) > 16 or \
+    axes = _fast_path_axes(dim, x.ndim)
+    if axes is None or len(axes) == x.ndim or math.prod(x.shape[a] for a in axes) > 16 or \
             _blas_sum_shape(xp, x.shape, x.dtype, axes) is not None:
         return None
     trailing = []
@@ -308,13 +314,10 @@ def _blas_sum(xp, x, dim, keepdim):
     case. BLAS runs it two to three times as fast as NumPy's reductions (which call an inner
     loop per row). Columns are added row by row, as NumPy does; rows only up to 128 long, where
     NumPy's pairwise summation is a plain 8-lane sum too, so neither loses accuracy."""
-    if xp is not np or dim is None or not x.flags.c_contiguous:
+    if xp is not np or not x.flags.c_contiguous:
         return None
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    if any(not -x.ndim <= d < x.ndim for d in dims):
-        return None                                 # the backend's error, then the rule's
-    axes = sorted({d % x.ndim for d in dims})
-    how = _blas_sum_shape(xp, x.shape, x.dtype, axes)
+    axes = _fast_path_axes(dim, x.ndim)
+    how = None if axes is None else _blas_sum_shape(xp, x.shape, x.dtype, axes)
     if how is None:
         return None
     kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdim else \

@@ -38,7 +38,7 @@ from ..ops.index import index_put, split_index
 from ..ops.shape import broadcast_to
 from ..ops.state import assign
 from ..random import rand, randn
-from ..tape import TapeNode, gave_grad, rebind, view_base, view_entry
+from ..tape import gave_grad, rebind, view_again, view_chain, view_entry
 from ..tensor import Tensor
 from .registry import METHODS
 
@@ -76,14 +76,9 @@ def _check_writable(target, name):
 def _leaf_viewed(view):
     """The leaf that requires grad which ``view`` is a view of (or a view of a view of), or
     None."""
-    node = view_entry(view)
-    while node is not None and type(node) is TapeNode:
-        base = view_base(node)
-        if base is None:
-            return None
+    for _, base in view_chain(view):
         if base._node is None and base._requires_grad:
             return base
-        node = view_entry(base)
     return None
 
 
@@ -135,8 +130,7 @@ def _rebind_views(view, bases):
     views = [view] + [b for b, _ in bases[:-1]]
     for v in reversed(views):
         made = view_entry(v)
-        rebind(v, TapeNode(made.op, made.inputs, made.attrs, made.out, made.device,
-                           made.out_version), requires_grad)
+        rebind(v, view_again(made, made.out_version), requires_grad)
 
 
 def _bases_written(view, value):
@@ -145,15 +139,10 @@ def _bases_written(view, value):
     base in turn. Each value is the base with the view's part replaced, made of ops (the view
     op's vjp places ``value``), so the base's gradient sees the write, as PyTorch's does."""
     bases = []
-    node = view_entry(view)
-    while node is not None and type(node) is TapeNode:
-        base = view_base(node)
-        if base is None:
-            break
+    for node, base in view_chain(view):
         value = base_after_write(node.op, node.output_tensor(False), node.inputs, node.attrs,
                                  value, base)
         bases.append((base, value))
-        node = view_entry(base)
     return bases
 
 
