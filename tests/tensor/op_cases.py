@@ -918,6 +918,85 @@ def _conv_params(draw):
     return p
 
 
+# ---- the convolution primitives (conv2d, and the two halves of its vjp), with groups ---------
+@st.composite
+def _conv_op_params(draw):
+    p = draw(_window_params())
+    groups = draw(st.sampled_from([1, 2])) if p["shape"][1] == 2 else 1
+    p["groups"], p["out_channels"] = groups, groups * draw(st.integers(1, 2))
+    return p
+
+
+def _by_group(fn, groups, *pairs):
+    """``fn`` on each group's slices of the channel-split ``pairs`` ((array, axis), ...): one
+    result per group."""
+    return [fn(*(np.split(a, groups, axis=ax)[i] for a, ax in pairs)) for i in range(groups)]
+
+
+def _conv_op_ref(x, w, stride, padding, dilation, groups):
+    parts = _by_group(lambda xg, wg: _conv_ref(xg, wg, stride=stride, padding=padding,
+                                               dilation=dilation), groups, (x, 1), (w, 0))
+    return np.concatenate(parts, axis=1)
+
+
+def _input_grad_ref(g, w, image_shape, stride, padding, dilation, groups):
+    geo = dict(kernel_size=w.shape[2:], stride=stride, padding=padding, dilation=dilation)
+    n, c = image_shape[:2]
+    parts = _by_group(lambda gg, wg: _ref_fold(np.einsum("nohw,ocij->ncijhw", gg, wg),
+                                               (n, c // groups) + tuple(image_shape[2:]), **geo),
+                      groups, (g, 1), (w, 0))
+    return np.concatenate(parts, axis=1)
+
+
+def _weight_grad_ref(g, x, weight_shape, stride, padding, dilation, groups):
+    geo = dict(kernel_size=weight_shape[2:], stride=stride, padding=padding, dilation=dilation)
+    parts = _by_group(lambda gg, xg: np.einsum("nohw,ncijhw->ocij", gg, _ref_unfold(xg, **geo)),
+                      groups, (g, 1), (x, 1))
+    return np.concatenate(parts, axis=0)
+
+
+def _conv_op_geo(stride, padding, dilation, groups):
+    return {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+
+
+def _conv_op_build(rng, shape, kernel_size, stride, padding, dilation, groups, out_channels):
+    w = normal(rng, (out_channels, shape[1] // groups) + tuple(kernel_size))
+    return Sample((normal(rng, shape), w), _conv_op_geo(stride, padding, dilation, groups))
+
+
+def _input_grad_build(rng, shape, kernel_size, stride, padding, dilation, groups, out_channels):
+    oh, ow = _out_hw(shape, kernel_size, stride, padding, dilation)
+    w = normal(rng, (out_channels, shape[1] // groups) + tuple(kernel_size))
+    return Sample((normal(rng, (shape[0], out_channels, oh, ow)), w),
+                  dict(_conv_op_geo(stride, padding, dilation, groups), image_shape=shape))
+
+
+def _weight_grad_build(rng, shape, kernel_size, stride, padding, dilation, groups, out_channels):
+    oh, ow = _out_hw(shape, kernel_size, stride, padding, dilation)
+    weight_shape = (out_channels, shape[1] // groups) + tuple(kernel_size)
+    return Sample((normal(rng, (shape[0], out_channels, oh, ow)), normal(rng, shape)),
+                  dict(_conv_op_geo(stride, padding, dilation, groups),
+                       weight_shape=weight_shape))
+
+
+CONV_EDGES = [dict(p, groups=1, out_channels=2) for p in WINDOW_EDGES] + [
+    dict(shape=(2, 2, 5, 4), kernel_size=(2, 3), stride=(2, 1), padding=(1, 0), dilation=(2, 1),
+         groups=2, out_channels=4),
+    # more output positions per image than _MIN_COLUMNS: the image-by-image products
+    dict(shape=(2, 2, 17, 17), kernel_size=(3, 3), stride=(1, 1), padding=(1, 1),
+         dilation=(1, 1), groups=2, out_channels=2)]
+CONVOLUTION = [
+    Case("convolution", lambda x, w, **kw: _conv.convolution(x, w, **kw), _conv_op_ref,
+         _conv_op_build, _conv_op_params(), CONV_EDGES, op="conv2d", rtol=1e-6, atol=1e-8),
+    Case("conv2d_input_grad", lambda g, w, **kw: _conv.conv2d_input_grad(g, w, **kw),
+         _input_grad_ref, _input_grad_build, _conv_op_params(), CONV_EDGES,
+         op="conv2d_input_grad", rtol=1e-6, atol=1e-8),
+    Case("conv2d_weight_grad", lambda g, x, **kw: _conv.conv2d_weight_grad(g, x, **kw),
+         _weight_grad_ref, _weight_grad_build, _conv_op_params(), CONV_EDGES,
+         op="conv2d_weight_grad", rtol=1e-6, atol=1e-8),
+]
+
+
 def _pool_build(rng, shape, kernel_size, stride, padding, dilation=(1, 1)):
     kw = {"kernel_size": kernel_size, "stride": stride, "padding": padding}
     if dilation != (1, 1):
@@ -1050,7 +1129,7 @@ COMPOSITE_NAMES = ("mean", "var", "logsumexp", "transpose", "squeeze",
                    "tensor_indexing")
 
 _MORE_PRIMITIVES, _MORE_COMPOSITES = _collected()
-PRIMITIVE_CASES = PRIMITIVE_CASES + _MORE_PRIMITIVES
+PRIMITIVE_CASES = PRIMITIVE_CASES + CONVOLUTION + _MORE_PRIMITIVES
 COMPOSITE_CASES = COMPOSITE_CASES + _MORE_COMPOSITES
 ALL_CASES = PRIMITIVE_CASES + COMPOSITE_CASES
 

@@ -1,5 +1,8 @@
 """Kernels that take a faster route for some sizes and layouts agree with NumPy there.
 
+Convolutions build their im2col matrix a few images at a time, image by image or with the
+images side by side; the tests below make both routes run over several chunks.
+
 The op-case table (op_cases.py) draws sides of at most 3, below where these routes start:
 sums of a matrix's columns or short rows as BLAS matrix-vector products, max/min over many
 short rows through a transposed copy, and softmax's normaliser and max, which use them.
@@ -270,3 +273,75 @@ def test_leaky_relu_backward_matches_a_select(layout):
         want = np.where(x > 0, g, g * np.float32(slope))
         assert got.dtype == np.float32
         np.testing.assert_array_equal(got, want)
+
+
+# ---- convolutions: im2col a few images at a time, image by image or images side by side -----
+def _conv_reference(x, w, stride, padding, groups):
+    """float64 direct convolution (loops over the kernel's taps), groups split by hand."""
+    (sh, sw), (ph, pw) = stride, padding
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh, ow = (h + 2 * ph - kh) // sh + 1, (wd + 2 * pw - kw) // sw + 1
+    out = np.zeros((n, o, oh, ow))
+    og = o // groups
+    for gi in range(groups):
+        xs, ws = xp[:, gi * cg:(gi + 1) * cg], w[gi * og:(gi + 1) * og]
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, :, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw]
+                out[:, gi * og:(gi + 1) * og] += np.einsum("nchw,oc->nohw", patch, ws[:, :, i, j])
+    return out
+
+
+@pytest.mark.parametrize("shape, out_channels, kernel, stride, padding, groups", [
+    ((37, 3, 20, 20), 5, 3, 1, 1, 1),      # 400 positions an image: image by image, 3 chunks
+    ((41, 4, 6, 6), 6, 3, 2, 1, 2),        # 9 positions: the images side by side, grouped
+    ((9, 8, 2, 2), 4, 1, 1, 0, 1),         # 1x1 kernel, 4 positions
+])
+def test_convolution_routes_match_a_direct_convolution(shape, out_channels, kernel, stride,
+                                                       padding, groups, monkeypatch):
+    from labkit.tensor.ops import conv
+    monkeypatch.setattr(conv, "_CHUNK", 4096)        # several chunks even at these sizes
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((out_channels, shape[1] // groups, kernel, kernel))
+    geo = dict(stride=(stride, stride), padding=(padding, padding), dilation=(1, 1),
+               groups=groups)
+    y = conv.convolution.kernel(np, x, w, **geo)
+    np.testing.assert_allclose(y, _conv_reference(x, w, geo["stride"], geo["padding"], groups),
+                               rtol=1e-12, atol=1e-12)
+    # the two gradients are the adjoints of the convolution: for any g, <g, conv(x, w)> is
+    # <dx, x> and <dw, w> (a wrong route gives another number for random g)
+    for seed in (2, 3):
+        g = np.random.default_rng(seed).standard_normal(y.shape)
+        dx = conv.conv2d_input_grad.kernel(np, g, w, image_shape=x.shape, **geo)
+        dw = conv.conv2d_weight_grad.kernel(np, g, x, weight_shape=w.shape, **geo)
+        assert dx.shape == x.shape and dw.shape == w.shape
+        assert np.isclose((g * y).sum(), (dx * x).sum(), rtol=1e-10)
+        assert np.isclose((g * y).sum(), (dw * w).sum(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("g_shape", [(1, 2, 4, 3), (2, 2, 3, 3), (1, 3, 3, 3)])
+def test_convolution_gradients_of_the_wrong_shape_are_refused(g_shape):
+    from labkit.tensor.ops import conv
+    geo = dict(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1)
+    g = lk.ones(*g_shape)
+    with pytest.raises(lk.ShapeError, match=r"conv2d_input_grad: the gradient .* does not match "
+                                            r"the output \(1, 2, 3, 3\)"):
+        conv.conv2d_input_grad(g, lk.ones(2, 1, 3, 3), image_shape=(1, 1, 5, 5), **geo)
+    with pytest.raises(lk.ShapeError, match=r"conv2d_weight_grad: the gradient .* does not match "
+                                            r"the output \(1, 2, 3, 3\)"):
+        conv.conv2d_weight_grad(g, lk.ones(1, 1, 5, 5), weight_shape=(2, 1, 3, 3), **geo)
+
+
+def test_a_captured_convolution_is_one_op_with_two_gradient_ops():
+    x = lk.randn(2, 3, 8, 8, requires_grad=True)
+    w = lk.randn(4, 3, 3, 3, requires_grad=True)
+
+    @lk.function
+    def step(x, w):
+        return lk.grad(lambda x, w: lk.conv2d(x, w, padding=1).sum(), argnums=(0, 1))(x, w)
+    ops = [n.op.name for n in step.graph(x, w, passes=[]).nodes if n.kind == "op"]
+    assert ops.count("conv2d") == 1 and "unfold" not in ops and "fold" not in ops
+    assert ops.count("conv2d_input_grad") == 1 and ops.count("conv2d_weight_grad") == 1

@@ -1,9 +1,9 @@
 """Convolutions: ``F.conv1d``, ``F.conv2d``, ``F.conv_transpose1d``, ``F.conv_transpose2d``, and
 the windows they are made of, ``F.unfold`` (im2col) and ``F.fold`` (col2im).
 
-All are written on the tensor layer's ``unfold`` / ``fold`` primitives (labkit/tensor/ops/conv.py):
-a convolution is ``unfold`` and one matrix product per group, a transposed convolution is the
-matrix product the other way round and ``fold`` (the adjoint of ``unfold``). The 1-d forms are
+A convolution is the tensor layer's ``conv2d`` primitive (labkit/tensor/ops/conv.py) and a
+transposed convolution its gradient with respect to the input, ``conv2d_input_grad``; ``unfold``
+and ``fold`` are the window primitives, each the other's adjoint. The 1-d forms are
 the 2-d ones on a height-1 image. An unbatched input (no N dimension) is accepted, as in PyTorch.
 
 >>> import labkit as lk
@@ -17,12 +17,12 @@ from ...errors import IndexingError, ShapeError, describe
 from ...tensor.autocast import precision
 from ...tensor.ops.composite import squeeze, unsqueeze
 from ...tensor.ops.conv import conv2d as _conv2d
+from ...tensor.ops.conv import conv2d_input_grad
 from ...tensor.ops.conv import fold as fold_
 from ...tensor.ops.conv import out_size, pair
 from ...tensor.ops.conv import unfold as _unfold
 from ...tensor.ops.elementwise import add
-from ...tensor.ops.linalg import matmul_t
-from ...tensor.ops.shape import permute, reshape
+from ...tensor.ops.shape import reshape
 from ...tensor.public.layout import pad
 
 
@@ -125,19 +125,15 @@ def _conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, 
         raise ShapeError(f"conv_transpose2d: the output of {describe(x)} with padding "
                          f"{padding} would be {out_hw[0]}x{out_hw[1]}; use less padding")
     cout = og * groups
-    # each group: (og*kh*kw, cin/g) @ (cin/g, N*H*W) -> the windows fold adds into the output
-    xs = reshape(permute(reshape(x, shape=(n, groups, cin // groups, h * w)), dims=(1, 2, 0, 3)),
-                 shape=(groups, cin // groups, n * h * w))
-    ws = reshape(weight, shape=(groups, cin // groups, og * kh * kw))
-    cols = matmul_t(ws, xs, transpose_a=True)                    # (G, og*kh*kw, N*H*W)
-    cols = permute(reshape(cols, shape=(cout, kh, kw, n, h, w)), dims=(3, 0, 1, 2, 4, 5))
-    geo = dict(kernel_size=(kh, kw), stride=stride, dilation=dilation)
+    # the gradient of a convolution of the (N, C_out, ...) output by the same weight
+    geo = dict(stride=stride, dilation=dilation, groups=groups)
     if all(op_ < s for op_, s in zip(output_padding, stride)):
-        out = fold_(cols, image_shape=(n, cout) + out_hw, padding=padding, **geo)
-    else:       # output_padding beyond the stride: fold the whole image, then crop or pad
+        out = conv2d_input_grad(x, weight, image_shape=(n, cout) + out_hw, padding=padding,
+                                **geo)
+    else:       # output_padding beyond the stride: the whole image, then crop or pad
         full = tuple((size - 1) * s + d * (k - 1) + 1 for size, s, d, k in
                      zip((h, w), stride, dilation, (kh, kw)))
-        out = fold_(cols, image_shape=(n, cout) + full, padding=(0, 0), **geo)
+        out = conv2d_input_grad(x, weight, image_shape=(n, cout) + full, padding=(0, 0), **geo)
         out = pad(out, (-padding[1], out_hw[1] + padding[1] - full[1],
                         -padding[0], out_hw[0] + padding[0] - full[0]))
     if bias is not None:

@@ -1,9 +1,10 @@
-"""Whole convolutions and max pools, found in the graph and written as ONNX Conv / MaxPool.
+"""Convolutions and max pools written as ONNX Conv / MaxPool.
 
-labkit builds ``conv2d`` from primitives (unfold, then a matrix product), and ``max_pool2d``
-with ``return_indices`` from unfold, argmax and gather, so a captured graph holds those pieces;
-the converters of their last op look back for the whole pattern and, where it is there, write
-the one ONNX op a runtime has a fast kernel for. The pieces' own conversions stay correct on
+``conv2d`` is one op, written as Conv; a bias added after it (``add(conv2d(x, W), bias
+reshaped to (O, 1, 1))``) is folded into that Conv. ``max_pool2d`` with ``return_indices`` is
+built from unfold, argmax and gather, so a captured graph holds those pieces; the converter of
+its last op looks back for the whole pattern and, where it is there, writes the one ONNX op a
+runtime has a fast kernel for. The pieces' own conversions stay correct on
 their own (``unfold`` as strided slices) and are dropped from the model when nothing else reads
 them. ``max_pool2d`` without indices is one op, ``max_pool``, written as MaxPool directly.
 """
@@ -29,44 +30,31 @@ def _geometry(unfold):
                 pads=[ph, pw, ph, pw], dilations=list(g["dilation"]))
 
 
-def _conv(node):
-    """``permute(reshape(add?(matmul(reshape(W), reshape(permute(unfold(x))))), ...)`` as
-    (x, W, bias or None, unfold node, groups), or None."""
-    r = _op(node.inputs[0], "reshape")
-    if node.attrs.get("dims") != (1, 0, 2, 3) or r is None:
-        return None
-    top, bias = r.inputs[0], None
-    add = _op(top, "add")
-    if add is not None:
-        b_reshape = _op(add.inputs[1], "reshape")
-        if b_reshape is None or len(b_reshape.inputs[0].shape or ()) != 1:
-            return None
-        bias, top = b_reshape.inputs[0], add.inputs[0]
-    groups = 1
-    mm = _op(top, "matmul")
-    if mm is None:
-        grouped = _op(top, "reshape")
-        mm = grouped and _op(grouped.inputs[0], "matmul")
-        if mm is None or len(mm.shape) != 3:
-            return None
-        groups = mm.shape[0]
-    if mm.attrs.get("transpose_a") or mm.attrs.get("transpose_b"):
-        return None
-    w_reshape, cols = _op(mm.inputs[0], "reshape"), _op(mm.inputs[1], "reshape")
-    if w_reshape is None or cols is None:
-        return None
-    perm = _op(cols.inputs[0], "permute", dims=(1, 2, 3, 0, 4, 5))
-    unfold = perm and _op(perm.inputs[0], "unfold")
-    weight = w_reshape.inputs[0]
-    if unfold is None or unfold.attrs.get("pad_value", 0.0) != 0.0 or \
-            len(weight.shape or ()) != 4:
-        return None
-    return unfold.inputs[0], weight, bias, unfold, groups
+def _conv_attrs(node):
+    a = node.attrs
+    (ph, pw) = a["padding"]
+    return dict(kernel_shape=list(node.inputs[1].shape[2:]), strides=list(a["stride"]),
+                pads=[ph, pw, ph, pw], dilations=list(a["dilation"]), group=a["groups"])
 
 
-def _write_conv(b, node, x, weight, bias, unfold, groups):
-    inputs = [b.value(x), b.value(weight)] + ([b.value(bias)] if bias is not None else [])
-    return b.emit("Conv", inputs, group=groups, name=node.name, **_geometry(unfold))
+@converter("conv2d")
+def _conv2d(b, node, ins):
+    return b.emit("Conv", [b.value(node.inputs[0]), b.value(node.inputs[1])], name=node.name,
+                  **_conv_attrs(node))
+
+
+def _conv_bias(node):
+    """``add(conv2d(x, W), reshape(bias, (O, 1, 1)))`` as (conv node, bias), or None."""
+    conv, r = _op(node.inputs[0], "conv2d"), _op(node.inputs[1], "reshape")
+    if conv is None or r is None or len(r.inputs[0].shape or ()) != 1 or \
+            tuple(r.shape) != (conv.shape[1], 1, 1):
+        return None
+    return conv, r.inputs[0]
+
+
+def _write_conv_bias(b, node, conv, bias):
+    inputs = [b.value(conv.inputs[0]), b.value(conv.inputs[1]), b.value(bias)]
+    return b.emit("Conv", inputs, name=node.name, **_conv_attrs(conv))
 
 
 def _max_pool(node):
@@ -112,5 +100,5 @@ def _pattern(op_name, match, write):
     return convert
 
 
-_pattern("permute", _conv, _write_conv)
+_pattern("add", _conv_bias, _write_conv_bias)
 _pattern("reshape", _max_pool, _write_max_pool)

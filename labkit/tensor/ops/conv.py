@@ -1,11 +1,15 @@
-"""Convolution and pooling over (N, C, H, W) tensors, built on two primitives:
+"""Convolution and pooling over (N, C, H, W) tensors.
 
 - ``unfold``: every sliding window as a strided view (N, C, kh, kw, OH, OW), no Python loop over
-  the batch; with stride, padding and dilation;
-- ``fold``: its adjoint, summing windows back into an image.
-
-Each is the other's vjp, so ``conv2d`` (unfold + one matmul) and ``avg_pool2d`` (unfold + mean)
-are composites with gradients of every order for free. ``max_pool2d`` is a primitive of its own,
+  the batch; with stride, padding and dilation; ``fold``: its adjoint, summing windows back into
+  an image. Each is the other's vjp, so ``avg_pool2d`` (unfold + mean) is a composite with
+  gradients of every order for free.
+- ``conv2d`` is a primitive, ``convolution``, with the two halves of its vjp as primitives of
+  their own (``conv2d_input_grad``, also the transposed convolution, and
+  ``conv2d_weight_grad``): each builds the im2col matrix of a few images at a time and runs one
+  GEMM on it while it is in cache, and writes its result in (N, C, H, W) order, where unfold,
+  a permute and one matrix product over the whole batch copied a matrix many times the size of
+  the cache and left the output permuted. ``max_pool2d`` is a primitive of its own,
 ``max_pool``: the running maximum of the kh*kw strided slices of the input, and its vjp
 ``max_pool_backward`` (each window's gradient to its first largest element), instead of copying
 every window (unfold, reshape), an argmax, a gather and their vjps (a scatter and a fold).
@@ -18,15 +22,14 @@ from ...errors import ArgumentError, IndexingError, ShapeError, describe
 from .. import arguments
 from .. import creation as _creation
 from ..op import needs_grad, op
-from ..shape_rules import shape_of
-from .elementwise import add, cast, div, mul
+from ..shape_rules import shape_of, ufunc_dtype
+from .elementwise import add, cast, div, holomorphic, mul
 from .elementwise_math import floor_divide, remainder, trunc
 from .index import _gather
 from .layout import pad as _pad
-from .linalg import matmul
 from .reduce import argmax
 from .reduce import sum as _sum
-from .shape import materialized, moved, permute, reshape
+from .shape import batch_size, materialized, moved, permute, reshape
 
 
 def pair(v, name="argument", op="conv2d"):
@@ -88,11 +91,20 @@ def _unfold_batch(inputs, bdims, **attrs):
 def unfold(xp, x, kernel_size, stride, padding, dilation, pad_value=0.0):
     """Sliding windows of ``x`` (N, C, H, W) as a (N, C, kh, kw, OH, OW) strided view."""
     # a plain ValueError: the dispatcher then asks the rule, whose error describes the tensor
-    n, c, h, w, oh, ow = _window_geometry("unfold", x.shape, kernel_size, stride, padding,
-                                          dilation, error=ValueError)
+    _window_geometry("unfold", x.shape, kernel_size, stride, padding, dilation, error=ValueError)
+    return _window_view(xp, x, kernel_size, stride, padding, dilation, pad_value)
+
+
+def _window_view(xp, x, kernel_size, stride, padding, dilation, pad_value=0.0):
+    """The windows of array ``x`` (N, C, H, W), padded with ``pad_value``, as a strided view
+    (N, C, kh, kw, OH, OW) of it (of a padded copy if there is padding)."""
+    n, c, h, w = x.shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
-    if ph or pw:
-        x = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
+    oh, ow = out_size(h, kh, sh, ph, dh), out_size(w, kw, sw, pw, dw)
+    if ph or pw:      # (a filled array written into: about 1.5x faster than xp.pad)
+        padded = xp.full((n, c, h + 2 * ph, w + 2 * pw), pad_value, dtype=x.dtype)
+        padded[:, :, ph:ph + h, pw:pw + w] = x
+        x = padded
     s0, s1, s2, s3 = x.strides
     # a stride is never taken when there is one window (and could overflow the byte strides)
     sh, sw = (sh if oh > 1 else 1), (sw if ow > 1 else 1)
@@ -133,10 +145,16 @@ def fold(xp, cols, image_shape, kernel_size, stride, padding, dilation):
     Each of the kh*kw window positions adds its (N, C, OH, OW) slice to the output positions it
     reaches inside the image (the padding is never written: no padded buffer to crop), so the
     result is a C-contiguous array, as fast to read for the ops after it as any other."""
-    n, c, h, w = image_shape
+    out = xp.zeros(tuple(image_shape), dtype=cols.dtype)
+    _fold_into(out, cols, kernel_size, stride, padding, dilation)
+    return out
+
+
+def _fold_into(out, cols, kernel_size, stride, padding, dilation):
+    """Add the windows ``cols`` (N, C, kh, kw, OH, OW) into the image ``out`` (N, C, H, W)."""
+    h, w = out.shape[-2:]
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel_size, stride, padding, dilation
     oh, ow = cols.shape[-2:]
-    out = xp.zeros((n, c, h, w), dtype=cols.dtype)
     for i in range(kh):
         r0, r1, top = _inside(i, dh, sh, ph, oh, h)
         if r1 <= r0:
@@ -147,7 +165,6 @@ def fold(xp, cols, image_shape, kernel_size, stride, padding, dilation):
                 continue
             out[:, :, top:top + sh * (r1 - r0 - 1) + 1:sh,
                 left:left + sw * (q1 - q0 - 1) + 1:sw] += cols[:, :, i, j, r0:r1, q0:q1]
-    return out
 
 
 def _inside(i, d, s, p, windows, size):
@@ -234,21 +251,236 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         x = _pad(x, widths=((0, 0), (0, 0), (0, extra[0]), (0, extra[1])))
     geo = dict(kernel_size=(kh, kw), stride=stride, padding=padding, dilation=dilation)
     _window_geometry("conv2d", x.shape, x=x, **geo)
-    cols = unfold(x, **geo)                                      # (N, C, kh, kw, OH, OW)
-    n, c, oh, ow = x.shape[0], x.shape[1], cols.shape[-2], cols.shape[-1]
-    # im2col laid out (C*kh*kw, N*OH*OW), so that forward and both gradients are each one
-    # large matrix product rather than N small ones (one per group)
-    cols = permute(cols, dims=(1, 2, 3, 0, 4, 5))
-    if groups == 1:
-        out = matmul(reshape(weight, shape=(o, c * kh * kw)),
-                     reshape(cols, shape=(c * kh * kw, n * oh * ow)))    # (O, N*OH*OW)
-    else:
-        out = matmul(reshape(weight, shape=(groups, o // groups, cg * kh * kw)),
-                     reshape(cols, shape=(groups, cg * kh * kw, n * oh * ow)))
-        out = reshape(out, shape=(o, n * oh * ow))
+    out = convolution(x, weight, stride=stride, padding=padding, dilation=dilation, groups=groups)
     if bias is not None:
-        out = add(out, reshape(bias, shape=(o, 1)))
-    return permute(reshape(out, shape=(o, n, oh, ow)), dims=(1, 0, 2, 3))
+        out = add(out, reshape(bias, shape=(o, 1, 1)))
+    return out
+
+
+# ---- convolution as three primitives ------------------------------------------------------------
+# ``convolution`` and the two halves of its vjp each build the im2col matrix of a few images at a
+# time (about _CHUNK elements: it stays in cache between its copy and the matrix product that
+# reads it) and run one GEMM per chunk and group, writing the result in (N, C, H, W) order. Where
+# an image has many output positions, the GEMMs run image by image, each writing its image's
+# output in place; where it has few (deep layers: 4x4, 2x2), the chunk's images are columns of
+# one GEMM (a product with 4 columns per image would read the weight once per image). Each
+# primitive is linear in both its inputs, and each one's vjp is written with the other two, so
+# gradients of every order come from the same three kernels.
+_CHUNK = 1 << 18
+_MIN_COLUMNS = 256
+
+
+def _image_chunks(n, per_image, positions):
+    """``[(start, stop), ...]``: ``n`` images in runs of about ``_CHUNK // per_image`` elements
+    of im2col matrix, and at least ``_MIN_COLUMNS`` output positions."""
+    step = max(1, _CHUNK // max(1, per_image), -(-_MIN_COLUMNS // max(1, positions)))
+    return [(i, min(n, i + step)) for i in range(0, n, step)]
+
+
+def _stacked_columns(xp, v, groups):
+    """Windows ``v`` (m, C, kh, kw, OH, OW) as (groups, C / groups * kh * kw, m * OH * OW): the
+    images side by side as columns."""
+    m, c, kh, kw, oh, ow = v.shape
+    v = v.reshape(m, groups, c // groups, kh, kw, oh, ow).transpose(1, 2, 3, 4, 0, 5, 6)
+    return xp.ascontiguousarray(v).reshape(groups, c // groups * kh * kw, m * oh * ow)
+
+
+def _conv_check(opname, x, weight, groups):
+    """The (N, C, H, W) input and (O, C / groups, kh, kw) weight of a convolution agree."""
+    sx, sw = tuple(shape_of(x)), tuple(shape_of(weight))
+    if len(sx) != 4 or len(sw) != 4:
+        raise ShapeError(f"{opname} expects input (N, C, H, W) and weight (O, C / groups, kh, "
+                         f"kw); got {describe(x)} and {describe(weight)}")
+    if groups < 1 or sw[0] % groups or (sx[1] is not None and sx[1] != sw[1] * groups):
+        raise ShapeError(f"{opname}: input {describe(x)} and weight {describe(weight)} do not "
+                         f"fit groups={groups}: the input needs C / groups channels per group "
+                         f"and groups must divide the output channels")
+    return sx, sw
+
+
+def _conv_shape(opname, x, weight, stride, padding, dilation, groups):
+    """The (N, O, OH, OW) shape of a convolution of ``x`` with ``weight``."""
+    sx, sw = _conv_check(opname, x, weight, groups)
+    if None in sx[2:]:
+        return (sx[0], sw[0], None, None)
+    geo = dict(kernel_size=sw[2:], stride=stride, padding=padding, dilation=dilation)
+    oh, ow = _window_geometry(opname, sx, x=x, **geo)[-2:]
+    return (sx[0], sw[0], oh, ow)
+
+
+def _conv_rule(x, weight, stride, padding, dilation, groups):
+    return (_conv_shape("conv2d", x, weight, stride, padding, dilation, groups),
+            ufunc_dtype("conv2d", np.matmul, x, weight))
+
+
+def _conv_vjp(g, out, x, weight, stride, padding, dilation, groups):
+    geo = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    gx = conv2d_input_grad(g, weight, image_shape=tuple(x.shape), **geo) \
+        if needs_grad(x) else None
+    gw = conv2d_weight_grad(g, x, weight_shape=tuple(weight.shape), **geo) \
+        if needs_grad(weight) else None
+    return gx, gw
+
+
+def _into_groups(t, d, b, groups):
+    """Batched (B at ``d``) images (B, N, C, H, W) as (N, B * C, H, W): the examples as
+    ``groups`` more groups each (an unbatched ``t`` broadcast to them)."""
+    t = materialized(t, d, b)
+    t = permute(t, dims=(1, 0, 2, 3, 4))
+    return reshape(t, shape=(t.shape[0], b * t.shape[2]) + tuple(t.shape[3:]))
+
+
+def _weights_grouped(w, d, b):
+    """Batched weights (B, O, Cg, kh, kw) as (B * O, Cg, kh, kw)."""
+    w = materialized(w, d, b)
+    return reshape(w, shape=(b * w.shape[1],) + tuple(w.shape[2:]))
+
+
+def _split_groups(t, b):
+    """(N, B * C, H, W) back to (N, B, C, H, W): the batch at dimension 1."""
+    return reshape(t, shape=(t.shape[0], b, t.shape[1] // b) + tuple(t.shape[2:]))
+
+
+def _conv_batch(inputs, bdims, groups, **geo):
+    (x, w), (dx, dw) = inputs, bdims
+    if dw is None:              # one weight for every example: the examples are more images
+        x, (b, n) = _merged(x, dx)
+        out = convolution(x, w, groups=groups, **geo)
+        return reshape(out, shape=(b, n) + tuple(out.shape[1:])), 0
+    b = batch_size(inputs, bdims)
+    out = convolution(_into_groups(x, dx, b, groups), _weights_grouped(w, dw, b),
+                      groups=b * groups, **geo)
+    return _split_groups(out, b), 1
+
+
+@op("conv2d", shape=_conv_rule, vjp=holomorphic(_conv_vjp), batch=_conv_batch, amp="low")
+def convolution(xp, x, weight, stride, padding, dilation, groups):
+    """2-d cross-correlation of ``x`` (N, C, H, W) with ``weight`` (O, C / groups, kh, kw),
+    ``padding`` (ph, pw) zeros on each side: (N, O, OH, OW). ``conv2d`` is its public form
+    (bias, ``'same'``, argument checks)."""
+    o, cg, kh, kw = weight.shape
+    v = _window_view(xp, x, (kh, kw), stride, padding, dilation)
+    n, c, _, _, oh, ow = v.shape
+    og, k, p = o // groups, cg * kh * kw, oh * ow
+    w = weight.reshape(groups, og, k)
+    out = xp.empty((n, o, oh, ow), dtype=xp.result_type(x.dtype, weight.dtype))
+    for n0, n1 in _image_chunks(n, c * kh * kw * p, p):
+        m = n1 - n0
+        if p >= _MIN_COLUMNS:
+            cols = xp.ascontiguousarray(v[n0:n1]).reshape(m, groups, k, p)
+            xp.matmul(w, cols, out=out[n0:n1].reshape(m, groups, og, p))
+        else:
+            y = xp.matmul(w, _stacked_columns(xp, v[n0:n1], groups))   # (groups, og, m * p)
+            out[n0:n1].reshape(m, groups, og, p)[...] = \
+                y.reshape(groups, og, m, p).transpose(2, 0, 1, 3)
+    return out
+
+
+def _gradient_matches(opname, g, expected, what):
+    """``g`` is shaped like the convolution's output ``expected`` (``what`` describes it)."""
+    sg = tuple(shape_of(g))
+    if len(sg) != 4 or any(a is not None and b is not None and a != b
+                           for a, b in zip(sg, expected)):
+        raise ShapeError(f"{opname}: the gradient {describe(g)} does not match the output "
+                         f"{expected} of {what}")
+
+
+def _input_grad_rule(g, weight, image_shape, stride, padding, dilation, groups):
+    name = "conv2d_input_grad"
+    expected = _conv_shape(name, _Shaped(image_shape), weight, stride, padding, dilation, groups)
+    _gradient_matches(name, g, expected, f"a convolution of an image {tuple(image_shape)} with "
+                                         f"weight {describe(weight)}")
+    return tuple(image_shape), ufunc_dtype(name, np.matmul, g, weight)
+
+
+def _input_grad_vjp(c, out, g, weight, image_shape, **geo):
+    gg = convolution(c, weight, **geo) if needs_grad(g) else None
+    gw = conv2d_weight_grad(g, c, weight_shape=tuple(weight.shape), **geo) \
+        if needs_grad(weight) else None
+    return gg, gw
+
+
+def _input_grad_batch(inputs, bdims, image_shape, groups, **geo):
+    (g, w), (dg, dw) = inputs, bdims
+    b = batch_size(inputs, bdims)
+    n, c = image_shape[:2]
+    if dw is None:
+        g, _ = _merged(g, dg)
+        dx = conv2d_input_grad(g, w, image_shape=(b * n,) + tuple(image_shape[1:]),
+                               groups=groups, **geo)
+        return reshape(dx, shape=(b, n) + tuple(image_shape[1:])), 0
+    dx = conv2d_input_grad(_into_groups(g, dg, b, groups), _weights_grouped(w, dw, b),
+                           image_shape=(n, b * c) + tuple(image_shape[2:]), groups=b * groups,
+                           **geo)
+    return _split_groups(dx, b), 1
+
+
+@op("conv2d_input_grad", shape=_input_grad_rule, vjp=holomorphic(_input_grad_vjp),
+    batch=_input_grad_batch, amp="low")
+def conv2d_input_grad(xp, g, weight, image_shape, stride, padding, dilation, groups):
+    """``convolution``'s gradient with respect to its input (a transposed convolution): the
+    windows ``weight``^T @ ``g`` adds back into an image of ``image_shape``."""
+    n, c, h, w = image_shape
+    o, cg, kh, kw = weight.shape
+    oh, ow = g.shape[2:]
+    if (oh, ow) != tuple(out_size(*a) for a in zip((h, w), (kh, kw), stride, padding, dilation)):
+        raise ValueError("the gradient's size is not the convolution's")   # the rule explains
+    og, k, p = o // groups, cg * kh * kw, oh * ow
+    wt = weight.reshape(groups, og, k).transpose(0, 2, 1)
+    g = g.reshape(n, groups, og, p)
+    dx = xp.zeros(tuple(image_shape), dtype=xp.result_type(g.dtype, weight.dtype))
+    for n0, n1 in _image_chunks(n, c * kh * kw * p, p):
+        m = n1 - n0
+        if p >= _MIN_COLUMNS:
+            cols = xp.matmul(wt, g[n0:n1]).reshape(m, c, kh, kw, oh, ow)
+        else:
+            gs = xp.ascontiguousarray(g[n0:n1].transpose(1, 2, 0, 3)).reshape(groups, og, m * p)
+            cols = xp.matmul(wt, gs).reshape(c, kh, kw, m, oh, ow).transpose(3, 0, 1, 2, 4, 5)
+        _fold_into(dx[n0:n1], cols, (kh, kw), stride, padding, dilation)
+    return dx
+
+
+def _weight_grad_rule(g, x, weight_shape, stride, padding, dilation, groups):
+    name = "conv2d_weight_grad"
+    expected = _conv_shape(name, x, _Shaped(weight_shape), stride, padding, dilation, groups)
+    _gradient_matches(name, g, expected, f"a convolution of {describe(x)} with a weight "
+                                         f"{tuple(weight_shape)}")
+    return tuple(weight_shape), ufunc_dtype(name, np.matmul, g, x)
+
+
+def _weight_grad_vjp(c, out, g, x, weight_shape, **geo):
+    gg = convolution(x, c, **geo) if needs_grad(g) else None
+    gx = conv2d_input_grad(g, c, image_shape=tuple(x.shape), **geo) if needs_grad(x) else None
+    return gg, gx
+
+
+def _weight_grad_batch(inputs, bdims, weight_shape, groups, **geo):
+    b = batch_size(inputs, bdims)
+    (g, x), (dg, dx) = inputs, bdims
+    dw = conv2d_weight_grad(_into_groups(g, dg, b, groups), _into_groups(x, dx, b, groups),
+                            weight_shape=(b * weight_shape[0],) + tuple(weight_shape[1:]),
+                            groups=b * groups, **geo)
+    return reshape(dw, shape=(b,) + tuple(weight_shape)), 0
+
+
+@op("conv2d_weight_grad", shape=_weight_grad_rule, vjp=holomorphic(_weight_grad_vjp),
+    batch=_weight_grad_batch, amp="low")
+def conv2d_weight_grad(xp, g, x, weight_shape, stride, padding, dilation, groups):
+    """``convolution``'s gradient with respect to its weight: for each group, ``g`` times the
+    im2col matrix of ``x``, transposed, summed over the images."""
+    o, cg, kh, kw = weight_shape
+    v = _window_view(xp, x, (kh, kw), stride, padding, dilation)
+    n, c, _, _, oh, ow = v.shape
+    if tuple(g.shape) != (n, o, oh, ow):
+        raise ValueError("the gradient's shape is not the convolution's")   # the rule explains
+    og, k, p = o // groups, cg * kh * kw, oh * ow
+    g = g.reshape(n, groups, og, p)
+    dw = xp.zeros((groups, og, k), dtype=xp.result_type(g.dtype, x.dtype))
+    for n0, n1 in _image_chunks(n, c * kh * kw * p, p):
+        # one GEMM per group over the chunk's images: (og, m * p) @ (m * p, k)
+        gs = xp.ascontiguousarray(g[n0:n1].transpose(1, 2, 0, 3)).reshape(groups, og, -1)
+        dw += xp.matmul(gs, _stacked_columns(xp, v[n0:n1], groups).transpose(0, 2, 1))
+    return dw.reshape(tuple(weight_shape))
 
 
 def pool_out_size(size, k, s, p, d, ceil_mode):
