@@ -1,5 +1,6 @@
 """Adam: bias-corrected running averages of the gradient and of its square."""
 from ..tensor.ops.elementwise import maximum, sqrt
+from ..tensor.ops.state import adam_update
 from .optimizer import Optimizer, as_count, in_dtype, moments, with_weight_decay
 
 
@@ -50,4 +51,4 @@ class Adam(Optimizer):
             v = vmax.assign(maximum(vmax, v))
         step_size = in_dtype(h.exact("lr") / (1 - b1 ** step), p)
         bias2_sqrt = in_dtype(sqrt(1 - b2 ** step), p)
-        p.assign_sub(m / (sqrt(v) / bias2_sqrt + h["eps"]) * step_size)
+        adam_update(p, m, v, step_size, bias2_sqrt, h["eps"])

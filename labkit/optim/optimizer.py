@@ -80,6 +80,7 @@ from ..graph.variables import Variable
 from ..tensor import dispatch
 from ..tensor.dtypes import float64
 from ..tensor.ops.elementwise import cast, neg
+from ..tensor.ops.state import assign_lerp
 from ..tensor.tensor import Tensor
 
 
@@ -544,10 +545,10 @@ def moments(m, v, g, p, h):
     """Adam's moments ``m = b1 m + (1 - b1) g`` and ``v = b2 v + (1 - b2) g g`` of parameter
     ``p``, updated in place as ``m += (g - m)(1 - b1)`` (PyTorch's ``lerp_``) and
     ``v += (g g - v)(1 - b2)`` (one pass fewer than PyTorch's ``mul_(b2).addcmul_``, equal to
-    it but for rounding); returns their new values."""
+    it but for rounding), each one op (``assign_lerp``); returns their new values."""
     b1, b2 = h.exact("betas")
-    return (m.assign_add((g - m) * h.derived("1-b1", lambda: in_dtype(1 - b1, p))),
-            v.assign_add((g * g - v) * h.derived("1-b2", lambda: in_dtype(1 - b2, p))))
+    return (assign_lerp(m, g, h.derived("1-b1", lambda: in_dtype(1 - b1, p))),
+            assign_lerp(v, g, h.derived("1-b2", lambda: in_dtype(1 - b2, p)), square_end=True))
 
 
 def as_count(step):

@@ -1,5 +1,6 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
 from ..tensor.ops.elementwise import cast
+from ..tensor.ops.state import assign_axpby
 from .optimizer import Optimizer, with_weight_decay
 
 
@@ -48,8 +49,10 @@ class SGD(Optimizer):
             buf = self._slot(state, "momentum_buffer", p)
             if group["dampening"]:
                 scale = 1.0 - cast(step != 1, dtype=p.dtype.name) * h["dampening"]
-                buf = buf.assign(buf * momentum + g * scale)
+                buf = assign_axpby(buf, g, momentum, scale)
             else:
-                buf = buf.assign(buf * momentum + g)
+                buf = assign_axpby(buf, g, momentum, 1)
             g = g + buf * momentum if group["nesterov"] else buf
-        p.assign_sub(g * h["lr"])
+            assign_axpby(p, g, 1, -h["lr"])
+        else:       # (a captured step's graph pass makes this one GEMM where g is a product)
+            p.assign_sub(g * h["lr"])

@@ -580,11 +580,26 @@ def _assign_build(rng, shape, value_shape):
 
 
 def _assign_ref(update):
-    def ref(target, value):
+    def ref(target, *args, **kwargs):
         out = np.array(target)
-        out[...] = update(target, value)
+        out[...] = update(target, *args, **kwargs)
         return out
     return ref
+
+
+def _axpby_build(rng, shape, value_shape):
+    base = _assign_build(rng, shape, value_shape)
+    return Sample(base.args + (0.9, -0.25))
+
+
+def _lerp_build(rng, shape, value_shape):
+    base = _assign_build(rng, shape, value_shape)
+    return Sample(base.args + (0.125,), {"square_end": bool(rng.integers(2))})
+
+
+def _adam_build(rng, shape):
+    return Sample((normal(rng, shape), normal(rng, shape), positive(rng, shape), 0.01, 0.75,
+                   1e-8))
 
 
 @st.composite
@@ -612,6 +627,17 @@ STATE = [
          [dict(sa=(2, 3), sb=(3, 2), alpha=-0.5), dict(sa=(2, 0), sb=(0, 3), alpha=1.0),
           dict(sa=(1, 1), sb=(1, 1), alpha=-1.0), dict(sa=(2, 1, 3), sb=(3, 2), alpha=2.0)],
          op="assign_add_matmul", differentiable=False),
+    Case("assign_axpby", lambda t, v, a, b: _state.assign_axpby(t, v, a, b),
+         _assign_ref(lambda t, v, a, b: a * t + b * v), _axpby_build, _assign_params(),
+         ASSIGN_EDGES, op="assign_axpby", differentiable=False),
+    Case("assign_lerp", lambda t, v, w, **kw: _state.assign_lerp(t, v, w, **kw),
+         _assign_ref(lambda t, v, w, square_end: t + ((v * v if square_end else v) - t) * w),
+         _lerp_build, _assign_params(), ASSIGN_EDGES, op="assign_lerp", differentiable=False),
+    Case("adam_update", lambda p, m, v, *scalars: _state.adam_update(p, m, v, *scalars),
+         _assign_ref(lambda p, m, v, s, b, e: p - m / (np.sqrt(v) / b + e) * s), _adam_build,
+         st.fixed_dictionaries({"shape": shapes()}), [dict(shape=()), dict(shape=(2, 3)),
+                                                      dict(shape=(0,))],
+         op="adam_update", differentiable=False),
     unary("stop_gradient", _elementwise.stop_gradient, lambda x: x.copy(),
           differentiable=False),
     unary("clone", _elementwise.clone, lambda x: x.copy()),

@@ -569,7 +569,9 @@ def _in_place_plan(op, inputs, args):
                          f"({describe(target)}); write into a DTensor, or use "
                          f"dt.full_tensor() first")
     want = target._spec.placements
-    return Plan([None if a is None else want for a in args], want)
+    # a 0-d factor (a learning rate read when a captured step runs) stays whole on every device
+    return Plan([None if a is None else a.placements if a.ndim == 0 else want for a in args],
+                want)
 
 
 # operators and one-op methods through bind (Tensor's own skip it, for speed)

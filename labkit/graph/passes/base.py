@@ -42,7 +42,8 @@ FRESH_OPS = {
 
 # Stateful ops that copy their value input into their target and keep no reference to it.
 ASSIGN_OPS = frozenset([state.assign, state.assign_add, state.assign_sub,
-                        state.assign_add_matmul])
+                        state.assign_add_matmul, state.assign_axpby, state.assign_lerp,
+                        state.adam_update])
 
 
 # ---- what a pass did --------------------------------------------------------------------------

@@ -165,3 +165,112 @@ def assign_add_matmul(xp, target, a, b, *scale, alpha=1.0, transpose_a=False,
             update = xp.subtract if not scale and alpha == -1.0 else xp.add
             update(target, xp.matmul(a, b), out=target, casting="same_kind")
     return target
+
+
+# ---- optimiser updates: one op, one pass per term, for what would be several ops ----------------
+# Each writes one target in place, computing into one scratch array, where the same update as
+# separate ops would allocate a result per op (for a large parameter, fresh memory the system
+# must map in) and dispatch each. The scalars are Python numbers eagerly and 0-d tensors in a
+# captured step (hyperparameters read when the graph runs).
+def _scalars_rule(name, target, scalars):
+    for s in scalars:
+        if not isinstance(s, (int, float)) and shape_of(s) != ():
+            raise ShapeError(f"{name}: the factors are numbers or 0-d tensors; got {describe(s)} "
+                             f"for target {describe(target)}")
+        if not target.dtype.is_floating:
+            raise DTypeError(f"{name} updates a floating-point tensor; got {describe(target)}")
+
+
+def _updates_batch(op_):
+    def rule(inputs, bdims, **attrs):
+        target = _batched_target(op_.name, inputs[0], bdims[0])
+        rest = [x if d is None else aligned(x, d, target.ndim - 1)
+                for x, d in zip(inputs[1:], bdims[1:])]
+        return op_(target, *rest, **attrs), 0
+    return rule
+
+
+def _one(x):
+    return isinstance(x, (int, float)) and x == 1
+
+
+def _axpby_rule(target, value, a, b):
+    _scalars_rule("assign_axpby", target, (a, b))
+    return _assign_rule("assign_axpby")(target, value)
+
+
+@op("assign_axpby", shape=_axpby_rule, vjp=None, stateful=True, writes=0,
+    batch=lambda inputs, bdims: _updates_batch(assign_axpby)(inputs, bdims))
+def assign_axpby(xp, target, value, a, b):
+    """``target = a * target + b * value`` in place, atomically (PyTorch's
+    ``target.mul_(a).add_(value, alpha=b)``: SGD's momentum buffer and its step); returns
+    ``target``.
+
+    >>> import labkit as lk
+    >>> from labkit.tensor.ops.state import assign_axpby
+    >>> buf = lk.ones(2)
+    >>> assign_axpby(buf, lk.tensor([1.0, 2.0]), 0.5, -0.25).tolist()
+    [0.25, 0.0]
+    """
+    with _lock(target):
+        if not _one(a):
+            xp.multiply(target, a, out=target, casting="same_kind")
+        xp.add(target, value if _one(b) else xp.multiply(value, b), out=target,
+               casting="same_kind")
+    return target
+
+
+def _lerp_rule(target, end, weight, square_end=False):
+    _scalars_rule("assign_lerp", target, (weight,))
+    return _assign_rule("assign_lerp")(target, end)
+
+
+@op("assign_lerp", shape=_lerp_rule, vjp=None, stateful=True, writes=0,
+    batch=lambda inputs, bdims, **attrs: _updates_batch(assign_lerp)(inputs, bdims, **attrs))
+def assign_lerp(xp, target, end, weight, square_end=False):
+    """``target += (end - target) * weight`` in place, atomically (PyTorch's ``lerp_``), with
+    ``end * end`` for ``end`` if ``square_end``: Adam's running averages of the gradient and
+    of its square; returns ``target``.
+
+    >>> import labkit as lk
+    >>> from labkit.tensor.ops.state import assign_lerp
+    >>> v = lk.zeros(2)
+    >>> assign_lerp(v, lk.tensor([1.0, 3.0]), 0.5, square_end=True).tolist()
+    [0.5, 4.5]
+    """
+    with _lock(target):
+        step = xp.empty(target.shape, dtype=xp.result_type(end, target))
+        if square_end:
+            end = xp.multiply(end, end, out=step)
+        xp.subtract(end, target, out=step)
+        xp.multiply(step, weight, out=step, casting="same_kind")
+        xp.add(target, step, out=target, casting="same_kind")
+    return target
+
+
+def _adam_rule(p, m, v, step_size, bias2_sqrt, eps):
+    _scalars_rule("adam_update", p, (step_size, bias2_sqrt, eps))
+    for x in (m, v):
+        _assign_rule("adam_update")(p, x)
+    return shape_of(p), p.dtype
+
+
+@op("adam_update", shape=_adam_rule, vjp=None, stateful=True, writes=0,
+    batch=lambda inputs, bdims: _updates_batch(adam_update)(inputs, bdims))
+def adam_update(xp, p, m, v, step_size, bias2_sqrt, eps):
+    """Adam's step of parameter ``p`` from its moments: ``p -= m / (sqrt(v) / bias2_sqrt +
+    eps) * step_size`` in place, atomically, in that order of operations; returns ``p``.
+
+    >>> import labkit as lk
+    >>> from labkit.tensor.ops.state import adam_update
+    >>> adam_update(lk.ones(1), lk.tensor([0.5]), lk.tensor([0.25]), 0.25, 1.0, 0.0).tolist()
+    [0.75]
+    """
+    d = xp.sqrt(v, out=xp.empty(p.shape, dtype=xp.result_type(m.dtype, v.dtype)))
+    xp.divide(d, bias2_sqrt, out=d, casting="same_kind")
+    xp.add(d, eps, out=d, casting="same_kind")
+    xp.divide(m, d, out=d)
+    xp.multiply(d, step_size, out=d, casting="same_kind")
+    with _lock(p):
+        xp.subtract(p, d, out=p, casting="same_kind")
+    return p
