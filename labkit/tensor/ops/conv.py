@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from ...devices import host_blas
 from ...errors import ArgumentError, IndexingError, ShapeError, describe
 from .. import arguments
 from .. import creation as _creation
@@ -259,22 +260,29 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 # ---- convolution as three primitives ------------------------------------------------------------
 # ``convolution`` and the two halves of its vjp each build the im2col matrix of a few images at a
-# time (about _CHUNK elements: it stays in cache between its copy and the matrix product that
-# reads it) and run one GEMM per chunk and group, writing the result in (N, C, H, W) order. Where
-# an image has many output positions, the GEMMs run image by image, each writing its image's
-# output in place; where it has few (deep layers: 4x4, 2x2), the chunk's images are columns of
-# one GEMM (a product with 4 columns per image would read the weight once per image). Each
+# time, or of a few rows of one large image (about _CHUNK elements: it stays in cache between its
+# copy and the matrix product that reads it), and run one GEMM per chunk and group, writing the
+# result in (N, C, H, W) order. Where an image has many output positions, the GEMMs run image by
+# image; where it has few (deep layers: 4x4, 2x2), the chunk's images are columns of one GEMM (a
+# product with 4 columns per image would read the weight once per image). Each
 # primitive is linear in both its inputs, and each one's vjp is written with the other two, so
 # gradients of every order come from the same three kernels.
 _CHUNK = 1 << 18
 _MIN_COLUMNS = 256
 
 
-def _image_chunks(n, per_image, positions):
-    """``[(start, stop), ...]``: ``n`` images in runs of about ``_CHUNK // per_image`` elements
-    of im2col matrix, and at least ``_MIN_COLUMNS`` output positions."""
-    step = max(1, _CHUNK // max(1, per_image), -(-_MIN_COLUMNS // max(1, positions)))
-    return [(i, min(n, i + step)) for i in range(0, n, step)]
+def _blocks(n, per_row, oh, ow, budget=_CHUNK):
+    """``[(n0, n1, r0, r1), ...]``: images ``n0:n1`` and output rows ``r0:r1`` of each, covering
+    ``n`` images of ``oh`` rows of ``ow`` positions, ``per_row`` im2col elements a row: several
+    images of about ``budget`` elements, at least ``_MIN_COLUMNS`` positions; or, where one
+    image holds more than ``budget`` and ``_MIN_COLUMNS`` positions, one image's rows in runs of
+    about ``budget``."""
+    per_image = per_row * oh
+    if per_image <= budget or oh == 1 or oh * ow < _MIN_COLUMNS:
+        step = max(1, budget // max(1, per_image), -(-_MIN_COLUMNS // max(1, oh * ow)))
+        return [(i, min(n, i + step), 0, oh) for i in range(0, n, step)]
+    rows = max(1, budget // max(1, per_row), -(-_MIN_COLUMNS // max(1, ow)))
+    return [(i, i + 1, r, min(oh, r + rows)) for i in range(n) for r in range(0, oh, rows)]
 
 
 def _stacked_columns(xp, v, groups):
@@ -364,11 +372,14 @@ def convolution(xp, x, weight, stride, padding, dilation, groups):
     og, k, p = o // groups, cg * kh * kw, oh * ow
     w = weight.reshape(groups, og, k)
     out = xp.empty((n, o, oh, ow), dtype=xp.result_type(x.dtype, weight.dtype))
-    for n0, n1 in _image_chunks(n, c * kh * kw * p, p):
-        m = n1 - n0
+    for n0, n1, r0, r1 in _blocks(n, c * kh * kw * ow, oh, ow):
+        m, q = n1 - n0, (r1 - r0) * ow
         if p >= _MIN_COLUMNS:
-            cols = xp.ascontiguousarray(v[n0:n1]).reshape(m, groups, k, p)
-            xp.matmul(w, cols, out=out[n0:n1].reshape(m, groups, og, p))
+            cols = xp.ascontiguousarray(v[n0:n1, ..., r0:r1, :]).reshape(m, groups, k, q)
+            if q == p:
+                xp.matmul(w, cols, out=out[n0:n1].reshape(m, groups, og, p))
+            else:
+                out[n0:n1, :, r0:r1] = xp.matmul(w, cols).reshape(m, o, r1 - r0, ow)
         else:
             y = xp.matmul(w, _stacked_columns(xp, v[n0:n1], groups))   # (groups, og, m * p)
             out[n0:n1].reshape(m, groups, og, p)[...] = \
@@ -427,16 +438,19 @@ def conv2d_input_grad(xp, g, weight, image_shape, stride, padding, dilation, gro
         raise ValueError("the gradient's size is not the convolution's")   # the rule explains
     og, k, p = o // groups, cg * kh * kw, oh * ow
     wt = weight.reshape(groups, og, k).transpose(0, 2, 1)
-    g = g.reshape(n, groups, og, p)
+    g5 = g.reshape(n, groups, og, oh, ow)
     dx = xp.zeros(tuple(image_shape), dtype=xp.result_type(g.dtype, weight.dtype))
-    for n0, n1 in _image_chunks(n, c * kh * kw * p, p):
-        m = n1 - n0
+    (sh, _), (ph, pw) = stride, padding
+    for n0, n1, r0, r1 in _blocks(n, c * kh * kw * ow, oh, ow):
+        m, rows = n1 - n0, r1 - r0
         if p >= _MIN_COLUMNS:
-            cols = xp.matmul(wt, g[n0:n1]).reshape(m, c, kh, kw, oh, ow)
+            gs = g5[n0:n1, :, :, r0:r1].reshape(m, groups, og, rows * ow)
+            cols = xp.matmul(wt, gs).reshape(m, c, kh, kw, rows, ow)
         else:
-            gs = xp.ascontiguousarray(g[n0:n1].transpose(1, 2, 0, 3)).reshape(groups, og, m * p)
+            gs = xp.ascontiguousarray(g5[n0:n1].transpose(1, 2, 0, 3, 4)).reshape(groups, og, -1)
             cols = xp.matmul(wt, gs).reshape(c, kh, kw, m, oh, ow).transpose(3, 0, 1, 2, 4, 5)
-        _fold_into(dx[n0:n1], cols, (kh, kw), stride, padding, dilation)
+        # windows from row r0 on: as if the image had r0 * sh rows less of padding
+        _fold_into(dx[n0:n1], cols, (kh, kw), stride, (ph - r0 * sh, pw), dilation)
     return dx
 
 
@@ -473,13 +487,17 @@ def conv2d_weight_grad(xp, g, x, weight_shape, stride, padding, dilation, groups
     n, c, _, _, oh, ow = v.shape
     if tuple(g.shape) != (n, o, oh, ow):
         raise ValueError("the gradient's shape is not the convolution's")   # the rule explains
-    og, k, p = o // groups, cg * kh * kw, oh * ow
-    g = g.reshape(n, groups, og, p)
+    og, k = o // groups, cg * kh * kw
+    g5 = g.reshape(n, groups, og, oh, ow)
     dw = xp.zeros((groups, og, k), dtype=xp.result_type(g.dtype, x.dtype))
-    for n0, n1 in _image_chunks(n, c * kh * kw * p, p):
-        # one GEMM per group over the chunk's images: (og, m * p) @ (m * p, k)
-        gs = xp.ascontiguousarray(g[n0:n1].transpose(1, 2, 0, 3)).reshape(groups, og, -1)
-        dw += xp.matmul(gs, _stacked_columns(xp, v[n0:n1], groups).transpose(0, 2, 1))
+    # the positions are the GEMMs' inner dimension here: blocks four times as large serve
+    for n0, n1, r0, r1 in _blocks(n, c * kh * kw * ow, oh, ow, budget=4 * _CHUNK):
+        # one GEMM per group over the block's positions: (og, positions) @ (positions, k)
+        gs = xp.ascontiguousarray(g5[n0:n1, :, :, r0:r1].transpose(1, 2, 0, 3, 4))
+        gs = gs.reshape(groups, og, -1)
+        cols = _stacked_columns(xp, v[n0:n1, ..., r0:r1, :], groups).transpose(0, 2, 1)
+        if xp is not np or not all(host_blas.gemm(dw[i], gs[i], cols[i]) for i in range(groups)):
+            dw += xp.matmul(gs, cols)
     return dw.reshape(tuple(weight_shape))
 
 
