@@ -130,6 +130,10 @@ def _freed_error(node):
 def _fit(g, like):
     """Cotangent ``g`` summed back to ``like``'s shape, cast to its dtype and moved to its device
     (a 0-d CPU tensor read by a GPU op gets its gradient on the CPU): the engine-wide rule."""
+    a, b = g._data, like._data
+    if a is not None and b is not None and a.shape == b.shape and a.dtype == b.dtype and \
+            g._device is like._device:
+        return g                               # the common case, decided from the arrays
     if g.shape != like.shape and g.shape is not None and like.shape is not None:
         g = sum_to_shape(g, like.shape)
     if g._device is not like._device and g._device is not None and like._device is not None:
@@ -471,6 +475,9 @@ def _root_cotangent(t, gradient):
                 f"gradient argument: the implicit gradient is only defined for a single value. "
                 f"Reduce it first (y.sum().backward()) or pass y.backward(gradient=...) with the "
                 f"shape {t.shape}.")
+        data = t._data
+        if data is not None and t._device.type == "cpu" and dispatch._state.watch is None:
+            return Tensor._make(t._device.xp.ones(data.shape, data.dtype), t._device)
         from ..tensor.creation import ones_like
         return ones_like(t)
     if not isinstance(gradient, Tensor):

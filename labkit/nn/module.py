@@ -416,6 +416,19 @@ class Module:
                         if m is not None]
             stack.extend(reversed(children))
 
+    def _each_module(self):
+        """Each module of the tree once, in ``_walk``'s order, without making names."""
+        seen = set()
+        stack = [self]
+        while stack:
+            module = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            yield module
+            children = [m for m in module._modules.values() if m is not None]
+            stack.extend(reversed(children))
+
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
         """(name, module) for this module ('') and every descendant, each once (every time it
         is reached with ``remove_duplicate=False``)."""
@@ -428,8 +441,7 @@ class Module:
 
     def modules(self):
         """This module and every descendant, each once."""
-        for _, m in self._walk():
-            yield m
+        return self._each_module()
 
     def named_children(self):
         """(name, module) for the direct submodules."""
@@ -464,9 +476,14 @@ class Module:
         return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
-        """Every Parameter of this module and its descendants (what an optimiser needs)."""
-        for _, p in self.named_parameters(recurse=recurse):
-            yield p
+        """Every Parameter of this module and its descendants (what an optimiser needs), in
+        ``named_parameters``' order, each once."""
+        seen = set()
+        for module in self._each_module() if recurse else (self,):
+            for p in module._parameters.values():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    yield p
 
     def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
         """(qualified name, buffer) pairs, persistent or not (running statistics...).

@@ -12,17 +12,19 @@ import contextlib
 import threading
 
 
+_NO_PHASE = contextlib.nullcontext()
+
+
 class Mode:
     """A way of applying ops. Subclasses implement ``apply(op, inputs, attrs) -> Tensor``."""
 
     def apply(self, op, inputs, attrs):
         raise NotImplementedError
 
-    @contextlib.contextmanager
     def phase(self, name):
         """Ops applied inside the block belong to ``name`` ('backward' while the autodiff engine
         runs vjp rules); capture records it on each node so pictures can tell the parts apart."""
-        yield
+        return _NO_PHASE
 
     def set_grad(self, tensor, value):
         """``tensor.grad = value`` (capture records it when ``tensor`` is from outside)."""
@@ -229,12 +231,19 @@ def set_grad_enabled(flag):
     _state.grad_enabled = bool(flag)
 
 
-@contextlib.contextmanager
-def grad_enabled(flag):
-    st = _state
-    previous = st.grad_enabled
-    st.grad_enabled = bool(flag)
-    try:
-        yield
-    finally:
-        st.grad_enabled = previous
+class grad_enabled:
+    """``with grad_enabled(flag):`` runs the block with grad mode on or off, then restores it
+    (a class, not a generator: the backward pass enters one per call)."""
+    __slots__ = ("flag", "previous")
+
+    def __init__(self, flag):
+        self.flag = bool(flag)
+
+    def __enter__(self):
+        st = _state
+        self.previous = st.grad_enabled
+        st.grad_enabled = self.flag
+
+    def __exit__(self, *exc):
+        _state.grad_enabled = self.previous
+        return False

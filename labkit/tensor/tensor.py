@@ -27,6 +27,9 @@ from .versions import counter_of, given_grad
 FLAG_CHANGES = [0]     # bumped whenever a tensor's requires_grad is set (graph guards read it)
 
 
+_engine_backward = [None]    # labkit.autodiff.engine.backward
+
+
 class Tensor:
     """An n-dimensional array on a device. Create one with ``lk.tensor(...)`` or ``lk.zeros(...)``.
 
@@ -273,7 +276,10 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False):
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""
-        from ..autodiff.engine import backward
+        backward = _engine_backward[0]
+        if backward is None:         # the layer above, found on first use (once, not per call)
+            from ..autodiff.engine import backward
+            _engine_backward[0] = backward
         try:
             backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
         except Exception as e:      # show the user's frames, not the engine's

@@ -196,6 +196,79 @@ def test_a_write_through_a_view_changes_the_tensor_viewed():
     np.testing.assert_array_equal(x.numpy(), [[5, 6, 5], [0, 1, 7]])
 
 
+def _ops_of(fn):
+    """The names of the ops that ``fn()`` runs eagerly."""
+    from labkit.tensor import dispatch
+    mode, names = dispatch._eager_mode, []
+
+    def apply(op, inputs, attrs):
+        names.append(op.name)
+        return type(mode).apply(mode, op, inputs, attrs)
+    mode.apply = apply
+    try:
+        fn()
+    finally:
+        del mode.apply
+    return names
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_an_update_nothing_records_adds_into_memory_with_torchs_values(dtype):
+    # p.data.add_(-lr * p.grad), the hand-written SGD step of PyTorch's examples, and its kin
+    w = lk.tensor(B, dtype=dtype, requires_grad=True)
+    tw = torch.tensor(B, dtype=getattr(torch, dtype), requires_grad=True)
+    g, tg = lk.tensor(A, dtype=dtype), torch.tensor(A, dtype=getattr(torch, dtype))
+    data, row = w.data, w.data[1]
+    assert _ops_of(lambda: data.add_(-0.1 * g)) == ["mul", "assign_add"]
+    assert _ops_of(lambda: data.sub_(g, alpha=0.5)) == ["mul", "assign_sub"]
+    assert _ops_of(lambda: data.add_(2.5)) == ["assign_add"]
+    data -= lk.tensor(0.25, dtype=dtype)
+    data += data                                   # the operand is the tensor itself
+    with lk.no_grad():
+        assert w.add_(g) is w
+    tw.data.add_(-0.1 * tg)
+    tw.data.sub_(tg, alpha=0.5)
+    tw.data.add_(2.5)
+    tw.data -= torch.tensor(0.25, dtype=getattr(torch, dtype))
+    tw.data += tw.data
+    tw.data.add_(tg)
+    np.testing.assert_array_equal(w.detach().numpy(), tw.detach().numpy())
+    np.testing.assert_array_equal(row.numpy(), tw.detach().numpy()[1])   # views see it
+    assert w.requires_grad and w.grad is None
+    y, ty = (w * w).sum(), (tw * tw).sum()
+    w.data.add_(1.0)           # through .data: not a version of w, as in PyTorch
+    tw.data.add_(1.0)
+    y.backward()
+    ty.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())
+    y = (w * w).sum()          # a value saved for backward, then changed under no_grad
+    with lk.no_grad():
+        w.sub_(1.0)
+    with pytest.raises(lk.GradError, match=r"backward through mul: .* modified by an in-place"):
+        y.backward()
+
+
+def test_updates_off_the_one_op_path_keep_their_values_and_errors():
+    # casts, broadcasts of the operand, float16 and integer tensors: the out-of-place sum
+    # written back, as before
+    h, th = lk.tensor(B, dtype=lk.float16), torch.tensor(B, dtype=torch.float16)
+    assert _ops_of(lambda: h.add_(0.1)) == ["add", "assign"]
+    th.add_(0.1)
+    np.testing.assert_array_equal(h.numpy(), th.numpy())
+    x, t = lk.tensor(B, dtype=lk.float32), torch.tensor(B, dtype=torch.float32)
+    assert _ops_of(lambda: x.add_(lk.tensor(ROW))) == ["add", "assign"]        # float64 row
+    t.add_(torch.tensor(ROW))
+    np.testing.assert_array_equal(x.numpy(), t.numpy())
+    i = lk.tensor([1, 2])
+    i += 3
+    assert i.tolist() == [4, 5]
+    with pytest.raises(lk.DTypeError, match=r"add_: .*float32 cannot be cast"):
+        i.add_(lk.tensor([0.5, 0.5]))
+    with pytest.raises(lk.ShapeError, match=r"add_: .* shape \(2, 3\).* cannot change a tensor"):
+        lk.zeros(3).add_(lk.ones(2, 3))
+    assert i.tolist() == [4, 5]
+
+
 def test_random_fills_have_the_distribution_asked_for():
     lk.manual_seed(0)
     u = lk.empty(20000).uniform_(-2.0, 4.0) if hasattr(lk, "empty") else \

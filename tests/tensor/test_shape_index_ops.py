@@ -232,3 +232,24 @@ def test_errors_name_the_op_and_what_to_fix(name, kind, call, text):
     assert text in msg, f"{name}: error does not show {text!r}: {msg}"
     if issubclass(kind, lk.LabkitError):
         assert isinstance(info.value, lk.LabkitError)
+
+
+@pytest.mark.parametrize("source,target", [
+    ((), (32, 1)), ((1,), (3, 4)), ((4,), (2, 3, 4)), ((3, 1), (3, 5)), ((1, 1), (2, 1)),
+    ((2, 3), (2, 3)), ((1, 3), (0, 3)), ((0, 3), (2, 0, 3)), ((4, 6), (2, 4, 6))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_, np.complex64])
+def test_broadcast_to_makes_numpys_view(source, target, dtype):
+    from labkit.tensor.ops.shape import broadcast_to
+    x = np.random.default_rng(0).standard_normal(source).astype(dtype)
+    strided = x
+    if x.ndim:                          # the same values, not C-contiguous
+        strided = np.zeros(source[:-1] + (2 * source[-1],), dtype)[..., ::2]
+        strided[...] = x
+    for arr in (x, strided):
+        got = broadcast_to.kernel(np, arr, shape=target)
+        want = np.broadcast_to(arr, target)
+        assert got.shape == want.shape and got.strides == want.strides
+        assert not got.flags.writeable and (np.shares_memory(got, arr) or not got.size)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(lk.ShapeError, match=r"broadcast_to: cannot broadcast .*\(3,\)"):
+        lk.ones(3).broadcast_to((4,))

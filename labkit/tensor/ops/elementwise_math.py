@@ -270,6 +270,9 @@ def _clamp_into(xp):
     return clamp_into
 
 
+_PLAIN = (int, float)
+
+
 def _clamp_rule(x, lo, hi):
     for v in (x, lo, hi):
         refuse_complex("clamp", v)
@@ -279,7 +282,8 @@ def _clamp_rule(x, lo, hi):
 @op("clamp", shape=_clamp_rule, vjp=_clamp_vjp, into=_clamp_into, batch=ELEMENTWISE)
 def clamp(xp, x, lo, hi):
     """``x`` limited to ``[lo, hi]`` (``hi`` wherever ``lo > hi``); NaN stays NaN."""
-    x, lo, hi = to_common((x, lo, hi))
+    if not (x.dtype.kind == "f" and type(lo) in _PLAIN and type(hi) in _PLAIN):
+        x, lo, hi = to_common((x, lo, hi))     # (a float array and two numbers: x's dtype)
     if x.dtype.kind == "c":
         raise TypeError("complex input")         # the rule explains it
     return xp.minimum(xp.maximum(x, lo), hi)

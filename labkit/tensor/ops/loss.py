@@ -77,7 +77,7 @@ def _smooth_l1_rule(d, beta):
 
 
 @op("smooth_l1", shape=_smooth_l1_rule, batch=ELEMENTWISE,
-    vjp=lambda g, out, d, beta: (mul(g, clamp(div(d, beta), -1.0, 1.0)),))
+    vjp=lambda g, out, d, beta: (mul(g, clamp(d if beta == 1 else div(d, beta), -1.0, 1.0)),))
 def smooth_l1(xp, d, beta):
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta``."""
     a = xp.abs(d)

@@ -139,7 +139,9 @@ def _sum_vjp(g, out, x, dim=None, keepdim=False):
         if not keepdim and axes and x.ndim:
             g = expand_dims(g, axes=axes)
         return (broadcast_like(g, x),)
-    return (broadcast_to(reshape(g, shape=_keep_shape(x, dim)), shape=x.shape),)
+    if not keepdim and g.ndim:    # a 0-d cotangent, or one with its axes kept, broadcasts as is
+        g = reshape(g, shape=_keep_shape(x, dim))
+    return (broadcast_to(g, shape=x.shape),)
 
 
 @op("sum", shape=_reduce_rule("sum", _sum_dtype), vjp=_sum_vjp, batch=REDUCTION,
@@ -471,8 +473,11 @@ def sum_to_shape(g, shape):
     if None in g.shape or None in shape:
         return _sum_to_partly_known_shape(g, shape)
     lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)
-    if axes:
-        g = sum(g, dim=axes, keepdim=True)
-    return reshape(g, shape=shape)
+    inner = tuple(lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)
+    if lead > 0 and not inner:                 # a bias's gradient: one sum, already in shape
+        g = sum(g, dim=tuple(range(lead)), keepdim=False)
+    elif lead == 0 and inner:
+        g = sum(g, dim=inner, keepdim=True)
+    elif inner or lead > 0:
+        g = sum(g, dim=tuple(range(lead)) + inner, keepdim=True)
+    return g if g.shape == shape else reshape(g, shape=shape)

@@ -2,6 +2,8 @@
 and the pieces batching rules (``lk.vmap``) are made of."""
 import math
 
+import numpy as np
+
 from ...errors import ShapeError, describe
 from ..op import op
 from ..dtypes import common_np_dtype, result_type
@@ -148,7 +150,30 @@ def _broadcast_batch(inputs, bdims, shape):
     moves=True)
 def broadcast_to(xp, x, shape):
     """A read-only view of ``x`` broadcast to ``shape`` (NumPy rules)."""
-    return xp.broadcast_to(x, shape)
+    strides = _broadcast_strides(x, shape) if xp is np else None
+    if strides is None:
+        return xp.broadcast_to(x, shape)
+    out = np.ndarray(shape, x.dtype, x, 0, strides)   # a view of x (its base), made directly
+    out.flags.writeable = False
+    return out
+
+
+def _broadcast_strides(x, shape):
+    """The strides of NumPy's broadcast of a C-contiguous, non-empty array ``x`` of plain
+    numbers to ``shape``, or None (any other array, or shapes that do not broadcast: NumPy's
+    ``broadcast_to`` then runs, and explains). NumPy's own costs several microseconds a call,
+    which a backward pass pays for every ``sum``/``mean`` of a loss."""
+    n, k = len(shape), x.ndim
+    if n < k or not x.size or x.dtype.kind not in "biufc" or not x.flags.c_contiguous:
+        return None
+    strides = [0] * n
+    for i in range(1, k + 1):
+        size = x.shape[-i]
+        if size != 1:               # (a dimension of size 1 gets stride 0, as NumPy gives it)
+            if size != shape[-i]:
+                return None
+            strides[-i] = x.strides[-i]
+    return tuple(strides)
 
 
 # ---- shapes known only when a graph runs ------------------------------------------------------

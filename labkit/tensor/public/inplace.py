@@ -3,7 +3,9 @@
 
 An in-place method computes its result with the same ops as the out-of-place form (so values,
 dtypes, gradients and capture follow the same rules), then writes it into the tensor's memory
-(views of the tensor see the change) and gives the tensor the result's history. As in PyTorch:
+(views of the tensor see the change) and gives the tensor the result's history. (An
+``add_``/``sub_`` that autodiff does not record adds into the memory with one op,
+``assign_add``/``assign_sub``, to the same values.) As in PyTorch:
 
 - a leaf that requires grad cannot be changed in place while grad mode is on (under
   ``lk.no_grad()``, as optimisers update parameters, or through ``x.data``, it can);
@@ -36,7 +38,7 @@ from ..creation import full, ones_like, tensor as _tensor, zeros_like
 from ..ops.elementwise import cast, clone, mul, ne, where
 from ..ops.index import index_put, split_index
 from ..ops.shape import broadcast_to
-from ..ops.state import assign
+from ..ops.state import assign, assign_add, assign_sub
 from ..random import rand, randn
 from ..tape import gave_grad, rebind, view_again, view_chain, view_entry
 from ..tensor import Tensor
@@ -215,7 +217,35 @@ def in_place(target, name, compute, *args, **kwargs):
         source = _before(target, copy)
         args = tuple(_as_read(a, target, source, copy) for a in args)
         kwargs = {k: _as_read(a, target, source, copy) for k, a in kwargs.items()}
+    elif name in _ACCUMULATE and _accumulates(target, args, kwargs):
+        other, alpha = args[0], kwargs.get("alpha", 1)
+        _ACCUMULATE[name](target, other if alpha == 1 else mul(other, alpha))
+        return target
     return write(target, compute(source, *args, **kwargs), name)
+
+
+# ``add_`` / ``sub_`` (and ``+=`` / ``-=``) that autodiff does not record, of a float32/64
+# tensor by a tensor of its dtype or by a number, eagerly: one op adds into the tensor's memory
+# (the same values as the out-of-place sum written back, with one op and one array fewer:
+# ``p.data.add_(-lr * p.grad)``). Other cases (casts, broadcasting the tensor, float16,
+# capture, distributed tensors) take the general path, and its errors.
+_ACCUMULATE = {"add": assign_add, "sub": assign_sub}
+_ACCUMULATED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _accumulates(target, args, kwargs):
+    if len(args) != 1 or (kwargs and tuple(kwargs) != ("alpha",)) or \
+            dispatch._state.mode is not dispatch._eager_mode or type(target) is not Tensor \
+            and type(target) in dispatch._type_handlers:
+        return False
+    data, other = target._data, args[0]
+    if data is None or data.dtype not in _ACCUMULATED_DTYPES:
+        return False
+    if type(other) in (int, float):
+        return kwargs.get("alpha", 1) == 1
+    return isinstance(other, Tensor) and type(other) not in dispatch._type_handlers and \
+        other._device is target._device and other._data is not None and \
+        other._data.dtype == data.dtype and (other._data.shape == data.shape or not other.ndim)
 
 
 def inplace(name, compute):
