@@ -32,11 +32,61 @@ from .linalg import matmul, matmul_t
 from .shape import aligned, broadcast_to, concat, expand_dims, moved, reshape
 
 
+# ---- the gate math, shared by lstm_cell and lstm_sequence (and their backward ops) -----------
+def _sigmoid_by_tanh(xp, dtype):
+    """(scale, shift), shaped (4, 1) for gates i, f, g, o along the axis before the features:
+    sigmoid(x) = 0.5 tanh(0.5 x) + 0.5 and tanh(x) = 1 tanh(1 x) + 0, so that one tanh pass
+    over all four gates activates them (tanh is NumPy's fastest of the two, and one pass over
+    4H columns beats a pass per gate)."""
+    scale = xp.asarray([[0.5], [0.5], [1.0], [0.5]], dtype=dtype)
+    shift = xp.asarray([[0.5], [0.5], [0.0], [0.5]], dtype=dtype)
+    return scale, shift
+
+
+def _activate(xp, a, scale, shift):
+    """The gates' pre-activations ``a`` (..., 4, ..., H), each gate already multiplied by its
+    ``scale``, replaced in place by the activations: sigmoid for i, f, o, tanh for g."""
+    xp.tanh(a, out=a)
+    a *= scale
+    a += shift
+    return a
+
+
+def _update(xp, i, f, g, o, c, h_out, c_out):
+    """The cell update from the activated gates: ``c_out = f c + i g``, ``h_out = o
+    tanh(c_out)``, written into the preallocated outputs."""
+    xp.multiply(f, c, out=c_out)
+    xp.multiply(i, g, out=h_out)
+    c_out += h_out
+    xp.tanh(c_out, out=h_out)
+    h_out *= o
+
+
+def _derivative(xp, s, k, out):
+    """``out`` = the derivative of gate ``k``'s activation, from its value ``s``: 1 - s^2 for
+    g (tanh), s (1 - s) for i, f, o (sigmoid)."""
+    if k == 2:
+        xp.multiply(s, s, out=out)
+        return xp.subtract(1, out, out=out)
+    xp.subtract(1, s, out=out)
+    out *= s
+    return out
+
+
+def _gate_slopes(xp, i, f, g, o, c_prev, tc, out):
+    """What each gate's cotangent is per unit of the cotangent of c' (for i, f, g) or of h'
+    (for o): the activation's derivative times the gate's partner in ``c' = f c + i g`` and
+    ``h' = o tanh(c')``, into ``out[k]`` for gate k."""
+    for k, (s, other) in enumerate(((i, g), (f, c_prev), (g, i), (o, tc))):
+        _derivative(xp, s, k, out[k])
+        out[k] *= other
+    return out
+
+
 def _sigmoid_into(xp, x):
     """``x`` replaced by sigmoid(x), in place: 1 / (1 + exp(-x)), which is exact at both ends
     (exp overflowing to inf gives 0)."""
     x *= -1         # not xp.negative(x, out=x): NumPy 2.4 reads a float32 column view wrongly
-
     if xp is np:
         with np.errstate(over="ignore"):
             np.exp(x, out=x)
@@ -47,9 +97,10 @@ def _sigmoid_into(xp, x):
 
 
 def _gates(xp, xw, hw, n):
-    """i, f, g, o of the step: i, f, o views of one new array, g an array of its own (whole
-    arrays, not column views, go through NumPy's loops fastest: the sigmoid runs over g's
-    columns too)."""
+    """i, f, g, o of one step from its two projections (..., 4H): i, f, o views of one new
+    array, g an array of its own. (Here, with the gates as columns, the whole-array sigmoid
+    beats _activate's tanh: a pass that scales gate columns broadcasts, which costs NumPy
+    more than it saves, and in float64 its tanh is slower than exp.)"""
     a = xp.add(xw, hw)
     g = xp.tanh(a[..., 2 * n:3 * n])
     _sigmoid_into(xp, a)
@@ -116,15 +167,9 @@ def _lstm_cell_vjp(g, out, xw, hw, c):
     batch=_lstm_cell_batch)
 def lstm_cell(xp, xw, hw, c):
     """One LSTM step from the gates' two projections: ``stack([h', c'])`` (see the module)."""
-    n = c.shape[-1]
-    i, f, g, o = _gates(xp, xw, hw, n)
+    i, f, g, o = _gates(xp, xw, hw, c.shape[-1])
     out = xp.empty((2,) + np.broadcast_shapes(i.shape, c.shape), dtype=i.dtype)
-    h_new, c_new = out[0], out[1]
-    xp.multiply(f, c, out=c_new)
-    g *= i
-    c_new += g
-    xp.tanh(c_new, out=h_new)
-    h_new *= o
+    _update(xp, i, f, g, o, c, out[0], out[1])
     return out
 
 
@@ -174,29 +219,21 @@ def lstm_cell_backward(xp, g, xw, hw, c):
     n = c.shape[-1]
     i, f, gt, o = _gates(xp, xw, hw, n)
     gh, gc = g[0], g[1]
-    t = xp.multiply(f, c)
-    t += i * gt
-    xp.tanh(t, out=t)
-    out = xp.empty(np.broadcast_shapes(i.shape, c.shape, gh.shape)[:-1] + (5 * n,),
-                   dtype=i.dtype)
-    di, df, dg, do, dc = (out[..., k * n:(k + 1) * n] for k in range(5))
-    xp.multiply(gh, t, out=do)                  # d o = gh t, times o (1 - o) below
-    dcn = xp.multiply(t, t)                      # dc' = gc + gh o (1 - t^2)
-    xp.subtract(1, dcn, out=dcn)
+    lead = np.broadcast_shapes(i.shape, c.shape, gh.shape)[:-1]
+    tc = xp.multiply(f, c)                      # tanh(c'), c' = f c + i g
+    tc += i * gt
+    xp.tanh(tc, out=tc)
+    out = xp.empty(lead + (5 * n,), dtype=i.dtype)
+    d = [out[..., k * n:(k + 1) * n] for k in range(5)]
+    _gate_slopes(xp, i, f, gt, o, c, tc, d)
+    dcn = _derivative(xp, tc, 2, xp.empty_like(tc))  # dc' = gc + gh o (1 - tanh(c')^2)
     dcn *= o
     dcn *= gh
     dcn += gc
-    xp.multiply(dcn, f, out=dc)
-    xp.multiply(dcn, gt, out=di)
-    xp.multiply(dcn, c, out=df)
-    xp.multiply(dcn, i, out=dg)
-    for d, s in ((di, i), (df, f), (do, o)):     # times the sigmoid's derivative s (1 - s)
-        d *= s
-        xp.subtract(1, s, out=s)
-        d *= s
-    xp.multiply(gt, gt, out=gt)                  # tanh's derivative 1 - g^2
-    xp.subtract(1, gt, out=gt)
-    dg *= gt
+    for k in range(3):
+        d[k] *= dcn
+    d[3] *= gh
+    xp.multiply(dcn, f, out=d[4])
     return out
 
 
@@ -207,15 +244,6 @@ def lstm_cell_backward(xp, g, xw, hw, c):
 # gradient to one GEMM over every step. The forward keeps each step's gate activations in its
 # result (as cuDNN's workspace), so the backward recomputes nothing.
 PLANES = 6      # lstm_sequence's result: h, c, then the activations of gates i, f, g, o
-
-
-def _sigmoid_by_tanh(xp, dtype):
-    """(scale, shift), shaped (4, 1, 1) for the planes of gates i, f, g, o: sigmoid(x) =
-    0.5 tanh(0.5 x) + 0.5 and tanh(x) = 1 tanh(1 x) + 0, so that one tanh pass over all four
-    gates activates them."""
-    scale = xp.asarray([0.5, 0.5, 1.0, 0.5], dtype=dtype).reshape(4, 1, 1)
-    shift = xp.asarray([0.5, 0.5, 0.0, 0.5], dtype=dtype).reshape(4, 1, 1)
-    return scale, shift
 
 
 def _lead(name, sx, sh, sc):
@@ -270,29 +298,23 @@ def lstm_sequence(xp, xw, w_hh, h0, c0):
     n, length = w_hh.shape[-1], xw.shape[0]
     lead = tuple(np.broadcast_shapes(xw.shape[1:-1], h0.shape[:-1], c0.shape[:-1]))
     m = math.prod(lead)
+    scale, shift = (v.reshape(4, 1, 1) for v in _sigmoid_by_tanh(xp, xw.dtype))
+    # the gates as planes (4, m, H): each step's product is one batched GEMM straight into its
+    # planes of the result, with each gate's scale folded into the weight and the input's
+    # projection (one pass over all steps, which also lays it out as planes)
+    w4 = xp.ascontiguousarray((w_hh.reshape(4, n, n) * scale).transpose(0, 2, 1))
     x = xw.reshape(xw.shape[:1] + (1,) * (len(lead) + 2 - xw.ndim) + xw.shape[1:])
-    x = xp.broadcast_to(x, (length,) + lead + (4 * n,)).reshape(length, m, 4 * n)
+    x = xp.broadcast_to(x, (length,) + lead + (4 * n,)).reshape(length, m, 4, n)
+    xs = xp.multiply(x.transpose(2, 0, 1, 3), scale.reshape(4, 1, 1, 1))
     out = xp.empty((PLANES, length, m, n), dtype=xw.dtype)
     h, c = _state(xp, h0, lead, m), _state(xp, c0, lead, m)
-    wt = xp.ascontiguousarray(w_hh.T)         # BLAS is faster on it than on the view
-    scale, shift = _sigmoid_by_tanh(xp, xw.dtype)
-    a = xp.empty((m, 4 * n), dtype=xw.dtype)
-    a4 = a.reshape(m, 4, n).transpose(1, 0, 2)          # the gates as planes (4, m, H)
     for t in range(length):
-        xp.matmul(h, wt, out=a)
-        a += x[t]
         gates = out[2:, t]
-        xp.multiply(a4, scale, out=gates)
-        xp.tanh(gates, out=gates)
-        gates *= scale
-        gates += shift
-        i, f, g, o = gates
+        xp.matmul(h, w4, out=gates)
+        gates += xs[:, t]
+        i, f, g, o = _activate(xp, gates, scale, shift)
         h_new, c_new = out[0, t], out[1, t]
-        xp.multiply(f, c, out=c_new)
-        xp.multiply(i, g, out=h_new)
-        c_new += h_new
-        xp.tanh(c_new, out=h_new)
-        h_new *= o
+        _update(xp, i, f, g, o, c, h_new, c_new)
         h, c = h_new, c_new
     return out.reshape((PLANES, length) + lead + (n,))
 
@@ -345,56 +367,35 @@ def lstm_sequence_backward(xp, g, out, w_hh, c0):
     c_prev[0] = _state(xp, c0, lead, m)
     c_prev[1:] = c[:-1]
     tc = xp.tanh(c)
-    q = xp.multiply(tc, tc)                     # gh's share of dc: o (1 - tanh(c)^2)
-    xp.subtract(1, q, out=q)
+    q = _derivative(xp, tc, 2, xp.empty_like(c))    # gh's share of dc: o (1 - tanh(c)^2)
     q *= o
-    # k: what dc (for gates i, f, g) or gh (for o) is multiplied by to give each gate's
-    # cotangent: the activation's derivative times the gate's partner in c' = f c + i g
-    ds = xp.empty_like(c)
-    k = []
-    for s, other in ((i, gt), (f, c_prev), (gt, i), (o, tc)):
-        if s is gt:
-            xp.multiply(gt, gt, out=ds)
-            xp.subtract(1, ds, out=ds)
-        else:
-            xp.subtract(1, s, out=ds)
-            ds *= s
-        k.append(xp.multiply(ds, other))
+    k = _gate_slopes(xp, i, f, gt, o, c_prev, tc, [xp.empty_like(c) for _ in range(4)])
     r = xp.empty((length, m, 5 * n), dtype=out.dtype)
     d_gates = [r[:, :, j * n:(j + 1) * n] for j in range(4)]
     given = _nonzero_steps(xp, gs)               # which planes of which steps have a cotangent
-    direct = any(any(p) for p in given[2:])     # cotangents of the gates themselves (rare)
-    if direct:
-        for j, s in enumerate((i, f, gt, o)):   # g_gate * activation'
-            if j == 2:
-                xp.multiply(s, s, out=ds)
-                xp.subtract(1, ds, out=ds)
-            else:
-                xp.subtract(1, s, out=ds)
-                ds *= s
-            xp.multiply(gs[2 + j], ds, out=d_gates[j])
-        tmp = xp.empty((m, n), dtype=out.dtype)
+    direct = None
+    if any(any(p) for p in given[2:]):          # cotangents of the gates themselves (rare):
+        direct = [_derivative(xp, s, j, xp.empty_like(c)) for j, s in enumerate((i, f, gt, o))]
+        for j in range(4):                      # g_gate * activation'
+            direct[j] *= gs[2 + j]
     dh = xp.empty((m, n), dtype=out.dtype)
-    dc = None
+    gcn = xp.empty((m, n), dtype=out.dtype)
     for t in range(length - 1, -1, -1):
         if t == length - 1:
             gh = gs[0, t]
         else:                                   # (the cotangent of h is often only the last)
             gh = xp.add(gs[0, t], dh) if given[0][t] else dh
-        gcn = xp.multiply(gh, q[t])
+        xp.multiply(gh, q[t], out=gcn)
         if given[1][t]:
             gcn += gs[1, t]
-        if dc is not None:
-            gcn += dc
-        for j in range(4):
+        if t < length - 1:
+            gcn += r[t + 1, :, 4 * n:]
+        for j in range(4):                      # (four products beat one that broadcasts)
             d = d_gates[j][t]
-            if direct:
-                xp.multiply(gh if j == 3 else gcn, k[j][t], out=tmp)
-                d += tmp
-            else:
-                xp.multiply(gh if j == 3 else gcn, k[j][t], out=d)
-        dc = r[t, :, 4 * n:]
-        xp.multiply(gcn, f[t], out=dc)
+            xp.multiply(gh if j == 3 else gcn, k[j][t], out=d)
+            if direct is not None:
+                d += direct[j][t]
+        xp.multiply(gcn, f[t], out=r[t, :, 4 * n:])
         if t:
             xp.matmul(r[t, :, :4 * n], w_hh, out=dh)
     return r.reshape((length,) + lead + (5 * n,))
