@@ -97,16 +97,21 @@ def _sigmoid_into(xp, x):
     return xp.reciprocal(x, out=x)
 
 
-def _gates(xp, xw, hw, n):
-    """The activated gates i, f, g, o of one step from its two projections (..., 4H), as
-    planes (4, ..., H): a view of one new array. (With the gates as columns, a whole-array
-    sigmoid beats _activate's tanh: a pass that scales gate columns broadcasts, which costs NumPy
-    more than it saves, and in float64 its tanh is slower than exp.)"""
-    a = xp.add(xw, hw)
-    g = xp.tanh(a[..., 2 * n:3 * n])
-    _sigmoid_into(xp, a)
-    a[..., 2 * n:3 * n] = g
-    return xp.moveaxis(a.reshape(a.shape[:-1] + (4, n)), -2, 0)
+def _gates_into(xp, xw, hw, out):
+    """The activated gates i, f, g, o of one step from its two projections (..., 4H), written
+    into ``out``, planes (4, ..., H). (With the gates read from columns, a whole-array sigmoid
+    beats _activate's tanh: a pass that scales gate columns broadcasts, which costs NumPy more
+    than it saves, and in float64 its tanh is slower than exp.)"""
+    n, rank = out.shape[-1], out.ndim - 1
+
+    def planes(x):              # (..., 4H) -> (4, ..., H), a view
+        x = x.reshape((1,) * (rank - x.ndim) + x.shape[:-1] + (4, n))
+        return x.transpose((rank - 1,) + tuple(range(rank - 1)) + (rank,))
+    xp.add(planes(xw), planes(hw), out=out)
+    g = xp.tanh(out[2])
+    _sigmoid_into(xp, out)
+    out[2] = g
+    return out
 
 
 def _rule(xw, hw, c):
@@ -185,11 +190,9 @@ def _lstm_cell_vjp(g, out, xw, hw, c):
 def lstm_cell(xp, xw, hw, c):
     """One LSTM step from the gates' two projections: ``stack([h', c', i, f, g, o])`` (see the
     module)."""
-    n = c.shape[-1]
-    gates = _gates(xp, xw, hw, n)
-    out = xp.empty((PLANES,) + np.broadcast_shapes(gates.shape[1:], c.shape), dtype=gates.dtype)
-    out[2:] = gates
-    _update(xp, *out[2:], c, out[0], out[1])
+    lead = np.broadcast_shapes(xw.shape[:-1], hw.shape[:-1], c.shape[:-1])
+    out = xp.empty((PLANES,) + lead + c.shape[-1:], dtype=c.dtype)
+    _update(xp, *_gates_into(xp, xw, hw, out[2:]), c, out[0], out[1])
     return out
 
 
@@ -341,9 +344,12 @@ def _sequence_backward(xp, g, out, w_hh, c0):
         return xp.empty((0,) + lead + (5 * n,), dtype=out.dtype)
     h, c, i, f, gt, o = out.reshape(PLANES, length, m, n)
     gs = g.reshape(PLANES, length, m, n)
-    c_prev = xp.empty_like(c)
-    c_prev[0] = _state(xp, c0, lead, m)
-    c_prev[1:] = c[:-1]
+    if length == 1:             # (lstm_cell_backward's case)
+        c_prev = _state(xp, c0, lead, m)[None]
+    else:
+        c_prev = xp.empty_like(c)
+        c_prev[0] = _state(xp, c0, lead, m)
+        c_prev[1:] = c[:-1]
     tc = xp.tanh(c)
     q = _derivative(xp, tc, 2, xp.empty_like(c))    # gh's share of dc: o (1 - tanh(c)^2)
     q *= o
