@@ -473,6 +473,8 @@ def sum_to_shape(g, shape):
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)
+    if axes and axes[-1] < lead:     # only leading dims (a bias's): one op, no reshape
+        return sum(g, dim=axes)
     if axes:
         g = sum(g, dim=axes, keepdim=True)
     return reshape(g, shape=shape)
