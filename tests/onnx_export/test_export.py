@@ -150,6 +150,27 @@ def test_recurrent_taggers(cell):
                        {"tokens": {0: "batch"}}, other_args=[(tokens(8, seed=1),)])
 
 
+class CellSteps(nn.Module):
+    """LSTMCell stepped by hand, as time_sequence_prediction does: three steps from zeros."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.LSTMCell(8, 5)
+
+    def forward(self, x):
+        h, c = self.cell(x[:, 0])
+        for t in (1, 2):
+            h, c = self.cell(x[:, t], (h, c))
+        return h * c
+
+
+def test_lstm_cell_steps():
+    _ = lk.manual_seed(0)
+    proto = export_and_compare(CellSteps(), (batch(2, (3, 8)),), ["x"], {"x": {0: "n"}},
+                               other_args=[(batch(6, (3, 8), seed=1),)])
+    assert op_types(proto).count("Tanh") == 6       # g and tanh(c') of each step
+
+
 @pytest.mark.parametrize("attention", ["sdpa", "mha"])
 @pytest.mark.parametrize("opset", [17, 18, 20])
 def test_gpt_decoder(attention, opset):

@@ -38,15 +38,21 @@ def _layer_norm(b, node, ins):
 
 @converter("lstm_cell")
 def _lstm_cell(b, node, ins):
-    """``stack([h', c'])`` of one LSTM step, in ONNX's elementwise ops (gates i, f, g, o)."""
+    """``stack([h', c', i, f, g, o])`` of one LSTM step (the activated gates last), in ONNX's
+    elementwise ops."""
     xw, hw, c = b.operands(node, node.dtype)
     i, f, g, o = b.emit("Split", [b.emit("Add", [xw, hw])], axis=-1, outputs=4)  # equal parts
-    c_new = b.emit("Add", [b.emit("Mul", [b.emit("Sigmoid", [f]), c]),
-                           b.emit("Mul", [b.emit("Sigmoid", [i]), b.emit("Tanh", [g])])])
-    h_new = b.emit("Mul", [b.emit("Sigmoid", [o]), b.emit("Tanh", [c_new])])
+    i, f, o = (b.emit("Sigmoid", [v]) for v in (i, f, o))
+    g = b.emit("Tanh", [g])
+    c_new = b.emit("Add", [b.emit("Mul", [f, c]), b.emit("Mul", [i, g])])
+    h_new = b.emit("Mul", [o, b.emit("Tanh", [c_new])])
     zero = b.const(np.asarray([0], np.int64), name="axis0")
-    return b.emit("Concat", [b.emit("Unsqueeze", [h_new, zero]),
-                             b.emit("Unsqueeze", [c_new, zero])], axis=0, name=node.name)
+    # c' has the step's whole shape; the gates may broadcast over c's leading dims
+    shape = b.emit("Shape", [c_new])
+    planes = [v if k < 2 else b.emit("Expand", [v, shape]) for k, v in
+              enumerate((h_new, c_new, i, f, g, o))]
+    return b.emit("Concat", [b.emit("Unsqueeze", [v, zero]) for v in planes], axis=0,
+                  name=node.name)
 
 
 @converter("lstm_sequence")

@@ -1,23 +1,24 @@
-"""One LSTM step as one op: ``lstm_cell(xw, hw, c) -> stack([h', c'])``.
+"""One LSTM step as one op: ``lstm_cell(xw, hw, c) -> stack([h', c', i, f, g, o])``.
 
 An LSTM step written in elementwise ops is about a dozen ops forward (add, sigmoid, tanh, three
 column slices, four products and sums) and twice that backward, each a dispatch, a tape entry and
 a pass over small arrays: in a 28-step sequence of batch 64 the step's dispatches cost more than
 its arithmetic. Here the step after its two matrix products is one kernel (gates = xw + hw in
 PyTorch's order i, f, g, o; c' = f c + i g; h' = o tanh(c')) and its vjp one more
-(``lstm_cell_backward``, which recomputes the gates rather than keeping them). The backward op's
-own vjp is written in labkit ops, so gradients of every order still come out; only the first
-one is fused.
+(``lstm_cell_backward``, one step of ``lstm_sequence_backward``: it reads the gates the forward
+kept rather than recomputing them). The backward op's own vjp is written in labkit ops, so
+gradients of every order still come out; only the first one is fused.
 
 Shapes: ``xw`` and ``hw`` are (..., 4H) (the input's and the hidden state's projections, biases
-included), ``c`` is (..., H); leading dimensions broadcast. The result is (2, ..., H): h' and c',
-each a contiguous half (``hc[0]``, ``hc[1]``: the step's new state, two views).
+included), ``c`` is (..., H); leading dimensions broadcast. The result is (6, ..., H), one step
+of ``lstm_sequence``'s: h' and c' (``hc[0]``, ``hc[1]``: the step's new state, two contiguous
+views), then the activated gates i, f, g, o, which the backward reads.
 
 >>> import labkit as lk
 >>> from labkit.tensor.ops.recurrent import lstm_cell
 >>> hc = lstm_cell(lk.zeros(1, 8), lk.zeros(1, 8), lk.ones(1, 2))
 >>> hc.shape, [round(v, 4) for v in hc[0, 0].tolist()], hc[1, 0].tolist()
-((2, 1, 2), [0.2311, 0.2311], [0.5, 0.5])
+((6, 1, 2), [0.2311, 0.2311], [0.5, 0.5])
 """
 import math
 
@@ -26,17 +27,67 @@ import numpy as np
 from ...errors import DTypeError, ShapeError, describe
 from ..op import needs_grad, op
 from ..shape_rules import shape_of
-from .elementwise import add, mul, sigmoid, sub, tanh
-from .index import _getitem, getitem_slices, zeros_like
+from .elementwise import add, mul, sub, tanh
+from .index import _FULL, _getitem, getitem_slices, zeros_like
 from .linalg import matmul, matmul_t
 from .shape import aligned, broadcast_to, concat, expand_dims, moved, reshape
+
+
+# ---- the gate math, shared by lstm_cell and lstm_sequence (and their backward ops) -----------
+def _sigmoid_by_tanh(xp, dtype):
+    """(scale, shift), shaped (4, 1) for gates i, f, g, o along the axis before the features:
+    sigmoid(x) = 0.5 tanh(0.5 x) + 0.5 and tanh(x) = 1 tanh(1 x) + 0, so that one tanh pass
+    over all four gates activates them (tanh is NumPy's fastest of the two, and one pass over
+    4H columns beats a pass per gate)."""
+    scale = xp.asarray([[0.5], [0.5], [1.0], [0.5]], dtype=dtype)
+    shift = xp.asarray([[0.5], [0.5], [0.0], [0.5]], dtype=dtype)
+    return scale, shift
+
+
+def _activate(xp, a, scale, shift):
+    """The gates' pre-activations ``a`` (..., 4, ..., H), each gate already multiplied by its
+    ``scale``, replaced in place by the activations: sigmoid for i, f, o, tanh for g."""
+    xp.tanh(a, out=a)
+    a *= scale
+    a += shift
+    return a
+
+
+def _update(xp, i, f, g, o, c, h_out, c_out):
+    """The cell update from the activated gates: ``c_out = f c + i g``, ``h_out = o
+    tanh(c_out)``, written into the preallocated outputs."""
+    xp.multiply(f, c, out=c_out)
+    xp.multiply(i, g, out=h_out)
+    c_out += h_out
+    xp.tanh(c_out, out=h_out)
+    h_out *= o
+
+
+def _derivative(xp, s, k, out):
+    """``out`` = the derivative of gate ``k``'s activation, from its value ``s``: 1 - s^2 for
+    g (tanh), s (1 - s) for i, f, o (sigmoid)."""
+    if k == 2:
+        xp.multiply(s, s, out=out)
+        return xp.subtract(1, out, out=out)
+    xp.subtract(1, s, out=out)
+    out *= s
+    return out
+
+
+def _gate_slopes(xp, i, f, g, o, c_prev, tc, out):
+    """What each gate's cotangent is per unit of the cotangent of c' (for i, f, g) or of h'
+    (for o): the activation's derivative times the gate's partner in ``c' = f c + i g`` and
+    ``h' = o tanh(c')``, into ``out[k]`` for gate k."""
+    for k, (s, other) in enumerate(((i, g), (f, c_prev), (g, i), (o, tc))):
+        _derivative(xp, s, k, out[k])
+        out[k] *= other
+    return out
 
 
 def _sigmoid_into(xp, x):
     """``x`` replaced by sigmoid(x), in place: 1 / (1 + exp(-x)), which is exact at both ends
     (exp overflowing to inf gives 0)."""
     x *= -1         # not xp.negative(x, out=x): NumPy 2.4 reads a float32 column view wrongly
-
     if xp is np:
         with np.errstate(over="ignore"):
             np.exp(x, out=x)
@@ -46,37 +97,65 @@ def _sigmoid_into(xp, x):
     return xp.reciprocal(x, out=x)
 
 
-def _gates(xp, xw, hw, n):
-    """i, f, g, o of the step: i, f, o views of one new array, g an array of its own (whole
-    arrays, not column views, go through NumPy's loops fastest: the sigmoid runs over g's
-    columns too)."""
-    a = xp.add(xw, hw)
-    g = xp.tanh(a[..., 2 * n:3 * n])
-    _sigmoid_into(xp, a)
-    return a[..., :n], a[..., n:2 * n], g, a[..., 3 * n:]
+def _gates_into(xp, xw, hw, out):
+    """The activated gates i, f, g, o of one step from its two projections (..., 4H), written
+    into ``out``, planes (4, ..., H). (With the gates read from columns, a whole-array sigmoid
+    beats _activate's tanh: a pass that scales gate columns broadcasts, which costs NumPy more
+    than it saves, and in float64 its tanh is slower than exp.)"""
+    n, rank = out.shape[-1], out.ndim - 1
+
+    def planes(x):              # (..., 4H) -> (4, ..., H), a view
+        x = x.reshape((1,) * (rank - x.ndim) + x.shape[:-1] + (4, n))
+        return x.transpose((rank - 1,) + tuple(range(rank - 1)) + (rank,))
+    xp.add(planes(xw), planes(hw), out=out)
+    g = xp.tanh(out[2])
+    _sigmoid_into(xp, out)
+    out[2] = g
+    return out
 
 
-def _rule(name, xw, hw, c, g=None):
-    """(2, ..., H) for lstm_cell, (..., 5H) for its backward."""
+def _rule(xw, hw, c):
+    """(6, ..., H) for lstm_cell."""
     shapes = [shape_of(t) for t in (xw, hw, c)]
     if any(len(s) < 1 for s in shapes) or not shapes[0][-1] == shapes[1][-1] == 4 * shapes[2][-1]:
-        raise ShapeError(f"{name}: expects xw and hw (..., 4H) and c (..., H); got "
+        raise ShapeError(f"lstm_cell: expects xw and hw (..., 4H) and c (..., H); got "
                          f"{describe(xw)}, {describe(hw)}, {describe(c)}")
     try:
         lead = np.broadcast_shapes(*[s[:-1] for s in shapes])
     except ValueError:
-        raise ShapeError(f"{name}: the leading dimensions of {describe(xw)}, {describe(hw)} and "
-                         f"{describe(c)} do not broadcast") from None
-    n = shapes[2][-1]
-    tensors = (xw, hw, c) if g is None else (g, xw, hw, c)
-    if g is not None and tuple(shape_of(g)) != (2,) + tuple(lead) + (n,):
-        raise ShapeError(f"{name}: the gradient {describe(g)} must be shaped like "
-                         f"lstm_cell's result, {(2,) + tuple(lead) + (n,)}")
-    dtype = xw.dtype
-    if not dtype.is_floating or any(t.dtype is not dtype for t in tensors):
-        raise DTypeError(f"{name}: expects tensors of one floating dtype; got "
-                         f"{', '.join(describe(t) for t in tensors)}")
-    return ((2,) + tuple(lead) + (n,) if g is None else tuple(lead) + (5 * n,)), dtype
+        raise ShapeError(f"lstm_cell: the leading dimensions of {describe(xw)}, {describe(hw)} "
+                         f"and {describe(c)} do not broadcast") from None
+    _same_float("lstm_cell", xw, hw, c)
+    return (PLANES,) + tuple(lead) + (shapes[2][-1],), xw.dtype
+
+
+def _planes_rule(name, g, out, c0, steps):
+    """The leading dims of g and out, lstm_cell's or lstm_sequence's result (6, [L,] ..., H)
+    (``steps``: whether there is a time axis), checked with c0 (..., H), which must broadcast
+    to them."""
+    so, sg, sc = (shape_of(t) for t in (out, g, c0))
+    first = 2 if steps else 1
+    if len(so) < first + 1 or so[0] != PLANES or tuple(sg) != tuple(so) or len(sc) < 1 or \
+            sc[-1] != so[-1]:
+        what = "(6, L, ..., H)" if steps else "(6, ..., H)"
+        raise ShapeError(f"{name}: expects g and out shaped as the forward's result {what} and "
+                         f"c0 (..., H); got {describe(g)}, {describe(out)}, {describe(c0)}")
+    lead = tuple(so[first:-1])
+    try:
+        ok = tuple(np.broadcast_shapes(lead, tuple(sc[:-1]))) == lead
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ShapeError(f"{name}: c0 {describe(c0)} does not broadcast to the leading "
+                         f"dimensions {lead}")
+    return lead
+
+
+def _cell_backward_rule(g, out, c):
+    """(..., 5H) from the cotangent and result of lstm_cell (6, ..., H) and c (..., H)."""
+    lead = _planes_rule("lstm_cell_backward", g, out, c, steps=False)
+    _same_float("lstm_cell_backward", g, out, c)
+    return lead + (5 * shape_of(out)[-1],), out.dtype
 
 
 def _leading(inputs, bdims):
@@ -87,44 +166,33 @@ def _leading(inputs, bdims):
 
 
 def _lstm_cell_batch(inputs, bdims):
-    return lstm_cell(*_leading(inputs, bdims)), 1       # (2, B, ..., H)
+    return lstm_cell(*_leading(inputs, bdims)), 1       # (6, B, ..., H)
 
 
 def _lstm_cell_backward_batch(inputs, bdims):
-    (g, *rest), (dg, *drest) = inputs, bdims
-    xw, hw, c = _leading(rest, drest)
-    if dg is None:      # one cotangent for every example
-        size = next(x.shape[d] for x, d in zip(rest, drest) if d is not None)
-        g = broadcast_to(expand_dims(g, axes=(1,)), shape=(2, size) + tuple(g.shape[1:]))
-    else:
-        g = moved(g, dg, to=1)
-    lead = np.broadcast_shapes(*[tuple(t.shape[:-1]) for t in (xw, hw, c)])
-    if tuple(g.shape[1:-1]) != lead:    # the examples' leading dims as the others' broadcast
-        g = broadcast_to(g, shape=(2,) + lead + tuple(g.shape[-1:]))
-    return lstm_cell_backward(g, xw, hw, c), 0
+    (g, out, c), (dg, do, dc) = inputs, bdims
+    rank = _lead_rank((g, out, c), (dg, do, dc), (2, 2, 1))
+    size = next(x.shape[d] for x, d in zip(inputs, bdims) if d is not None)
+    g, out = _batched_planes((g, out), (dg, do), size, rank, 1)
+    c = c if dc is None else aligned(c, dc, rank + 1)
+    return lstm_cell_backward(g, out, c), 0
 
 
 def _lstm_cell_vjp(g, out, xw, hw, c):
-    d = lstm_cell_backward(g, xw, hw, c)
+    d = lstm_cell_backward(g, out, c)
     n4, last = 4 * c.shape[-1], d.ndim - 1
     dgates = getitem_slices(d, last, 0, n4) if needs_grad(xw) or needs_grad(hw) else None
     return (dgates if needs_grad(xw) else None, dgates if needs_grad(hw) else None,
             getitem_slices(d, last, n4, None) if needs_grad(c) else None)
 
 
-@op("lstm_cell", shape=lambda xw, hw, c: _rule("lstm_cell", xw, hw, c), vjp=_lstm_cell_vjp,
-    batch=_lstm_cell_batch)
+@op("lstm_cell", shape=_rule, vjp=_lstm_cell_vjp, batch=_lstm_cell_batch)
 def lstm_cell(xp, xw, hw, c):
-    """One LSTM step from the gates' two projections: ``stack([h', c'])`` (see the module)."""
-    n = c.shape[-1]
-    i, f, g, o = _gates(xp, xw, hw, n)
-    out = xp.empty((2,) + np.broadcast_shapes(i.shape, c.shape), dtype=i.dtype)
-    h_new, c_new = out[0], out[1]
-    xp.multiply(f, c, out=c_new)
-    g *= i
-    c_new += g
-    xp.tanh(c_new, out=h_new)
-    h_new *= o
+    """One LSTM step from the gates' two projections: ``stack([h', c', i, f, g, o])`` (see the
+    module)."""
+    lead = np.broadcast_shapes(xw.shape[:-1], hw.shape[:-1], c.shape[:-1])
+    out = xp.empty((PLANES,) + lead + c.shape[-1:], dtype=c.dtype)
+    _update(xp, *_gates_into(xp, xw, hw, out[2:]), c, out[0], out[1])
     return out
 
 
@@ -132,72 +200,26 @@ def _cols(x, start, stop):
     return getitem_slices(x, x.ndim - 1, start, stop)
 
 
-def _lstm_cell_backward_vjp(u, out, g, xw, hw, c):
-    # the derivative of the backward kernel below, in ops (for gradients of gradients)
-    n = c.shape[-1]
-    a = add(xw, hw)
-    i, f, o = (sigmoid(_cols(a, k * n, (k + 1) * n)) for k in (0, 1, 3))
-    gg = tanh(_cols(a, 2 * n, 3 * n))
-    t = tanh(add(mul(f, c), mul(i, gg)))
-    gh, gc = _getitem(g, spec=(("i", 0),)), _getitem(g, spec=(("i", 1),))
-    ui, uf, ug, uo, uc = (_cols(u, k * n, (k + 1) * n) for k in range(5))
-    si, sf, so = (mul(s, sub(1, s)) for s in (i, f, o))
-    gp, tp = sub(1, mul(gg, gg)), sub(1, mul(t, t))
-    q = mul(o, tp)
-    dcn = add(gc, mul(gh, q))
-    w = add(add(mul(ui, mul(gg, si)), mul(uf, mul(c, sf))), add(mul(ug, mul(i, gp)), mul(uc, f)))
-    d_gh = add(mul(w, q), mul(uo, mul(t, so)))
-    l_o = add(mul(w, mul(gh, tp)), mul(uo, mul(mul(gh, t), sub(1, mul(o, 2.0)))))
-    l_t = sub(mul(uo, mul(gh, so)), mul(mul(w, gh), mul(mul(o, t), 2.0)))
-    l_cn = mul(l_t, tp)
-    l_i = add(add(mul(ug, mul(dcn, gp)), mul(ui, mul(mul(dcn, gg), sub(1, mul(i, 2.0))))),
-              mul(l_cn, gg))
-    l_f = add(add(mul(uf, mul(mul(dcn, c), sub(1, mul(f, 2.0)))), mul(uc, dcn)), mul(l_cn, c))
-    l_g = add(sub(mul(ui, mul(dcn, si)), mul(mul(ug, dcn), mul(mul(i, gg), 2.0))),
-              mul(l_cn, i))
-    l_c = add(mul(uf, mul(dcn, sf)), mul(l_cn, f))
-    last = a.ndim - 1
-    da = concat(mul(l_i, si), mul(l_f, sf), mul(l_g, gp), mul(l_o, so), dim=last) \
-        if needs_grad(xw) or needs_grad(hw) else None
-    return (concat(expand_dims(d_gh, axes=(0,)), expand_dims(w, axes=(0,)), dim=0)
-            if needs_grad(g) else None,
-            da if needs_grad(xw) else None, da if needs_grad(hw) else None,
-            l_c if needs_grad(c) else None)
+def _lstm_cell_backward_vjp(u, r, g, out, c):
+    # one step of lstm_sequence_backward's vjp: the time axis added, then taken away
+    def step(x, axis):
+        return expand_dims(x, axes=(axis,))
+
+    def unstep(x):
+        return None if x is None else _getitem(x, spec=(_FULL, ("i", 0)))
+    dg, dout, _, dc = _sequence_backward_vjp(step(u, 0), step(r, 0), step(g, 1), step(out, 1),
+                                             None, c, [needs_grad(g), needs_grad(out), False,
+                                                       needs_grad(c)])
+    return unstep(dg), unstep(dout), dc
 
 
-@op("lstm_cell_backward",
-    shape=lambda g, xw, hw, c: _rule("lstm_cell_backward", xw, hw, c, g),
-    vjp=_lstm_cell_backward_vjp, batch=_lstm_cell_backward_batch)
-def lstm_cell_backward(xp, g, xw, hw, c):
-    """lstm_cell's vjp: for the cotangent ``g`` of ``stack([h', c'])``, ``[d gates, d c]``
-    (..., 5H), the gates recomputed from ``xw + hw``."""
-    n = c.shape[-1]
-    i, f, gt, o = _gates(xp, xw, hw, n)
-    gh, gc = g[0], g[1]
-    t = xp.multiply(f, c)
-    t += i * gt
-    xp.tanh(t, out=t)
-    out = xp.empty(np.broadcast_shapes(i.shape, c.shape, gh.shape)[:-1] + (5 * n,),
-                   dtype=i.dtype)
-    di, df, dg, do, dc = (out[..., k * n:(k + 1) * n] for k in range(5))
-    xp.multiply(gh, t, out=do)                  # d o = gh t, times o (1 - o) below
-    dcn = xp.multiply(t, t)                      # dc' = gc + gh o (1 - t^2)
-    xp.subtract(1, dcn, out=dcn)
-    dcn *= o
-    dcn *= gh
-    dcn += gc
-    xp.multiply(dcn, f, out=dc)
-    xp.multiply(dcn, gt, out=di)
-    xp.multiply(dcn, c, out=df)
-    xp.multiply(dcn, i, out=dg)
-    for d, s in ((di, i), (df, f), (do, o)):     # times the sigmoid's derivative s (1 - s)
-        d *= s
-        xp.subtract(1, s, out=s)
-        d *= s
-    xp.multiply(gt, gt, out=gt)                  # tanh's derivative 1 - g^2
-    xp.subtract(1, gt, out=gt)
-    dg *= gt
-    return out
+@op("lstm_cell_backward", shape=_cell_backward_rule, vjp=_lstm_cell_backward_vjp,
+    batch=_lstm_cell_backward_batch)
+def lstm_cell_backward(xp, g, out, c):
+    """lstm_cell's vjp: for the cotangent ``g`` of its result ``out`` (6, ..., H), from the
+    cell state ``c`` the step started from, ``[d gates, d c]`` (..., 5H): one step of
+    lstm_sequence_backward."""
+    return _sequence_backward(xp, g[:, None], out[:, None], None, c)[0]
 
 
 # ---- a whole sequence: lstm_sequence and its backward -------------------------------------------
@@ -207,15 +229,6 @@ def lstm_cell_backward(xp, g, xw, hw, c):
 # gradient to one GEMM over every step. The forward keeps each step's gate activations in its
 # result (as cuDNN's workspace), so the backward recomputes nothing.
 PLANES = 6      # lstm_sequence's result: h, c, then the activations of gates i, f, g, o
-
-
-def _sigmoid_by_tanh(xp, dtype):
-    """(scale, shift), shaped (4, 1, 1) for the planes of gates i, f, g, o: sigmoid(x) =
-    0.5 tanh(0.5 x) + 0.5 and tanh(x) = 1 tanh(1 x) + 0, so that one tanh pass over all four
-    gates activates them."""
-    scale = xp.asarray([0.5, 0.5, 1.0, 0.5], dtype=dtype).reshape(4, 1, 1)
-    shift = xp.asarray([0.5, 0.5, 0.0, 0.5], dtype=dtype).reshape(4, 1, 1)
-    return scale, shift
 
 
 def _lead(name, sx, sh, sc):
@@ -270,49 +283,34 @@ def lstm_sequence(xp, xw, w_hh, h0, c0):
     n, length = w_hh.shape[-1], xw.shape[0]
     lead = tuple(np.broadcast_shapes(xw.shape[1:-1], h0.shape[:-1], c0.shape[:-1]))
     m = math.prod(lead)
+    scale, shift = (v.reshape(4, 1, 1) for v in _sigmoid_by_tanh(xp, xw.dtype))
+    # the gates as planes (4, m, H): each step's product is one batched GEMM straight into its
+    # planes of the result, with each gate's scale folded into the weight and the input's
+    # projection (one pass over all steps, which also lays it out as planes)
+    w4 = xp.ascontiguousarray((w_hh.reshape(4, n, n) * scale).transpose(0, 2, 1))
     x = xw.reshape(xw.shape[:1] + (1,) * (len(lead) + 2 - xw.ndim) + xw.shape[1:])
-    x = xp.broadcast_to(x, (length,) + lead + (4 * n,)).reshape(length, m, 4 * n)
+    x = xp.broadcast_to(x, (length,) + lead + (4 * n,)).reshape(length, m, 4, n)
+    xs = xp.multiply(x.transpose(2, 0, 1, 3), scale.reshape(4, 1, 1, 1))
     out = xp.empty((PLANES, length, m, n), dtype=xw.dtype)
     h, c = _state(xp, h0, lead, m), _state(xp, c0, lead, m)
-    wt = xp.ascontiguousarray(w_hh.T)         # BLAS is faster on it than on the view
-    scale, shift = _sigmoid_by_tanh(xp, xw.dtype)
-    a = xp.empty((m, 4 * n), dtype=xw.dtype)
-    a4 = a.reshape(m, 4, n).transpose(1, 0, 2)          # the gates as planes (4, m, H)
     for t in range(length):
-        xp.matmul(h, wt, out=a)
-        a += x[t]
         gates = out[2:, t]
-        xp.multiply(a4, scale, out=gates)
-        xp.tanh(gates, out=gates)
-        gates *= scale
-        gates += shift
-        i, f, g, o = gates
+        xp.matmul(h, w4, out=gates)
+        gates += xs[:, t]
+        i, f, g, o = _activate(xp, gates, scale, shift)
         h_new, c_new = out[0, t], out[1, t]
-        xp.multiply(f, c, out=c_new)
-        xp.multiply(i, g, out=h_new)
-        c_new += h_new
-        xp.tanh(c_new, out=h_new)
-        h_new *= o
+        _update(xp, i, f, g, o, c, h_new, c_new)
         h, c = h_new, c_new
     return out.reshape((PLANES, length) + lead + (n,))
 
 
 def _sequence_backward_rule(g, out, w_hh, c0):
     """(L, ..., 5H) from the cotangent and result of lstm_sequence (6, L, ..., H)."""
-    so, sg, sw, sc = (shape_of(t) for t in (out, g, w_hh, c0))
-    if len(so) < 3 or so[0] != PLANES or tuple(sg) != tuple(so) or len(sw) != 2 or \
-            not sw[0] == 4 * sw[1] == 4 * so[-1] or len(sc) < 1 or sc[-1] != so[-1]:
-        raise ShapeError(f"lstm_sequence_backward: expects g and out shaped as lstm_sequence's "
-                         f"result (6, L, ..., H), w_hh (4H, H) and c0 (..., H); got "
-                         f"{describe(g)}, {describe(out)}, {describe(w_hh)}, {describe(c0)}")
-    lead = tuple(so[2:-1])
-    try:
-        ok = tuple(np.broadcast_shapes(lead, tuple(sc[:-1]))) == lead
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ShapeError(f"lstm_sequence_backward: c0 {describe(c0)} does not broadcast to the "
-                         f"sequence's leading dimensions {lead}")
+    so, sw = shape_of(out), shape_of(w_hh)
+    lead = _planes_rule("lstm_sequence_backward", g, out, c0, steps=True)
+    if len(sw) != 2 or not sw[0] == 4 * sw[1] == 4 * so[-1]:
+        raise ShapeError(f"lstm_sequence_backward: expects w_hh (4H, H) for H = {so[-1]}; got "
+                         f"{describe(w_hh)}")
     _same_float("lstm_sequence_backward", g, out, w_hh, c0)
     return (so[1],) + lead + (5 * so[-1],), out.dtype
 
@@ -334,6 +332,11 @@ def lstm_sequence_backward(xp, g, out, w_hh, c0):
     ``[d gates, d c_prev]`` (L, ..., 5H), where d gates is the cotangent of ``xw[t]`` (and of
     ``h_prev @ w_hh.T``) and d c_prev that of the cell state the step started from (at t = 0,
     of c0)."""
+    return _sequence_backward(xp, g, out, w_hh, c0)
+
+
+def _sequence_backward(xp, g, out, w_hh, c0):
+    """lstm_sequence_backward's kernel (``w_hh`` may be None for one step)."""
     length, n = out.shape[1], out.shape[-1]
     lead = out.shape[2:-1]
     m = math.prod(lead)
@@ -341,60 +344,42 @@ def lstm_sequence_backward(xp, g, out, w_hh, c0):
         return xp.empty((0,) + lead + (5 * n,), dtype=out.dtype)
     h, c, i, f, gt, o = out.reshape(PLANES, length, m, n)
     gs = g.reshape(PLANES, length, m, n)
-    c_prev = xp.empty_like(c)
-    c_prev[0] = _state(xp, c0, lead, m)
-    c_prev[1:] = c[:-1]
+    if length == 1:             # (lstm_cell_backward's case)
+        c_prev = _state(xp, c0, lead, m)[None]
+    else:
+        c_prev = xp.empty_like(c)
+        c_prev[0] = _state(xp, c0, lead, m)
+        c_prev[1:] = c[:-1]
     tc = xp.tanh(c)
-    q = xp.multiply(tc, tc)                     # gh's share of dc: o (1 - tanh(c)^2)
-    xp.subtract(1, q, out=q)
+    q = _derivative(xp, tc, 2, xp.empty_like(c))    # gh's share of dc: o (1 - tanh(c)^2)
     q *= o
-    # k: what dc (for gates i, f, g) or gh (for o) is multiplied by to give each gate's
-    # cotangent: the activation's derivative times the gate's partner in c' = f c + i g
-    ds = xp.empty_like(c)
-    k = []
-    for s, other in ((i, gt), (f, c_prev), (gt, i), (o, tc)):
-        if s is gt:
-            xp.multiply(gt, gt, out=ds)
-            xp.subtract(1, ds, out=ds)
-        else:
-            xp.subtract(1, s, out=ds)
-            ds *= s
-        k.append(xp.multiply(ds, other))
+    k = _gate_slopes(xp, i, f, gt, o, c_prev, tc, [xp.empty_like(c) for _ in range(4)])
     r = xp.empty((length, m, 5 * n), dtype=out.dtype)
     d_gates = [r[:, :, j * n:(j + 1) * n] for j in range(4)]
     given = _nonzero_steps(xp, gs)               # which planes of which steps have a cotangent
-    direct = any(any(p) for p in given[2:])     # cotangents of the gates themselves (rare)
-    if direct:
-        for j, s in enumerate((i, f, gt, o)):   # g_gate * activation'
-            if j == 2:
-                xp.multiply(s, s, out=ds)
-                xp.subtract(1, ds, out=ds)
-            else:
-                xp.subtract(1, s, out=ds)
-                ds *= s
-            xp.multiply(gs[2 + j], ds, out=d_gates[j])
-        tmp = xp.empty((m, n), dtype=out.dtype)
+    direct = None
+    if any(any(p) for p in given[2:]):          # cotangents of the gates themselves (rare):
+        direct = [_derivative(xp, s, j, xp.empty_like(c)) for j, s in enumerate((i, f, gt, o))]
+        for j in range(4):                      # g_gate * activation'
+            direct[j] *= gs[2 + j]
     dh = xp.empty((m, n), dtype=out.dtype)
-    dc = None
+    gcn = xp.empty((m, n), dtype=out.dtype)
     for t in range(length - 1, -1, -1):
         if t == length - 1:
             gh = gs[0, t]
         else:                                   # (the cotangent of h is often only the last)
             gh = xp.add(gs[0, t], dh) if given[0][t] else dh
-        gcn = xp.multiply(gh, q[t])
+        xp.multiply(gh, q[t], out=gcn)
         if given[1][t]:
             gcn += gs[1, t]
-        if dc is not None:
-            gcn += dc
-        for j in range(4):
+        if t < length - 1:
+            gcn += r[t + 1, :, 4 * n:]
+        for j in range(4):                      # (four products beat one that broadcasts)
             d = d_gates[j][t]
-            if direct:
-                xp.multiply(gh if j == 3 else gcn, k[j][t], out=tmp)
-                d += tmp
-            else:
-                xp.multiply(gh if j == 3 else gcn, k[j][t], out=d)
-        dc = r[t, :, 4 * n:]
-        xp.multiply(gcn, f[t], out=dc)
+            xp.multiply(gh if j == 3 else gcn, k[j][t], out=d)
+            if direct is not None:
+                d += direct[j][t]
+        xp.multiply(gcn, f[t], out=r[t, :, 4 * n:])
         if t:
             xp.matmul(r[t, :, :4 * n], w_hh, out=dh)
     return r.reshape((length,) + lead + (5 * n,))
@@ -443,9 +428,17 @@ def _lstm_sequence_backward_vjp(u, r, g, out, w_hh, c0):
     # kernel's loop carries gh (the cotangent of h, from the next step through w_hh) and dc
     # backwards in time; its adjoint carries theirs forwards in a small loop, and the rest is
     # elementwise over every step at once.
-    n, length = w_hh.shape[-1], out.shape[1]
+    return _sequence_backward_vjp(u, r, g, out, w_hh, c0,
+                                  [needs_grad(x) for x in (g, out, w_hh, c0)])
+
+
+def _sequence_backward_vjp(u, r, g, out, w_hh, c0, wanted):
+    """lstm_sequence_backward's vjp for the inputs ``wanted`` says want a cotangent (flags, so
+    that lstm_cell_backward's can pass its own inputs' while it passes them reshaped)."""
+    want_g, want_out, want_w, want_c0 = wanted
+    n, length = out.shape[-1], out.shape[1]
     if length == 0:
-        return tuple(zeros_like(x) if needs_grad(x) else None for x in (g, out, w_hh, c0))
+        return tuple(zeros_like(x) if w else None for x, w in zip((g, out, w_hh, c0), wanted))
     lead = tuple(out.shape[2:-1])
     _, c, i, f, gt, o = (_plane(out, k) for k in range(PLANES))
     g_h, g_c, g_i, g_f, g_g, g_o = (_plane(g, k) for k in range(PLANES))
@@ -484,15 +477,15 @@ def _lstm_sequence_backward_vjp(u, r, g, out, w_hh, c0):
             parts[k].append(expand_dims(v, axes=(0,)))
     adj = {k: concat(*v, dim=0) for k, v in parts.items()}
     dg = dout = dw = dc0 = None
-    if needs_grad(g):
+    if want_g:
         dg = concat(*[expand_dims(adj[k], axes=(0,))
                       for k in ("gh", "gcn", "i", "f", "g", "o")], dim=0)
-    if needs_grad(out) or needs_grad(c0):
+    if want_out or want_c0:
         a_i, a_f, a_g, a_o = (_cols(adj["a"], j * n, (j + 1) * n) for j in range(4))
         via_c_prev = mul(adj["f"], gcn)             # the adjoint of each step's c_prev
-        if needs_grad(c0):
+        if want_c0:
             dc0 = _plane(via_c_prev, 0)
-        if needs_grad(out):
+        if want_out:
             adj_tc = sub(mul(adj["o"], gh), mul(mul(adj["gcn"], gh), mul(mul(o, tc), 2.0)))
             d_c = mul(adj_tc, tp)
             if length > 1:
@@ -507,9 +500,9 @@ def _lstm_sequence_backward_vjp(u, r, g, out, w_hh, c0):
                       mul(mul(adj["gcn"], gh), tp))
             dout = concat(*[expand_dims(x, axes=(0,))
                             for x in (zeros_like(c), d_c, d_i, d_f, d_g, d_o)], dim=0)
-    if needs_grad(w_hh) and length > 1:
+    if want_w and length > 1:
         dw = matmul_t(_rows(later), _rows(_steps(adj["gh"], 0, length - 1)), transpose_a=True)
-    elif needs_grad(w_hh):
+    elif want_w:
         dw = zeros_like(w_hh)
     return dg, dout, dw, dc0
 
@@ -545,24 +538,34 @@ def _lstm_sequence_batch(inputs, bdims):
     return lstm_sequence(xw, w_hh, h0, c0), 2
 
 
+def _batched_planes(xs, dims, size, rank, axes):
+    """A result of lstm_cell (``axes`` 1: its planes) or lstm_sequence (``axes`` 2: planes and
+    steps) and its cotangent, batched along ``dims``: each one's batch dim moved after those
+    axes (broadcast there when its dim is None), each example's leading dims padded to
+    ``rank``, then both broadcast to their common leading dims."""
+    out = []
+    for x, d in zip(xs, dims):
+        if d is None:        # the same for every example: broadcast over them
+            x = expand_dims(x, axes=(axes,))
+            x = broadcast_to(x, shape=tuple(x.shape[:axes]) + (size,) + tuple(x.shape[axes + 1:]))
+        else:
+            x = moved(x, d, to=axes)
+            extra = rank - (x.ndim - axes - 2)
+            if extra > 0:
+                x = expand_dims(x, axes=tuple(range(axes + 1, axes + 1 + extra)))
+        out.append(x)
+    lead = np.broadcast_shapes(*[tuple(x.shape[axes:-1]) for x in out])
+    return [x if tuple(x.shape[axes:-1]) == lead else
+            broadcast_to(x, shape=tuple(x.shape[:axes]) + lead + tuple(x.shape[-1:]))
+            for x in out]
+
+
 def _lstm_sequence_backward_batch(inputs, bdims):
     if bdims[2] is not None:
         return _each_example(lstm_sequence_backward, inputs, bdims)
     (g, out, w_hh, c0), (dg, do, _, dc) = inputs, bdims
     rank = _lead_rank((g, out, c0), (dg, do, dc), (3, 3, 1))
     size = next(x.shape[d] for x, d in zip(inputs, bdims) if d is not None)
-
-    def planes(x, d):
-        if d is None:        # the same for every example: broadcast over them
-            x = expand_dims(x, axes=(2,))
-            return broadcast_to(x, shape=x.shape[:2] + (size,) + x.shape[3:])
-        x = moved(x, d, to=2)
-        extra = rank - (x.ndim - 4)
-        return expand_dims(x, axes=tuple(range(3, 3 + extra))) if extra > 0 else x
-    g, out = planes(g, dg), planes(out, do)
-    lead = np.broadcast_shapes(tuple(g.shape[2:-1]), tuple(out.shape[2:-1]))
-    g, out = (x if tuple(x.shape[2:-1]) == lead else
-              broadcast_to(x, shape=tuple(x.shape[:2]) + lead + tuple(x.shape[-1:]))
-              for x in (g, out))
+    g, out = _batched_planes((g, out), (dg, do), size, rank, 2)
     c0 = c0 if dc is None else aligned(c0, dc, rank + 1)
     return lstm_sequence_backward(g, out, w_hh, c0), 1

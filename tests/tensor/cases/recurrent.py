@@ -1,10 +1,9 @@
 """Cases of the fused LSTM step (``lstm_cell``), the whole-sequence LSTM (``lstm_sequence``) and
 their backward ops, with PyTorch as the oracle: the step and the sequence written in PyTorch's
-ops (gates i, f, g, o of ``xw + hw``), lstm_cell's backward by ``torch.autograd`` with
-``create_graph=True``, and lstm_sequence's backward as its reverse loop written out in PyTorch's
-ops (its inputs include the saved gates, which autograd of the forward would not treat as
-inputs), so that the harness's second-order checks compare with PyTorch's double backward
-too."""
+ops (gates i, f, g, o of ``xw + hw``), and the backward ops as their reverse loop written out in
+PyTorch's ops (their inputs include the saved gates, which autograd of the forward would not
+treat as inputs; lstm_cell's is one step of lstm_sequence's), so that the harness's
+second-order checks compare with PyTorch's double backward too."""
 import torch
 import numpy as np
 from hypothesis import strategies as st
@@ -16,14 +15,21 @@ from ..case_kit import Case, Sample, normal, torch_ref
 
 def _step(xw, hw, c):
     i, f, g, o = (xw + hw).chunk(4, dim=-1)
-    c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    return torch.stack([torch.sigmoid(o) * torch.tanh(c_new), c_new])
+    i, f, g, o = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(g), torch.sigmoid(o)
+    c_new = f * c + i * g
+    h_new = o * torch.tanh(c_new)
+    return torch.stack(torch.broadcast_tensors(h_new, c_new, i, f, g, o))
 
 
-def _backward(g, xw, hw, c):
-    leaves = [t if t.requires_grad else t.detach().requires_grad_() for t in (xw, c)]
-    dxw, dc = torch.autograd.grad(_step(leaves[0], hw, leaves[1]), leaves, g, create_graph=True)
-    return torch.cat([dxw, dc], dim=-1)
+def _backward(g, out, c):
+    return _sequence_backward(g[:, None], out[:, None], None, c)[0]
+
+
+def _backward_inputs(rng, lead, hidden, broadcast_hw):
+    # the cotangent and result of one step (gates in range), and a c that broadcasts now and then
+    g, planes, _, _ = _sequence_backward_inputs(rng, 1, lead, hidden, "same")
+    c_lead = tuple(1 for _ in lead) if broadcast_hw else lead
+    return g[:, 0], planes[:, 0], normal(rng, c_lead + (hidden,))
 
 
 @st.composite
@@ -50,9 +56,8 @@ PRIMITIVE_CASES = [
     Case("lstm_cell", R.lstm_cell, torch_ref(_step),
          lambda rng, **p: Sample(_inputs(rng, **p)), _params(), _EDGES, op="lstm_cell"),
     Case("lstm_cell_backward", R.lstm_cell_backward, torch_ref(_backward),
-         lambda rng, lead, hidden, broadcast_hw: Sample(
-             (normal(rng, (2,) + lead + (hidden,)),) + _inputs(rng, lead, hidden, broadcast_hw)),
-         _params(), _EDGES, op="lstm_cell_backward"),
+         lambda rng, **p: Sample(_backward_inputs(rng, **p)), _params(), _EDGES,
+         op="lstm_cell_backward"),
 ]
 
 
@@ -77,7 +82,7 @@ def _sequence(xw, w_hh, h0, c0):
 
 def _sequence_backward(g, out, w_hh, c0):
     h, c, i, f, gt, o = out
-    n, length = w_hh.shape[1], out.shape[1]
+    n, length = out.shape[-1], out.shape[1]
     if length == 0:
         return out.new_zeros((0,) + tuple(out.shape[2:-1]) + (5 * n,))
     tc = torch.tanh(c)
@@ -92,7 +97,7 @@ def _sequence_backward(g, out, w_hh, c0):
                        (gcn * i[t] + g[4, t]) * (1 - gt[t] ** 2),
                        (gh * tc[t] + g[5, t]) * o[t] * (1 - o[t])], dim=-1)
         dc = gcn * f[t]
-        dh = d @ w_hh
+        dh = d @ w_hh if w_hh is not None else None     # (None: one step, lstm_cell's)
         steps.append(torch.cat([d, dc], dim=-1))
     return torch.stack(steps[::-1])
 
