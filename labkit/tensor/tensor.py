@@ -177,6 +177,8 @@ class Tensor:
             raise DeviceError(
                 f"np.asarray() of a tensor on {self._device.name}: NumPy reads host memory only. "
                 f"Call t.numpy() (copies to the host) or t.to('cpu') first.")
+        if self._requires_grad:
+            self.numpy()        # refuses, as PyTorch's __array__ does: the array leaves autodiff
         if dispatch._state.watch is not None:
             dispatch.read_to_host(self, "np.asarray()", sys._getframe(1))
         if dtype is not None and np.dtype(dtype) != self._data.dtype:

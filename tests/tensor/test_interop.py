@@ -44,6 +44,17 @@ def test_numpy_functions_take_tensors():
     assert np.asarray(lk.tensor(2.5)).shape == ()
 
 
+def test_asarray_of_a_tensor_that_requires_grad_is_refused_as_in_pytorch():
+    # the array would leave autodiff silently: what is computed from it gets no gradient
+    w = lk.nn.Parameter(lk.tensor([1.0, 2.0]))
+    for convert in (np.asarray, np.array, lambda t: np.exp(t)):
+        with pytest.raises(lk.GradError, match=r"requires grad.*detach\(\)\.numpy\(\)"):
+            convert(w)
+    np.testing.assert_array_equal(np.asarray(w.detach()), [1.0, 2.0])     # the remedy works
+    with lk.no_grad():
+        assert np.asarray(w * 2).tolist() == [2.0, 4.0]    # a result made without history
+
+
 @pytest.mark.gpu
 def test_asarray_of_gpu_tensor_is_a_clear_device_error():
     t = lk.ones(3, device="gpu:0")
