@@ -30,7 +30,7 @@ from tests.ui.test_timeline_explorer import browser as _timeline_browser
 WIDTH = 1300
 
 
-def training_step(layers=37, width=16):
+def training_step(layers=47, width=16):
     """A deep MLP's captured training step (Adam): about 2,000 nodes."""
     lk.manual_seed(0)
     mods = []

@@ -184,7 +184,7 @@ def test_profile_times_per_node():
 
 def test_a_2000_node_payload_stays_compact():
     import json
-    step, x = mlp_step(135)
+    step, x = mlp_step(150)
     g = step.graph(x)
     assert len(g.nodes) > 2000
     size = len(json.dumps(graph_payload(g)))
