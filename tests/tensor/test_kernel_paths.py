@@ -1,7 +1,7 @@
 """Kernels that take a faster route for some sizes and layouts agree with NumPy there.
 
-Convolutions build their im2col matrix a few images at a time, image by image or with the
-images side by side; the tests below make both routes run over several chunks.
+Convolutions build their im2col matrix a few images (or rows of one) at a time, image by image
+or with the images side by side; the tests below make both routes run over several chunks.
 
 The op-case table (op_cases.py) draws sides of at most 3, below where these routes start:
 sums of a matrix's columns or short rows as BLAS matrix-vector products, max/min over many
@@ -295,7 +295,9 @@ def _conv_reference(x, w, stride, padding, groups):
 
 
 @pytest.mark.parametrize("shape, out_channels, kernel, stride, padding, groups", [
-    ((37, 3, 20, 20), 5, 3, 1, 1, 1),      # 400 positions an image: image by image, 3 chunks
+    ((37, 3, 20, 20), 5, 3, 1, 1, 1),      # 400 positions, a small weight: side by side
+    ((3, 16, 18, 18), 32, 3, 1, 1, 1),     # 324 positions, 32x144 weight: image by image, in rows
+    ((2, 16, 17, 17), 64, 3, 2, 1, 2),     # grouped, image by image
     ((41, 4, 6, 6), 6, 3, 2, 1, 2),        # 9 positions: the images side by side, grouped
     ((9, 8, 2, 2), 4, 1, 1, 0, 1),         # 1x1 kernel, 4 positions
 ])

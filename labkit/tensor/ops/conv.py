@@ -269,16 +269,24 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 # gradients of every order come from the same three kernels.
 _CHUNK = 1 << 18
 _MIN_COLUMNS = 256
+_MIN_WEIGHT = 4096
 
 
-def _blocks(n, per_row, oh, ow, budget=_CHUNK):
+def _by_image(og, k, positions):
+    """Whether a convolution's GEMMs run image by image: many output positions an image, and a
+    weight large enough that one GEMM per image is worth its call (else the images go side by
+    side as the columns of one GEMM: W4's 8 filters of 9 taps, say)."""
+    return positions >= _MIN_COLUMNS and og * k >= _MIN_WEIGHT
+
+
+def _blocks(n, per_row, oh, ow, budget=_CHUNK, by_image=True):
     """``[(n0, n1, r0, r1), ...]``: images ``n0:n1`` and output rows ``r0:r1`` of each, covering
     ``n`` images of ``oh`` rows of ``ow`` positions, ``per_row`` im2col elements a row: several
-    images of about ``budget`` elements, at least ``_MIN_COLUMNS`` positions; or, where one
-    image holds more than ``budget`` and ``_MIN_COLUMNS`` positions, one image's rows in runs of
-    about ``budget``."""
+    images of about ``budget`` elements, at least ``_MIN_COLUMNS`` positions; or, for GEMMs
+    image by image (``by_image``) where one image holds more than ``budget``, one image's rows
+    in runs of about ``budget``."""
     per_image = per_row * oh
-    if per_image <= budget or oh == 1 or oh * ow < _MIN_COLUMNS:
+    if per_image <= budget or oh == 1 or not by_image:
         step = max(1, budget // max(1, per_image), -(-_MIN_COLUMNS // max(1, oh * ow)))
         return [(i, min(n, i + step), 0, oh) for i in range(0, n, step)]
     rows = max(1, budget // max(1, per_row), -(-_MIN_COLUMNS // max(1, ow)))
@@ -372,9 +380,10 @@ def convolution(xp, x, weight, stride, padding, dilation, groups):
     og, k, p = o // groups, cg * kh * kw, oh * ow
     w = weight.reshape(groups, og, k)
     out = xp.empty((n, o, oh, ow), dtype=xp.result_type(x.dtype, weight.dtype))
-    for n0, n1, r0, r1 in _blocks(n, c * kh * kw * ow, oh, ow):
+    by_image = _by_image(og, k, p)
+    for n0, n1, r0, r1 in _blocks(n, c * kh * kw * ow, oh, ow, by_image=by_image):
         m, q = n1 - n0, (r1 - r0) * ow
-        if p >= _MIN_COLUMNS:
+        if by_image:
             cols = xp.ascontiguousarray(v[n0:n1, ..., r0:r1, :]).reshape(m, groups, k, q)
             if q == p:
                 xp.matmul(w, cols, out=out[n0:n1].reshape(m, groups, og, p))
@@ -441,9 +450,10 @@ def conv2d_input_grad(xp, g, weight, image_shape, stride, padding, dilation, gro
     g5 = g.reshape(n, groups, og, oh, ow)
     dx = xp.zeros(tuple(image_shape), dtype=xp.result_type(g.dtype, weight.dtype))
     (sh, _), (ph, pw) = stride, padding
-    for n0, n1, r0, r1 in _blocks(n, c * kh * kw * ow, oh, ow):
+    by_image = _by_image(og, k, p)
+    for n0, n1, r0, r1 in _blocks(n, c * kh * kw * ow, oh, ow, by_image=by_image):
         m, rows = n1 - n0, r1 - r0
-        if p >= _MIN_COLUMNS:
+        if by_image:
             gs = g5[n0:n1, :, :, r0:r1].reshape(m, groups, og, rows * ow)
             cols = xp.matmul(wt, gs).reshape(m, c, kh, kw, rows, ow)
         else:
@@ -491,7 +501,8 @@ def conv2d_weight_grad(xp, g, x, weight_shape, stride, padding, dilation, groups
     g5 = g.reshape(n, groups, og, oh, ow)
     dw = xp.zeros((groups, og, k), dtype=xp.result_type(g.dtype, x.dtype))
     # the positions are the GEMMs' inner dimension here: blocks four times as large serve
-    for n0, n1, r0, r1 in _blocks(n, c * kh * kw * ow, oh, ow, budget=4 * _CHUNK):
+    for n0, n1, r0, r1 in _blocks(n, c * kh * kw * ow, oh, ow, budget=4 * _CHUNK,
+                                  by_image=oh * ow >= _MIN_COLUMNS):
         # one GEMM per group over the block's positions: (og, positions) @ (positions, k)
         gs = xp.ascontiguousarray(g5[n0:n1, :, :, r0:r1].transpose(1, 2, 0, 3, 4))
         gs = gs.reshape(groups, og, -1)
