@@ -58,14 +58,16 @@ def _batched_target(name, target, d):
 
 
 def _update(op):
-    def rule(inputs, bdims):
-        (target, value), (dt, dv) = inputs, bdims
-        target = _batched_target(op.name, target, dt)
-        return op(target, value if dv is None else aligned(value, dv, target.ndim - 1)), 0
+    def rule(inputs, bdims, **attrs):
+        target = _batched_target(op.name, inputs[0], bdims[0])
+        rest = [x if d is None else aligned(x, d, target.ndim - 1)
+                for x, d in zip(inputs[1:], bdims[1:])]
+        return op(target, *rest, **attrs), 0
     return rule
 
 
-# in-place updates of a batched target (an unbatched value broadcasts as for one example)
+# in-place updates of a batched target (an unbatched value or factor broadcasts as for one
+# example)
 UPDATE = BatchFamily(_update)
 
 
@@ -173,21 +175,12 @@ def assign_add_matmul(xp, target, a, b, *scale, alpha=1.0, transpose_a=False,
 # must map in) and dispatch each. The scalars are Python numbers eagerly and 0-d tensors in a
 # captured step (hyperparameters read when the graph runs).
 def _scalars_rule(name, target, scalars):
+    if not target.dtype.is_floating:
+        raise DTypeError(f"{name} updates a floating-point tensor; got {describe(target)}")
     for s in scalars:
         if not isinstance(s, (int, float)) and shape_of(s) != ():
             raise ShapeError(f"{name}: the factors are numbers or 0-d tensors; got {describe(s)} "
                              f"for target {describe(target)}")
-        if not target.dtype.is_floating:
-            raise DTypeError(f"{name} updates a floating-point tensor; got {describe(target)}")
-
-
-def _updates_batch(op_):
-    def rule(inputs, bdims, **attrs):
-        target = _batched_target(op_.name, inputs[0], bdims[0])
-        rest = [x if d is None else aligned(x, d, target.ndim - 1)
-                for x, d in zip(inputs[1:], bdims[1:])]
-        return op_(target, *rest, **attrs), 0
-    return rule
 
 
 def _one(x):
@@ -200,7 +193,7 @@ def _axpby_rule(target, value, a, b):
 
 
 @op("assign_axpby", shape=_axpby_rule, vjp=None, stateful=True, writes=0,
-    batch=lambda inputs, bdims: _updates_batch(assign_axpby)(inputs, bdims))
+    batch=UPDATE)
 def assign_axpby(xp, target, value, a, b):
     """``target = a * target + b * value`` in place, atomically (PyTorch's
     ``target.mul_(a).add_(value, alpha=b)``: SGD's momentum buffer and its step); returns
@@ -226,7 +219,7 @@ def _lerp_rule(target, end, weight, square_end=False):
 
 
 @op("assign_lerp", shape=_lerp_rule, vjp=None, stateful=True, writes=0,
-    batch=lambda inputs, bdims, **attrs: _updates_batch(assign_lerp)(inputs, bdims, **attrs))
+    batch=UPDATE)
 def assign_lerp(xp, target, end, weight, square_end=False):
     """``target += (end - target) * weight`` in place, atomically (PyTorch's ``lerp_``), with
     ``end * end`` for ``end`` if ``square_end``: Adam's running averages of the gradient and
@@ -256,7 +249,7 @@ def _adam_rule(p, m, v, step_size, bias2_sqrt, eps):
 
 
 @op("adam_update", shape=_adam_rule, vjp=None, stateful=True, writes=0,
-    batch=lambda inputs, bdims: _updates_batch(adam_update)(inputs, bdims))
+    batch=UPDATE)
 def adam_update(xp, p, m, v, step_size, bias2_sqrt, eps):
     """Adam's step of parameter ``p`` from its moments: ``p -= m / (sqrt(v) / bias2_sqrt +
     eps) * step_size`` in place, atomically, in that order of operations; returns ``p``.
