@@ -507,7 +507,9 @@ def conv2d_weight_grad(xp, g, x, weight_shape, stride, padding, dilation, groups
         gs = xp.ascontiguousarray(g5[n0:n1, :, :, r0:r1].transpose(1, 2, 0, 3, 4))
         gs = gs.reshape(groups, og, -1)
         cols = _stacked_columns(xp, v[n0:n1, ..., r0:r1, :], groups).transpose(0, 2, 1)
-        if xp is not np or not all(host_blas.gemm(dw[i], gs[i], cols[i]) for i in range(groups)):
+        # (BLAS adds into dw where it can; a partial success over several groups would then
+        # add some twice, so only one group goes that way)
+        if xp is not np or groups != 1 or not host_blas.gemm(dw[0], gs[0], cols[0]):
             dw += xp.matmul(gs, cols)
     return dw.reshape(tuple(weight_shape))
 
