@@ -294,17 +294,23 @@ def _conv_reference(x, w, stride, padding, groups):
     return out
 
 
-@pytest.mark.parametrize("shape, out_channels, kernel, stride, padding, groups", [
-    ((37, 3, 20, 20), 5, 3, 1, 1, 1),      # 400 positions, a small weight: side by side
-    ((3, 16, 18, 18), 32, 3, 1, 1, 1),     # 324 positions, 32x144 weight: image by image, in rows
-    ((2, 16, 17, 17), 64, 3, 2, 1, 2),     # grouped, image by image
-    ((41, 4, 6, 6), 6, 3, 2, 1, 2),        # 9 positions: the images side by side, grouped
-    ((9, 8, 2, 2), 4, 1, 1, 0, 1),         # 1x1 kernel, 4 positions
+# chunks: how many chunks the forward (and the input gradient) and the weight gradient take
+@pytest.mark.parametrize("shape, out_channels, kernel, stride, padding, groups, chunks", [
+    ((37, 3, 20, 20), 5, 3, 1, 1, 1, (37, 37)),   # 400 positions, a small weight: side by side
+    ((3, 16, 18, 18), 32, 3, 1, 1, 1, (6, 6)),     # 324 positions, 32x144 weight: image by
+                                                  # image, in rows
+    ((2, 16, 34, 34), 128, 3, 2, 1, 2, (4, 4)),    # 289 positions, grouped 64x72: image by image
+    ((9, 16, 17, 17), 64, 3, 2, 1, 2, (3, 3)),     # 81 positions, grouped: side by side
+    ((41, 4, 6, 6), 6, 3, 2, 1, 2, (2, 1)),       # 9 positions: the images side by side, grouped
+    ((9, 8, 2, 2), 4, 1, 1, 0, 1, (1, 1)),        # 1x1 kernel, 4 positions: one chunk
 ])
 def test_convolution_routes_match_a_direct_convolution(shape, out_channels, kernel, stride,
-                                                       padding, groups, monkeypatch):
+                                                       padding, groups, chunks, monkeypatch):
     from labkit.tensor.ops import conv
     monkeypatch.setattr(conv, "_CHUNK", 4096)        # several chunks even at these sizes
+    taken = []
+    monkeypatch.setattr(conv, "_blocks", lambda *a, blocks=conv._blocks, **k:
+                        taken.append(len(blocks(*a, **k))) or blocks(*a, **k))
     rng = np.random.default_rng(1)
     x = rng.standard_normal(shape)
     w = rng.standard_normal((out_channels, shape[1] // groups, kernel, kernel))
@@ -322,6 +328,8 @@ def test_convolution_routes_match_a_direct_convolution(shape, out_channels, kern
         assert dx.shape == x.shape and dw.shape == w.shape
         assert np.isclose((g * y).sum(), (dx * x).sum(), rtol=1e-10)
         assert np.isclose((g * y).sum(), (dw * w).sum(), rtol=1e-10)
+    forward, weight = chunks
+    assert taken == [forward] + [forward, weight] * 2
 
 
 @pytest.mark.parametrize("g_shape", [(1, 2, 4, 3), (2, 2, 3, 3), (1, 3, 3, 3)])

@@ -279,12 +279,13 @@ def _by_image(og, k, positions):
     return positions >= _MIN_COLUMNS and og * k >= _MIN_WEIGHT
 
 
-def _blocks(n, per_row, oh, ow, budget=_CHUNK, by_image=True):
+def _blocks(n, per_row, oh, ow, budget=None, by_image=True):
     """``[(n0, n1, r0, r1), ...]``: images ``n0:n1`` and output rows ``r0:r1`` of each, covering
     ``n`` images of ``oh`` rows of ``ow`` positions, ``per_row`` im2col elements a row: several
     images of about ``budget`` elements, at least ``_MIN_COLUMNS`` positions; or, for GEMMs
     image by image (``by_image``) where one image holds more than ``budget``, one image's rows
-    in runs of about ``budget``."""
+    in runs of about ``budget`` (default ``_CHUNK``, read when called)."""
+    budget = _CHUNK if budget is None else budget
     per_image = per_row * oh
     if per_image <= budget or oh == 1 or not by_image:
         step = max(1, budget // max(1, per_image), -(-_MIN_COLUMNS // max(1, oh * ow)))
