@@ -9,6 +9,7 @@ The walk is iterative (no recursion limit on deep graphs). Unless ``retain_graph
 node drops what it saved as soon as its vjp has run, so memory falls during backward.
 """
 import heapq
+import operator
 from contextlib import nullcontext
 
 from ..errors import GradError, describe
@@ -73,11 +74,14 @@ def _topological(roots, edges):
     A computation spread over several devices in one process then goes back layer by layer on
     all of them together, so each layer's saved values are freed before the previous layer's
     are needed. (Kahn's order with the latest-recorded ready entry next: an entry rebased by
-    ``_Edges`` is recorded during the backward pass, so its ``seq`` alone would misplace it.)"""
-    parents_of, consumers = {}, {}
+    ``_Edges`` is recorded during the backward pass, so its ``seq`` alone would misplace it;
+    where there is none, every entry comes after the ones it reads, and sorting by ``seq`` gives
+    the same order for less.)"""
+    parents_of = {}
     stack = list(roots)
     pop, push = stack.pop, stack.append
     now = edges.now
+    in_order = True       # every parent recorded before its consumers (no rebased entry)
     while stack:
         node = pop()
         if node in parents_of:
@@ -88,9 +92,17 @@ def _topological(roots, edges):
             if parents is None:                # recorded before some in-place write
                 parents = [parent for parent, _ in edges.of(node) if parent is not None]
         parents_of[node] = parents
+        seq = node.seq
+        for parent in parents:
+            if parent.seq >= seq:
+                in_order = False
+            push(parent)
+    if in_order:    # then the latest recorded entry left is always ready: Kahn's order is this
+        return sorted(parents_of, key=_by_seq, reverse=True)
+    consumers = {}
+    for parents in parents_of.values():
         for parent in parents:
             consumers[parent] = consumers.get(parent, 0) + 1
-            push(parent)
     ready = [(-node.seq, node) for node in parents_of if node not in consumers]
     heapq.heapify(ready)
     order = []
@@ -103,6 +115,9 @@ def _topological(roots, edges):
             if not left:
                 heapq.heappush(ready, (-parent.seq, parent))
     return order
+
+
+_by_seq = operator.attrgetter("seq")
 
 
 def _current_parents(node):
