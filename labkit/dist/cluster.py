@@ -131,6 +131,33 @@ def _check_hosts(hosts):
     return list(hosts)
 
 
+# Open MPI start-up failures that say nothing about the program or the machine's setup and pass
+# on a second try: the launcher's PMIx server could not start its listener (seen on CI machines)
+_START_FLAKES = ("PMIx server's listener thread failed to start",)
+
+
+def _ended(engine_set, mpiexec):
+    """Whether an engine set has ended, and with ``mpiexec`` (the engines run by an mpiexec
+    started here, not by a batch job) whether that mpiexec has. ipyparallel records an exit on
+    its event loop, which runs only inside its own calls: an mpiexec that fails after
+    ``start_engines_sync`` returned would stay "running" until the timeout, so its process is
+    asked directly as well."""
+    if not engine_set.running:
+        return True
+    process = getattr(engine_set, "process", None) if mpiexec else None
+    if process is None:
+        return False
+    try:
+        return not process.is_running() or process.status() == "zombie"
+    except Exception:             # psutil.NoSuchProcess and the like: it is gone
+        return True
+
+
+class _StartFlake(DistError):
+    """mpiexec stopped with one of ``_START_FLAKES`` before any worker started (a local start
+    retries once)."""
+
+
 # ---- one set of running workers ------------------------------------------------------------
 class _Workers:
     """The processes of one start of a cluster: controller, mpiexec, engines and the reaper."""
@@ -206,9 +233,15 @@ class _Workers:
             log_level=logging.CRITICAL,
             shutdown_atexit=False, engine_timeout=int(timeout), config=config)
         self.ipp_cluster.start_controller_sync()
+        deadline = time.monotonic() + timeout
         self.ipp_cluster.start_engines_sync(self.n)
         self.client = self._connect()
-        self._wait_for_engines(timeout)
+        try:
+            self._wait_for_engines(timeout)
+        except _StartFlake:       # once: Open MPI's start-up failed before any worker ran
+            self.ipp_cluster.stop_engines_sync()
+            self.ipp_cluster.start_engines_sync(self.n)
+            self._wait_for_engines(max(deadline - time.monotonic(), 1.0))
         spec = {"backend": self.backend, "seed": initial_seed(),
                 "sys_path": [p for p in sys.path if p and os.path.isdir(p)]}
         ids = sorted(self.client.ids)[:self.n]
@@ -252,11 +285,14 @@ class _Workers:
         next_ask = time.monotonic() + 1.0
         while len(self.client.ids) < self.n:
             engine_sets = list(self.ipp_cluster.engines.values())
-            if any(not es.running for es in engine_sets):
+            if any(_ended(es, self.launcher == "mpi") for es in engine_sets):
                 where = (f" on {', '.join(str(h) for h, _ in self.plan.hosts)}"
                          if self.plan is not None else "")
-                raise DistError(f"lk.dist: mpiexec stopped before the {self.n} workers"
-                                f"{where} started. Its output:\n{self._output(engine_sets)}")
+                output = self._output(engine_sets)
+                error = _StartFlake if self.launcher == "mpi" and self.plan is None and \
+                    any(m in output for m in _START_FLAKES) else DistError
+                raise error(f"lk.dist: mpiexec stopped before the {self.n} workers{where} "
+                            f"started. Its output:\n{output}")
             if self.launcher != "mpi" and time.monotonic() >= next_ask:
                 job, next_ask = batch.job_state(self.launcher, self.cluster_id), next_ask + 1.0
                 if batch.job_ended(job) and len(self.client.ids) < self.n:

@@ -255,3 +255,48 @@ def test_ranks_draw_streams_of_their_own_reproducible_from_the_notebook_seed():
     assert not np.array_equal(first[0], first[1])          # each rank a stream of its own
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)                 # the same seed, the same streams
+
+
+def _fake_mpiexec(tmp_path, message, failures):
+    """An mpiexec that fails its first ``failures`` starts with ``message`` (as Open MPI prints
+    a start-up failure), then runs the real one."""
+    real = lk.dist.cluster.find_mpiexec()
+    count = tmp_path / "starts"
+    script = tmp_path / "mpiexec"
+    script.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        if [ "$1" != "--version" ]; then
+            echo x >> {str(count)!r}
+            if [ "$(wc -l < {str(count)!r})" -le {failures} ]; then
+                sleep 1
+                echo "{message}" >&2
+                exit 1
+            fi
+        fi
+        exec {real!r} "$@"
+        """))
+    script.chmod(0o755)
+    return str(script), count
+
+
+@pytest.mark.parametrize("failures", [1, 2])
+def test_a_start_that_open_mpi_fails_on_its_own_is_tried_once_more(tmp_path, monkeypatch,
+                                                                    failures):
+    flake = "The PMIx server's listener thread failed to start. We cannot continue."
+    script, count = _fake_mpiexec(tmp_path, flake, failures)
+    monkeypatch.setattr(lk.dist.cluster, "find_mpiexec", lambda: script)
+    if failures == 1:
+        assert lk.dist.launch(lk.dist.rank, n=2, output="none", timeout=60) == [0, 1]
+    else:                            # a second failure is not a flake: it is reported
+        with pytest.raises(lk.dist.DistError, match="listener thread failed to start"):
+            lk.dist.launch(lk.dist.rank, n=2, output="none", timeout=60)
+    assert count.read_text().count("x") == 2
+
+
+def test_any_other_start_failure_is_reported_at_once(tmp_path, monkeypatch):
+    script, count = _fake_mpiexec(tmp_path, "mpiexec: not enough slots", 1)
+    monkeypatch.setattr(lk.dist.cluster, "find_mpiexec", lambda: script)
+    with pytest.raises(lk.dist.DistError, match="(?s)stopped before the 2 workers started.*"
+                                                "not enough slots"):
+        lk.dist.launch(lk.dist.rank, n=2, output="none", timeout=60)
+    assert count.read_text().count("x") == 1
