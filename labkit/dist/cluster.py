@@ -147,9 +147,10 @@ def _ended(engine_set, mpiexec):
     process = getattr(engine_set, "process", None) if mpiexec else None
     if process is None:
         return False
+    import psutil
     try:
-        return not process.is_running() or process.status() == "zombie"
-    except Exception:             # psutil.NoSuchProcess and the like: it is gone
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:          # as dead_ranks: a process psutil cannot ask is gone
         return True
 
 
@@ -337,7 +338,8 @@ class _Workers:
 
     def dead_ranks(self):
         if self.remote:                      # remote pids mean nothing here: ask the controller
-            if any(not es.running for es in self.ipp_cluster.engines.values()):
+            engine_sets = self.ipp_cluster.engines.values()
+            if any(_ended(es, self.launcher == "mpi") for es in engine_sets):
                 return list(range(len(self.info)))
             alive = set(self.client.ids)
             return [r for r, eid in enumerate(self.engine_ids) if eid not in alive]
