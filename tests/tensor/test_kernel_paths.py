@@ -308,6 +308,7 @@ def test_convolution_routes_match_a_direct_convolution(shape, out_channels, kern
                                                        padding, groups, chunks, monkeypatch):
     from labkit.tensor.ops import conv
     monkeypatch.setattr(conv, "_CHUNK", 4096)        # several chunks even at these sizes
+    monkeypatch.setattr(conv, "_BY_PHASES", 0.0)     # the input gradient by fold (phases below)
     taken = []
     monkeypatch.setattr(conv, "_blocks", lambda *a, blocks=conv._blocks, **k:
                         taken.append(len(blocks(*a, **k))) or blocks(*a, **k))
@@ -330,6 +331,99 @@ def test_convolution_routes_match_a_direct_convolution(shape, out_channels, kern
         assert np.isclose((g * y).sum(), (dw * w).sum(), rtol=1e-10)
     forward, weight = chunks
     assert taken == [forward] + [forward, weight] * 2
+
+
+# (n, c, h, w), out channels, kernel, stride, padding, groups
+_TRANSPOSED = [
+    ((2, 3, 9, 9), 4, (3, 3), (1, 1), (1, 1), 1),      # stride 1: one phase, the kernel flipped
+    ((2, 3, 7, 8), 5, (3, 2), (1, 1), (0, 1), 1),      # no padding on one side: more on g's
+    ((1, 2, 6, 6), 2, (2, 2), (1, 1), (2, 2), 1),      # padding > k - 1: g is cropped
+    ((2, 4, 8, 8), 6, (4, 4), (2, 2), (1, 1), 2),      # DCGAN's 4x4 stride 2, grouped
+    ((2, 3, 9, 7), 2, (3, 3), (2, 3), (1, 0), 1),      # phases of 2 and 1 taps, stride 3
+    ((1, 2, 7, 7), 3, (1, 1), (3, 3), (0, 0), 1),      # 1x1, stride 3: phases without taps
+    ((3, 6, 5, 5), 6, (3, 3), (2, 2), (1, 1), 3),      # depthwise-like, odd size
+]
+
+
+def _phases_with_taps(kernel, stride, padding, size):
+    """How many phases (row and column residues mod the stride) of an image some tap reaches."""
+    count = 1
+    for k, s, p, n in zip(kernel, stride, padding, size):
+        count *= sum(len(range((r + p) % s, k, s)) > 0 for r in range(min(s, n)))
+    return count
+
+
+@pytest.mark.parametrize("shape, out_channels, kernel, stride, padding, groups", _TRANSPOSED)
+def test_transposed_convolution_by_phases_matches_the_fold_route(shape, out_channels, kernel,
+                                                                 stride, padding, groups,
+                                                                 monkeypatch):
+    from labkit.tensor.ops import conv
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((out_channels, shape[1] // groups) + kernel)
+    geo = dict(stride=stride, padding=padding, dilation=(1, 1), groups=groups)
+    y = _conv_reference(x, w, stride, padding, groups)
+    g = rng.standard_normal(y.shape)
+    routes = {}
+    for route, factor in (("fold", 0.0), ("phases", 1e9)):
+        monkeypatch.setattr(conv, "_BY_PHASES", factor)
+        phases = []
+        monkeypatch.setattr(conv, "_correlate", lambda *a, f=conv._correlate, **k:
+                            phases.append(a[1].shape) or f(*a, **k))
+        routes[route] = conv.conv2d_input_grad.kernel(np, g, w, image_shape=x.shape, **geo)
+        monkeypatch.undo()
+        # the phase route is one correlation per phase that has taps; the fold route none
+        assert len(phases) == (0 if route == "fold" else _phases_with_taps(
+            kernel, stride, padding, shape[2:]))
+    np.testing.assert_allclose(routes["phases"], routes["fold"], rtol=1e-12, atol=1e-12)
+    # and both are the adjoint of the convolution
+    assert np.isclose((g * y).sum(), (routes["phases"] * x).sum(), rtol=1e-10)
+
+
+def test_transposed_convolution_routes_agree_on_random_geometries(monkeypatch):
+    from labkit.tensor.ops import conv
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        groups = int(rng.choice([1, 1, 2, 3]))
+        cg, og = (int(v) for v in rng.integers(1, 4, 2))
+        kernel, stride = tuple(int(v) for v in rng.integers(1, 6, 2)), \
+            tuple(int(v) for v in rng.integers(1, 4, 2))
+        padding = tuple(int(rng.integers(0, k + 2)) for k in kernel)
+        size = tuple(int(v) for v in rng.integers(1, 12, 2))
+        out = [conv.out_size(*a, 1) for a in zip(size, kernel, stride, padding)]
+        if min(out) <= 0:
+            continue
+        w = rng.standard_normal((og * groups, cg) + kernel)
+        g = rng.standard_normal((2, og * groups) + tuple(out))
+        geo = dict(image_shape=(2, cg * groups) + size, stride=stride, padding=padding,
+                   dilation=(1, 1), groups=groups)
+        monkeypatch.setattr(conv, "_BY_PHASES", 0.0)
+        folded = conv.conv2d_input_grad.kernel(np, g, w, **geo)
+        monkeypatch.setattr(conv, "_BY_PHASES", 1e9)
+        by_phases = conv.conv2d_input_grad.kernel(np, g, w, **geo)
+        np.testing.assert_allclose(by_phases, folded, rtol=1e-12, atol=1e-12,
+                                   err_msg=str((w.shape, g.shape, geo)))
+
+
+@pytest.mark.parametrize("image, out_channels, stride, padding, route", [
+    ((4, 64, 85, 85), 64, 1, 1, "phases"),   # super_resolution: as many channels out as in
+    ((4, 32, 85, 85), 9, 1, 1, "phases"),    # fewer out: far fewer elements to copy
+    ((64, 32, 26, 26), 64, 1, 0, "fold"),    # mnist: twice the channels out, no padding
+    ((16, 512, 2, 2), 512, 1, 1, "fold"),    # 2x2 images: the weight outweighs them
+    ((16, 64, 16, 16), 128, 2, 1, "fold"),   # stride 2, twice the channels out
+])
+def test_the_transposed_convolution_route_follows_the_elements_it_moves(
+        image, out_channels, stride, padding, route, monkeypatch):
+    from labkit.tensor.ops import conv
+    took = []
+    monkeypatch.setattr(conv, "_transposed_by_phases", lambda *a: took.append(a) or
+                        np.zeros(a[3]))
+    g = np.zeros((image[0], out_channels) +
+                 tuple(conv.out_size(s, 3, stride, padding, 1) for s in image[2:]), np.float32)
+    w = np.zeros((out_channels, image[1], 3, 3), np.float32)
+    conv.conv2d_input_grad.kernel(np, g, w, image_shape=image, stride=(stride, stride),
+                                  padding=(padding, padding), dilation=(1, 1), groups=1)
+    assert ("phases" if took else "fold") == route
 
 
 @pytest.mark.parametrize("g_shape", [(1, 2, 4, 3), (2, 2, 3, 3), (1, 3, 3, 3)])
