@@ -1,4 +1,5 @@
-"""Host BLAS: a matrix product that accumulates into its output, ``c = alpha * a @ b + beta * c``.
+"""Host BLAS: a matrix product that accumulates into its output, ``c = alpha * a @ b + beta * c``,
+and its one-pass vector sibling ``y = alpha * x + beta * y`` (``axpby``).
 
 NumPy's ``matmul`` always writes a fresh result, so an update such as SGD's
 ``w -= lr * (x.T @ g)`` costs a GEMM and then a second pass over ``w``. BLAS ``gemm`` does both
@@ -35,7 +36,8 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _SYMBOLS = [("scipy_cblas_{}gemm64_", ctypes.c_int64), ("cblas_{}gemm64_", ctypes.c_int64),
             ("scipy_cblas_{}gemm", ctypes.c_int), ("cblas_{}gemm", ctypes.c_int)]
 
-_state = {"gemm": None, "where": None}   # gemm: {dtype: function} once looked up; {} if none
+# gemm, axpby: {dtype: function} once looked up; {} if none
+_state = {"gemm": None, "axpby": None, "where": None}
 
 
 def _candidate_libraries():
@@ -85,6 +87,27 @@ def _agrees(functions):
     return True
 
 
+def _bind_axpby(lib, letter, real):
+    # (an OpenBLAS extension of CBLAS: reference CBLAS has no axpby)
+    for pattern, int_t in _SYMBOLS:
+        fn = getattr(lib, pattern.format(letter).replace("gemm", "axpby"), None)
+        if fn is None:
+            continue
+        fn.argtypes = [int_t, real, ctypes.c_void_p, int_t, real, ctypes.c_void_p, int_t]
+        fn.restype = None
+        return fn
+    return None
+
+
+def _axpby_agrees(functions):
+    for dtype, fn in functions.items():
+        x, y = np.arange(5, dtype=dtype), np.ones(5, dtype=dtype)
+        fn(5, 0.5, x.ctypes.data, 1, 2.0, y.ctypes.data, 1)
+        if not np.array_equal(y, 0.5 * np.arange(5, dtype=dtype) + 2.0):
+            return False
+    return True
+
+
 def _lookup():
     for path in _candidate_libraries():
         try:
@@ -97,7 +120,12 @@ def _lookup():
             continue
         if _agrees(functions):
             _state["where"] = os.path.basename(path)
+            vector = {np.dtype(np.float32): _bind_axpby(lib, "s", ctypes.c_float),
+                      np.dtype(np.float64): _bind_axpby(lib, "d", ctypes.c_double)}
+            _state["axpby"] = vector if None not in vector.values() and \
+                _axpby_agrees(vector) else {}
             return functions
+    _state["axpby"] = {}
     return {}
 
 
@@ -105,6 +133,43 @@ def _functions():
     if _state["gemm"] is None:
         _state["gemm"] = _lookup()
     return _state["gemm"]
+
+
+# below this many elements two NumPy ufunc calls cost less than one call through ctypes
+_AXPBY_MIN = 1 << 14
+
+
+def axpby(y, x, alpha, beta):
+    """``y = alpha * x + beta * y``, in place in ``y``, in one pass through BLAS (NumPy takes
+    two: ``y *= beta; y += alpha * x``, the second with a temporary); returns whether it did.
+
+    ``x`` and ``y`` are C-contiguous NumPy arrays of one shape and dtype (float32 or float64),
+    ``y`` writeable and not overlapping ``x``, with at least ``_AXPBY_MIN`` elements (fewer
+    cost less in NumPy); ``alpha`` and ``beta`` nonzero numbers (BLAS skips reading an operand
+    whose factor is 0, so a NaN or inf in it would not propagate as in NumPy). Returns False,
+    leaving ``y`` alone, for anything else, or where the BLAS library has no ``axpby``.
+
+    >>> import numpy as np
+    >>> from labkit.devices import host_blas
+    >>> y, x = np.ones(1 << 14, np.float32), np.full(1 << 14, 2.0, np.float32)
+    >>> if not host_blas.axpby(y, x, 0.5, 3.0):    # no BLAS axpby here: NumPy does it
+    ...     y *= 3.0; y += 0.5 * x
+    >>> float(y[0])
+    4.0
+    """
+    if type(y) is not np.ndarray or type(x) is not np.ndarray or y.size < _AXPBY_MIN or \
+            x.dtype != y.dtype or x.shape != y.shape or not y.flags.writeable or \
+            not (x.flags.c_contiguous and y.flags.c_contiguous):
+        return False
+    alpha, beta = float(alpha), float(beta)
+    if alpha == 0 or beta == 0:
+        return False
+    _functions()
+    fn = _state["axpby"].get(y.dtype)
+    if fn is None or np.may_share_memory(x, y):
+        return False
+    fn(y.size, alpha, x.ctypes.data, 1, beta, y.ctypes.data, 1)
+    return True
 
 
 def available():

@@ -1,5 +1,5 @@
 """Adadelta: steps scaled by the ratio of running RMS of past updates and of gradients."""
-from ..tensor.ops.elementwise import sqrt
+from ..tensor.ops.state import adadelta_delta, assign_axpby, assign_lerp
 from .optimizer import Optimizer, in_dtype, with_weight_decay
 
 
@@ -30,12 +30,13 @@ class Adadelta(Optimizer):
             raise ValueError(f"Adadelta: rho must be in [0, 1], got {group['rho']}")
 
     def _update(self, p, g, state, group, h):
-        rho, eps = h["rho"], h["eps"]
         self._counter(state, "step", p).assign_add(1)
         sq, acc = self._slot(state, "square_avg", p), self._slot(state, "acc_delta", p)
         g = with_weight_decay(p, g, group, h)
+        # the running averages as ``lerp_`` (one op each, equal to PyTorch's ``mul_(rho)
+        # .addcmul_(g, g, 1 - rho)`` but for rounding), the step in one op
         rest = h.derived("1-rho", lambda: in_dtype(1 - h.exact("rho"), p))
-        sq = sq.assign(sq * rho + g * rest * g)
-        delta = sqrt(acc + eps) / sqrt(sq + eps) * g
-        acc.assign(acc * rho + delta * rest * delta)
-        p.assign_sub(delta * h["lr"])
+        assign_lerp(sq, g, rest, square_end=True)
+        delta = adadelta_delta(g, sq, acc, h["eps"])
+        assign_lerp(acc, delta, rest, square_end=True)
+        assign_axpby(p, delta, 1, -h["lr"])

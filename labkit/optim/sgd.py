@@ -37,7 +37,11 @@ class SGD(Optimizer):
             raise ValueError("SGD: Nesterov momentum needs momentum > 0 and dampening = 0")
 
     def _update(self, p, g, state, group, h):
-        g = with_weight_decay(p, g, group, h)
+        # with momentum and no Nesterov the decay goes into the buffer by itself (one pass, no
+        # decayed copy of the gradient): buf = momentum * buf + scale * g + scale * wd * p
+        decay_in_buffer = group["momentum"] and not group["nesterov"] and group["weight_decay"]
+        if not decay_in_buffer:
+            g = with_weight_decay(p, g, group, h)
         if group["momentum"]:
             # The buffer starts at zero, so ``momentum * buf + g`` is exactly PyTorch's first
             # step (buf = g) with no Python test on the step number (which a trace would fix).
@@ -51,7 +55,10 @@ class SGD(Optimizer):
                 scale = 1.0 - cast(step != 1, dtype=p.dtype.name) * h["dampening"]
                 buf = assign_axpby(buf, g, momentum, scale)
             else:
+                scale = 1
                 buf = assign_axpby(buf, g, momentum, 1)
+            if decay_in_buffer:
+                buf = assign_axpby(buf, p, 1, h["weight_decay"] * scale)
             g = g + buf * momentum if group["nesterov"] else buf
             assign_axpby(p, g, 1, -h["lr"])
         else:       # (a captured step's graph pass makes this one GEMM where g is a product)

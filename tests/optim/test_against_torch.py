@@ -45,6 +45,8 @@ CASES = [
     ("SGD", dict(lr=0.1), {}, dict(lr=0.3)),
     ("SGD", dict(lr=0.1, momentum=0.9), dict(dampening=0.3), dict(nesterov=True)),
     ("SGD", dict(lr=0.05, momentum=0.8, weight_decay=0.1, maximize=True), {}, {}),
+    ("SGD", dict(lr=0.05, momentum=0.8, weight_decay=0.1), dict(dampening=0.3),
+     dict(nesterov=True)),        # the decay inside the buffer, and (Nesterov) outside it
     ("Adam", dict(lr=0.05), {}, dict(lr=0.01, betas=(0.8, 0.95))),
     ("Adam", dict(lr=0.05, amsgrad=True, weight_decay=0.1), {}, dict(amsgrad=False)),
     ("Adam", dict(lr=0.05, maximize=True, eps=1e-6), {}, dict(decoupled_weight_decay=True,

@@ -602,6 +602,10 @@ def _adam_build(rng, shape):
                    1e-8))
 
 
+def _adadelta_build(rng, shape):
+    return Sample((normal(rng, shape), positive(rng, shape), positive(rng, shape), 1e-6))
+
+
 @st.composite
 def _addmm_params(draw):
     return dict(draw(_matmul_params()), alpha=draw(st.sampled_from([1.0, -1.0, 0.25])))
@@ -638,6 +642,11 @@ STATE = [
          st.fixed_dictionaries({"shape": shapes()}), [dict(shape=()), dict(shape=(2, 3)),
                                                       dict(shape=(0,))],
          op="adam_update", differentiable=False),
+    Case("adadelta_delta", lambda g, sq, acc, eps: _state.adadelta_delta(g, sq, acc, eps),
+         lambda g, sq, acc, eps: np.sqrt(acc + eps) / np.sqrt(sq + eps) * g, _adadelta_build,
+         st.fixed_dictionaries({"shape": shapes()}), [dict(shape=()), dict(shape=(2, 3)),
+                                                      dict(shape=(0,))],
+         op="adadelta_delta", differentiable=False),
     unary("stop_gradient", _elementwise.stop_gradient, lambda x: x.copy(),
           differentiable=False),
     unary("clone", _elementwise.clone, lambda x: x.copy()),

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...devices import host_blas
 from ...errors import DTypeError, ShapeError, describe
+from ..batching import ELEMENTWISE
 from ..op import BatchFamily, op
 from ..shape_rules import broadcast_shapes, dtype_of, shape_of
 from .elementwise import mul
@@ -187,6 +188,11 @@ def _one(x):
     return isinstance(x, (int, float)) and x == 1
 
 
+def _number(x):
+    """A Python number or a 0-d array (a factor BLAS takes as a C number)."""
+    return isinstance(x, (int, float)) or getattr(x, "shape", None) == ()
+
+
 def _axpby_rule(target, value, a, b):
     _scalars_rule("assign_axpby", target, (a, b))
     return _assign_rule("assign_axpby")(target, value)
@@ -206,6 +212,8 @@ def assign_axpby(xp, target, value, a, b):
     [0.25, 0.0]
     """
     with _lock(target):
+        if xp is np and _number(a) and _number(b) and host_blas.axpby(target, value, b, a):
+            return target
         if not _one(a):
             xp.multiply(target, a, out=target, casting="same_kind")
         xp.add(target, value if _one(b) else xp.multiply(value, b), out=target,
@@ -239,6 +247,35 @@ def assign_lerp(xp, target, end, weight, square_end=False):
         xp.multiply(step, weight, out=step, casting="same_kind")
         xp.add(target, step, out=target, casting="same_kind")
     return target
+
+
+def _adadelta_rule(g, square_avg, acc_delta, eps):
+    _scalars_rule("adadelta_delta", square_avg, (eps,))
+    if not dtype_of(g) == dtype_of(square_avg) == dtype_of(acc_delta):
+        raise DTypeError(f"adadelta_delta: the gradient {describe(g)} and the running averages "
+                         f"{describe(square_avg)}, {describe(acc_delta)} must have one dtype")
+    return broadcast_shapes("adadelta_delta", g, square_avg, acc_delta), square_avg.dtype
+
+
+@op("adadelta_delta", shape=_adadelta_rule, vjp=None, batch=ELEMENTWISE)
+def adadelta_delta(xp, g, square_avg, acc_delta, eps):
+    """Adadelta's step before the learning rate: ``sqrt(acc_delta + eps) / sqrt(square_avg +
+    eps) * g``, in that order of operations (PyTorch's), with two temporaries instead of a
+    new array per operation.
+
+    >>> import labkit as lk
+    >>> from labkit.tensor.ops.state import adadelta_delta
+    >>> adadelta_delta(lk.tensor([2.0]), lk.tensor([4.0]), lk.tensor([1.0]), 0.0).tolist()
+    [1.0]
+    """
+    shape = xp.broadcast_shapes(g.shape, square_avg.shape, acc_delta.shape)
+    d = xp.empty(shape, dtype=square_avg.dtype)
+    xp.add(acc_delta, eps, out=d, casting="same_kind")
+    xp.sqrt(d, out=d)
+    std = xp.sqrt(xp.add(square_avg, eps, casting="same_kind", dtype=square_avg.dtype))
+    xp.divide(d, std, out=d)
+    xp.multiply(d, g, out=d)
+    return d
 
 
 def _adam_rule(p, m, v, step_size, bias2_sqrt, eps):
