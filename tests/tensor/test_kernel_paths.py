@@ -449,3 +449,67 @@ def test_a_captured_convolution_is_one_op_with_two_gradient_ops():
     ops = [n.op.name for n in step.graph(x, w, passes=[]).nodes if n.kind == "op"]
     assert ops.count("conv2d") == 1 and "unfold" not in ops and "fold" not in ops
     assert ops.count("conv2d_input_grad") == 1 and ops.count("conv2d_weight_grad") == 1
+
+
+# ---- gelu's backward: Phi(x) from the forward's output when nothing is recorded -----------------
+def _gelu_kernels_called(monkeypatch):
+    from labkit.tensor.ops import nn_kernels
+    called = []
+    for name in ("gelu_backward", "gelu_backward_from_output"):
+        op_ = getattr(nn_kernels, name)
+        monkeypatch.setattr(op_, "kernel", lambda *a, _k=op_.kernel, _n=name, **kw:
+                            called.append(_n) or _k(*a, **kw))
+    return called
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gelu_backward_reads_phi_from_the_output(dtype, monkeypatch):
+    import torch
+    called = _gelu_kernels_called(monkeypatch)
+    rng = np.random.default_rng(6)
+    xv = (rng.standard_normal((8, 33)) * 3).astype(dtype)
+    xv[0, :3] = [0.0, -0.0, 1e-20]                  # Phi(0) = 1/2 where out / x is 0 / 0
+    gv = rng.standard_normal(xv.shape).astype(dtype)
+    x = lk.tensor(xv, requires_grad=True)
+    lk.nn.functional.gelu(x).backward(lk.tensor(gv))
+    assert called == ["gelu_backward_from_output"]
+    tx = torch.tensor(xv.astype(np.float64), requires_grad=True)
+    torch.nn.functional.gelu(tx).backward(torch.tensor(gv.astype(np.float64)))
+    tol = dict(rtol=2e-6, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), **tol)
+
+
+def test_a_recorded_gelu_backward_computes_from_x_and_has_a_gradient(monkeypatch):
+    import torch
+    called = _gelu_kernels_called(monkeypatch)
+    xv = np.random.default_rng(7).standard_normal(17) * 2
+    x = lk.tensor(xv, requires_grad=True)
+    lk.nn.functional.gelu(x).sum().backward(create_graph=True)
+    assert called == ["gelu_backward"]              # the recorded backward: differentiable
+    first = x.grad
+    x.grad = None
+    first.sum().backward()
+    second = x.grad
+    tx = torch.tensor(xv, requires_grad=True)
+    (first,) = torch.autograd.grad(torch.nn.functional.gelu(tx).sum(), tx, create_graph=True)
+    (want,) = torch.autograd.grad(first.sum(), tx)
+    np.testing.assert_allclose(second.numpy(), want.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_gelu_backward_of_half_precision_computes_from_x(monkeypatch):
+    called = _gelu_kernels_called(monkeypatch)
+    x = lk.tensor(np.linspace(-3, 3, 11), dtype=lk.float16, requires_grad=True)
+    lk.nn.functional.gelu(x).sum().backward()
+    assert called == ["gelu_backward"]        # out / x in float16 would lose Phi's precision
+
+
+def test_a_captured_gelu_step_equals_eager():
+    rng = np.random.default_rng(8)
+    w0 = rng.standard_normal((16, 16)).astype(np.float32)
+    xv = rng.standard_normal((4, 16)).astype(np.float32)
+
+    def step(w, x):
+        return lk.grad(lambda w: lk.nn.functional.gelu(x @ w).square().sum())(w)
+    eager = step(lk.tensor(w0), lk.tensor(xv))
+    captured = lk.function(step)(lk.tensor(w0), lk.tensor(xv))
+    np.testing.assert_array_equal(captured.numpy(), eager.numpy())

@@ -31,9 +31,10 @@ import math
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, describe
+from .. import dispatch
 from ..batching import ELEMENTWISE
 from ..op import needs_grad, op
-from ..shape_rules import broadcast_shapes, float_dtype, shape_of
+from ..shape_rules import broadcast_shapes, dtype_of, float_dtype, shape_of
 from .elementwise import add, div, exp, mul, sub, tanh, zeros_like
 from .elementwise_math import special
 from .reduce import channel_dots, channel_sums, row_sums, sum as _sum
@@ -110,8 +111,17 @@ def _tanh_parts(xp, x):
     return t, TANH_BETA * (1 + 3 * TANH_KAPPA * x2)
 
 
-@op("gelu", shape=_gelu_rule, batch=ELEMENTWISE,
-    vjp=lambda g, out, x, approximate="none": (gelu_backward(g, x, approximate=approximate),))
+def _gelu_vjp(g, out, x, approximate="none"):
+    """``gelu_backward``; in a backward pass that records nothing (no ``create_graph``) and in
+    float32/float64, Phi(x) is read from the forward's output (gelu(x) = x Phi(x)) instead of
+    computing erf again: ``gelu_backward_from_output``, about a third of the passes."""
+    if approximate == "none" and not dispatch._state.grad_enabled and \
+            x.dtype.name in ("float32", "float64") and out.dtype is x.dtype:
+        return (gelu_backward_from_output(g, x, out),)
+    return (gelu_backward(g, x, approximate=approximate),)
+
+
+@op("gelu", shape=_gelu_rule, batch=ELEMENTWISE, vjp=_gelu_vjp)
 @_vectors
 def gelu(xp, x, approximate="none"):
     """``x * Phi(x)`` (``approximate='none'``), or ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715
@@ -172,6 +182,49 @@ def gelu_backward(xp, g, x, approximate="none"):
         cdf += 1
         cdf *= 0.5
         slope += cdf
+    return (g * slope).astype(np.result_type(g.dtype, x.dtype), copy=False)
+
+
+def _from_output_rule(g, x, out):
+    if dtype_of(out) is not dtype_of(x):
+        raise DTypeError(f"gelu_backward_from_output: the output {describe(out)} is not of the "
+                         f"input's dtype ({describe(x)})")
+    return broadcast_shapes("gelu_backward_from_output", g, x, out), \
+        float_dtype("gelu_backward_from_output", x)
+
+
+# x * x below this (|x| < 1e-15): Phi(x) as 1/2 + x phi(0), exact to rounding there, not out / x
+# (gelu(x) is subnormal or zero for the smallest x)
+_TINY_SQUARE = 1e-30
+
+
+@op("gelu_backward_from_output", shape=_from_output_rule, vjp=None, batch=ELEMENTWISE)
+@_vectors
+def gelu_backward_from_output(xp, g, x, out):
+    """``g * gelu'(x)`` with Phi(x) taken from ``out`` = gelu(x) (exact GELU) as ``out / x``:
+    what gelu's vjp runs in a backward pass that records nothing. It has no gradient of its own
+    (a recorded backward uses ``gelu_backward``, which computes from ``x`` alone).
+
+    >>> import labkit as lk
+    >>> from labkit.tensor.ops.nn_kernels import gelu, gelu_backward_from_output
+    >>> x = lk.tensor([-1.0, 0.0, 2.0])
+    >>> [round(v, 4) for v in gelu_backward_from_output(lk.ones(3), x, gelu(x)).tolist()]
+    [-0.0833, 0.5, 1.0852]
+    """
+    x32, out32 = _upcast(xp, x), _upcast(xp, out)
+    if x32.shape != out32.shape:                # (under lk.vmap: one of them batched)
+        x32 = xp.broadcast_to(x32, np.broadcast_shapes(x32.shape, out32.shape))
+    x2 = x32 * x32
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cdf = xp.divide(out32, x32)
+    tiny = xp.less(x2, _TINY_SQUARE)
+    if tiny.any():
+        xp.copyto(cdf, 0.5 + x32 * INV_SQRT_2PI, where=tiny)
+    x2 *= -0.5                                  # Phi(x) + x phi(x)
+    slope = xp.exp(x2, out=x2)
+    slope *= x32
+    slope *= INV_SQRT_2PI
+    slope += cdf
     return (g * slope).astype(np.result_type(g.dtype, x.dtype), copy=False)
 
 

@@ -63,6 +63,12 @@ def _away_from_zero(rng, shape):
     return _arr(rng.choice([-1.0, 1.0], shape) * rng.uniform(0.1, 2.0, shape))
 
 
+def _from_output_sample(rng, shape):
+    x = _arr(normal(rng, shape) * 2)
+    x.reshape(-1)[:1] = 0.0                   # x = 0: Phi(0) = 1/2 where out / x is 0 / 0
+    return Sample((normal(rng, shape), x, TF.gelu(torch.from_numpy(x)).numpy()))
+
+
 PRIMITIVE_CASES = [
     Case("leaky_relu", lambda x, negative_slope: K.leaky_relu(x, negative_slope=negative_slope),
          torch_ref(lambda x, negative_slope: TF.leaky_relu(x, negative_slope)),
@@ -89,6 +95,13 @@ PRIMITIVE_CASES = [
          lambda rng, shape, approximate: Sample((normal(rng, shape), _arr(normal(rng, shape) * 2)),
                                                 {"approximate": approximate}),
          _gelu_params(), _GELU_EDGES, op="gelu_backward"),
+    # (out = gelu(x) computed by PyTorch: the op reads Phi(x) from it; no gradient of its own)
+    Case("gelu_backward_from_output", lambda g, x, out: K.gelu_backward_from_output(g, x, out),
+         torch_ref(lambda g, x, out: _through(TF.gelu, x, g)),
+         lambda rng, shape: _from_output_sample(rng, shape),
+         st.fixed_dictionaries({"shape": shapes()}),
+         [dict(shape=()), dict(shape=(0,)), dict(shape=(2, 3))],
+         op="gelu_backward_from_output", differentiable=False),
     Case("layer_norm", lambda x, ndim, eps: K.layer_norm(x, ndim=ndim, eps=eps),
          torch_ref(_ln),
          lambda rng, shape, ndim, eps: Sample((_shifted(rng, shape),),
