@@ -105,7 +105,8 @@ def table(names, results):
             mem = f"{runner.mb(after_import(e))} / {runner.mb(after_import(t))}"
         check = " / ".join(f"{r['check_diff']:.0e}" if "check_diff" in r else "-"
                            for r in (e, c))
-        rows.append(f"| {name} | {runner.cell(t)} | {runner.cell(e)} | {runner.cell(c)} | "
+        cells = [runner.cell(res.get(k)) for k in ("torch", "labkit_eager", "labkit_captured")]
+        rows.append(f"| {name} | {' | '.join(cells)} | "
                     f"{fmt_ratio(ratio(res, 'labkit_eager'))} | "
                     f"{fmt_ratio(ratio(res, 'labkit_captured'))} | {peak} | {mem} | {check} |")
     return rows

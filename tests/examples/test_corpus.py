@@ -130,3 +130,10 @@ def test_resnet18_runs_its_multiprocessing_distributed_branch(tmp_path):
     losses = [float(v) for v in re.findall(r"Loss ([0-9.e+-]+) \(", done.stdout)]
     assert len(losses) == 5 and all(math.isfinite(v) for v in losses), done.stdout
     assert " *   Acc@1 " in done.stdout
+
+
+def test_the_corpus_table_has_a_dash_for_an_implementation_not_run():
+    # (``run.py --impl labkit_eager`` measures one implementation: its table must still render)
+    from benchmarks.corpus import run
+    rows = run.table(["regression"], {"regression": {"labkit_eager": {"value": 0.135}}})
+    assert rows[-1].startswith("| regression | - | 0.135 | - | - | - |")
