@@ -308,7 +308,9 @@ def test_convolution_routes_match_a_direct_convolution(shape, out_channels, kern
                                                        padding, groups, chunks, monkeypatch):
     from labkit.tensor.ops import conv
     monkeypatch.setattr(conv, "_CHUNK", 4096)        # several chunks even at these sizes
-    monkeypatch.setattr(conv, "_BY_PHASES", 0.0)     # the input gradient by fold (phases below)
+    monkeypatch.setattr(conv, "_BY_PHASES", 0.0)     # the input gradient by fold (the other
+    monkeypatch.setattr(conv, "_by_taps", lambda *a: False)   # routes below)
+    monkeypatch.setattr(conv, "_weight_by_taps", lambda *a: False)
     taken = []
     monkeypatch.setattr(conv, "_blocks", lambda *a, blocks=conv._blocks, **k:
                         taken.append(len(blocks(*a, **k))) or blocks(*a, **k))
@@ -365,65 +367,130 @@ def test_transposed_convolution_by_phases_matches_the_fold_route(shape, out_chan
     y = _conv_reference(x, w, stride, padding, groups)
     g = rng.standard_normal(y.shape)
     routes = {}
-    for route, factor in (("fold", 0.0), ("phases", 1e9)):
+    for route, factor in (("fold", 0.0), ("phases", 1e9), ("taps", 0.0)):
+        if route == "taps" and groups > 1:
+            continue
         monkeypatch.setattr(conv, "_BY_PHASES", factor)
+        monkeypatch.setattr(conv, "_by_taps", lambda *a, on=route == "taps": on)
         phases = []
         monkeypatch.setattr(conv, "_correlate", lambda *a, f=conv._correlate, **k:
                             phases.append(a[1].shape) or f(*a, **k))
         routes[route] = conv.conv2d_input_grad.kernel(np, g, w, image_shape=x.shape, **geo)
         monkeypatch.undo()
         # the phase route is one correlation per phase that has taps; the fold route none
-        assert len(phases) == (0 if route == "fold" else _phases_with_taps(
-            kernel, stride, padding, shape[2:]))
+        assert len(phases) == (_phases_with_taps(kernel, stride, padding, shape[2:])
+                               if route == "phases" else 0)
     np.testing.assert_allclose(routes["phases"], routes["fold"], rtol=1e-12, atol=1e-12)
+    if "taps" in routes:
+        np.testing.assert_allclose(routes["taps"], routes["fold"], rtol=1e-12, atol=1e-12)
     # and both are the adjoint of the convolution
     assert np.isclose((g * y).sum(), (routes["phases"] * x).sum(), rtol=1e-10)
 
 
-def test_transposed_convolution_routes_agree_on_random_geometries(monkeypatch):
+def _random_geometries(seed, count=300, largest_kernel=5):
+    """``count`` draws of (kernel, stride, padding, image size, output size) that fit: padding
+    up to k + 1, images 1 to 11 pixels a side."""
     from labkit.tensor.ops import conv
-    rng = np.random.default_rng(5)
-    for _ in range(300):
-        groups = int(rng.choice([1, 1, 2, 3]))
-        cg, og = (int(v) for v in rng.integers(1, 4, 2))
-        kernel, stride = tuple(int(v) for v in rng.integers(1, 6, 2)), \
-            tuple(int(v) for v in rng.integers(1, 4, 2))
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        kernel = tuple(int(v) for v in rng.integers(1, largest_kernel + 1, 2))
+        stride = tuple(int(v) for v in rng.integers(1, 4, 2))
         padding = tuple(int(rng.integers(0, k + 2)) for k in kernel)
         size = tuple(int(v) for v in rng.integers(1, 12, 2))
-        out = [conv.out_size(*a, 1) for a in zip(size, kernel, stride, padding)]
-        if min(out) <= 0:
-            continue
+        out = tuple(conv.out_size(*a, 1) for a in zip(size, kernel, stride, padding))
+        if min(out) > 0:
+            yield rng, kernel, stride, padding, size, out
+
+
+def test_transposed_convolution_routes_agree_on_random_geometries(monkeypatch):
+    from labkit.tensor.ops import conv
+    for rng, kernel, stride, padding, size, out in _random_geometries(5):
+        groups = int(rng.choice([1, 1, 2, 3]))
+        cg, og = (int(v) for v in rng.integers(1, 4, 2))
         w = rng.standard_normal((og * groups, cg) + kernel)
-        g = rng.standard_normal((2, og * groups) + tuple(out))
+        g = rng.standard_normal((2, og * groups) + out)
         geo = dict(image_shape=(2, cg * groups) + size, stride=stride, padding=padding,
                    dilation=(1, 1), groups=groups)
+        monkeypatch.setattr(conv, "_by_taps", lambda *a: False)
         monkeypatch.setattr(conv, "_BY_PHASES", 0.0)
         folded = conv.conv2d_input_grad.kernel(np, g, w, **geo)
         monkeypatch.setattr(conv, "_BY_PHASES", 1e9)
         by_phases = conv.conv2d_input_grad.kernel(np, g, w, **geo)
         np.testing.assert_allclose(by_phases, folded, rtol=1e-12, atol=1e-12,
                                    err_msg=str((w.shape, g.shape, geo)))
+        if groups == 1:
+            monkeypatch.setattr(conv, "_by_taps", lambda *a: True)
+            by_taps = conv.conv2d_input_grad.kernel(np, g, w, **geo)
+            np.testing.assert_allclose(by_taps, folded, rtol=1e-12, atol=1e-12,
+                                       err_msg=str((w.shape, g.shape, geo)))
 
 
-@pytest.mark.parametrize("image, out_channels, stride, padding, route", [
-    ((4, 64, 85, 85), 64, 1, 1, "phases"),   # super_resolution: as many channels out as in
-    ((4, 32, 85, 85), 9, 1, 1, "phases"),    # fewer out: far fewer elements to copy
-    ((64, 32, 26, 26), 64, 1, 0, "fold"),    # mnist: twice the channels out, no padding
-    ((16, 512, 2, 2), 512, 1, 1, "fold"),    # 2x2 images: the weight outweighs them
-    ((16, 64, 16, 16), 128, 2, 1, "fold"),   # stride 2, twice the channels out
+@pytest.mark.parametrize("image, out_channels, kernel, stride, padding, route", [
+    ((4, 64, 85, 85), 64, 3, 1, 1, "phases"),   # super_resolution: as many channels out as in
+    ((4, 32, 85, 85), 9, 3, 1, 1, "phases"),    # fewer out: far fewer elements to copy
+    ((64, 32, 26, 26), 64, 3, 1, 0, "fold"),    # mnist: twice the channels out, no padding
+    ((16, 512, 2, 2), 512, 3, 1, 1, "fold"),    # 2x2 images: the weight outweighs them
+    ((16, 256, 4, 4), 256, 3, 1, 1, "taps"),    # 4x4 images, channels last
+    ((16, 64, 16, 16), 128, 3, 2, 1, "taps"),   # stride 2 (ResNet's), channels last
+    ((16, 64, 16, 16), 128, 4, 2, 1, "taps"),   # DCGAN's 4x4 stride 2
+    ((16, 3, 64, 64), 32, 4, 2, 1, "fold"),     # 3 channels: a GEMM 3 columns wide
+    ((16, 64, 16, 16), 128, 1, 2, 0, "fold"),   # 1x1: no windows to add up
 ])
 def test_the_transposed_convolution_route_follows_the_elements_it_moves(
-        image, out_channels, stride, padding, route, monkeypatch):
+        image, out_channels, kernel, stride, padding, route, monkeypatch):
     from labkit.tensor.ops import conv
     took = []
-    monkeypatch.setattr(conv, "_transposed_by_phases", lambda *a: took.append(a) or
-                        np.zeros(a[3]))
+    for name in ("phases", "taps"):
+        monkeypatch.setattr(conv, f"_transposed_by_{name}", lambda *a, name=name:
+                            took.append(name) or np.zeros(a[3]))
     g = np.zeros((image[0], out_channels) +
-                 tuple(conv.out_size(s, 3, stride, padding, 1) for s in image[2:]), np.float32)
-    w = np.zeros((out_channels, image[1], 3, 3), np.float32)
+                 tuple(conv.out_size(s, kernel, stride, padding, 1) for s in image[2:]),
+                 np.float32)
+    w = np.zeros((out_channels, image[1], kernel, kernel), np.float32)
     conv.conv2d_input_grad.kernel(np, g, w, image_shape=image, stride=(stride, stride),
                                   padding=(padding, padding), dilation=(1, 1), groups=1)
-    assert ("phases" if took else "fold") == route
+    assert (took[0] if took else "fold") == route
+
+
+def test_the_weight_gradient_by_taps_matches_im2col_on_random_geometries(monkeypatch):
+    from labkit.tensor.ops import conv
+    for rng, kernel, stride, padding, size, out in _random_geometries(9, largest_kernel=4):
+        c, o = (int(v) for v in rng.integers(1, 5, 2))
+        x, g = rng.standard_normal((2, c) + size), rng.standard_normal((2, o) + out)
+        geo = dict(weight_shape=(o, c) + kernel, stride=stride, padding=padding,
+                   dilation=(1, 1), groups=1)
+        routes = []
+        for on in (False, True):
+            monkeypatch.setattr(conv, "_weight_by_taps", lambda *a, on=on: on)
+            routes.append(conv.conv2d_weight_grad.kernel(np, g, x, **geo))
+        np.testing.assert_allclose(routes[1], routes[0], rtol=1e-12, atol=1e-12,
+                                   err_msg=str((x.shape, g.shape, geo)))
+
+
+@pytest.mark.parametrize("image, out_channels, kernel, stride, padding, taps", [
+    ((16, 32, 32, 32), 64, 4, 2, 1, True),      # DCGAN's 4x4 stride 2
+    ((16, 64, 16, 16), 64, 3, 1, 1, True),      # ResNet's 16x16
+    ((16, 512, 2, 2), 512, 3, 1, 1, True),
+    ((4, 32, 85, 85), 9, 3, 1, 1, True),        # super_resolution's last: 9 channels out
+    ((4, 64, 85, 85), 64, 3, 1, 1, False),      # large images, 64 channels out: im2col
+    ((64, 32, 26, 26), 64, 3, 1, 0, False),     # mnist's 24x24
+    ((16, 3, 64, 64), 32, 4, 2, 1, False),      # 3 input channels: (positions, 3) copies
+    ((16, 64, 16, 16), 128, 1, 2, 0, False),    # 1x1
+])
+def test_the_weight_gradient_route(image, out_channels, kernel, stride, padding, taps,
+                                   monkeypatch):
+    from labkit.tensor.ops import conv
+    took = []
+    monkeypatch.setattr(conv, "_weight_grad_by_taps", lambda *a: took.append(a) or
+                        np.zeros(a[3]))
+    g = np.zeros((image[0], out_channels) +
+                 tuple(conv.out_size(s, kernel, stride, padding, 1) for s in image[2:]),
+                 np.float32)
+    conv.conv2d_weight_grad.kernel(np, g, np.zeros(image, np.float32),
+                                   weight_shape=(out_channels, image[1], kernel, kernel),
+                                   stride=(stride, stride), padding=(padding, padding),
+                                   dilation=(1, 1), groups=1)
+    assert bool(took) == taps
 
 
 @pytest.mark.parametrize("g_shape", [(1, 2, 4, 3), (2, 2, 3, 3), (1, 3, 3, 3)])
