@@ -264,9 +264,13 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 # copy and the matrix product that reads it), and run one GEMM per chunk and group, writing the
 # result in (N, C, H, W) order. Where an image has many output positions, the GEMMs run image by
 # image; where it has few (deep layers: 4x4, 2x2), the chunk's images are columns of one GEMM (a
-# product with 4 columns per image would read the weight once per image). Each
-# primitive is linear in both its inputs, and each one's vjp is written with the other two, so
-# gradients of every order come from the same three kernels.
+# product with 4 columns per image would read the weight once per image). The two gradients
+# also have routes of their own where those measured faster on the corpus's layers: the input
+# gradient by phases (``_transposed_by_phases``) or channels last a tap at a time
+# (``_transposed_by_taps``), the weight gradient channels last a tap at a time
+# (``_weight_grad_by_taps``); each route computes the same values. Each primitive is linear in
+# both its inputs, and each one's vjp is written with the other two, so gradients of every order
+# come from the same three kernels.
 _CHUNK = 1 << 18
 _MIN_COLUMNS = 256
 _MIN_WEIGHT = 4096
