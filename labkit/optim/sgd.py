@@ -51,12 +51,9 @@ class SGD(Optimizer):
                 start = 1 if "momentum_buffer" in state else 0
                 step = self._counter(state, "step", p, start).assign_add(1)
             buf = self._slot(state, "momentum_buffer", p)
-            if group["dampening"]:
-                scale = 1.0 - cast(step != 1, dtype=p.dtype.name) * h["dampening"]
-                buf = assign_axpby(buf, g, momentum, scale)
-            else:
-                scale = 1
-                buf = assign_axpby(buf, g, momentum, 1)
+            scale = 1.0 - cast(step != 1, dtype=p.dtype.name) * h["dampening"] \
+                if group["dampening"] else 1
+            buf = assign_axpby(buf, g, momentum, scale)
             if decay_in_buffer:
                 buf = assign_axpby(buf, p, 1, h["weight_decay"] * scale)
             g = g + buf * momentum if group["nesterov"] else buf

@@ -523,21 +523,21 @@ def _transposed_by_phases(xp, g, weight, image_shape, plan, stride, groups):
         gp[:, :, top:top + oh, left:left + ow] = g
     else:
         gp = g
-    dtype = xp.result_type(g.dtype, weight.dtype)
-    if stride == (1, 1):
-        ((_, th, jh, uh, lh, _),), ((_, tw, jw, uw, lw, _),) = plan
+
+    def phase(row, column):            # the pixels of one phase, (N, C, U_h, U_w)
+        (_, th, jh, uh, lh, _), (_, tw, jw, uw, lw, _) = row, column
         return _correlate(xp, gp[:, :, top - lh:top - lh + uh + jh - 1,
                                  left - lw:left - lw + uw + jw - 1],
                           xp.ascontiguousarray(wt[:, :, th, tw]), (1, 1), (0, 0), (1, 1), groups)
+    if stride == (1, 1):               # one phase: the image itself
+        return phase(plan[0][0], plan[1][0])
     (sh, sw), empty = stride, any(e[2] == 0 for p in plan for e in p)
-    dx = (xp.zeros if empty else xp.empty)(tuple(image_shape), dtype=dtype)
-    for rh, th, jh, uh, lh, _ in plan[0]:
-        for rw, tw, jw, uw, lw, _ in plan[1]:
-            if jh and jw:
-                dx[:, :, rh::sh, rw::sw] = _correlate(
-                    xp, gp[:, :, top - lh:top - lh + uh + jh - 1,
-                           left - lw:left - lw + uw + jw - 1],
-                    xp.ascontiguousarray(wt[:, :, th, tw]), (1, 1), (0, 0), (1, 1), groups)
+    dx = (xp.zeros if empty else xp.empty)(tuple(image_shape),
+                                           dtype=xp.result_type(g.dtype, weight.dtype))
+    for row in plan[0]:
+        for column in plan[1]:
+            if row[2] and column[2]:   # (a phase no tap reaches stays zero)
+                dx[:, :, row[0]::sh, column[0]::sw] = phase(row, column)
     return dx
 
 

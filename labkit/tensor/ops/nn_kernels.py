@@ -137,6 +137,15 @@ def gelu(xp, x, approximate="none"):
     return out.astype(x.dtype, copy=False)
 
 
+def _x_phi(xp, x, square):
+    """``x * phi(x)`` (phi the standard normal density), written over ``square`` = x * x."""
+    square *= -0.5
+    xp.exp(square, out=square)
+    square *= x
+    square *= INV_SQRT_2PI
+    return square
+
+
 def _gelu_backward_rule(g, x, approximate="none"):
     _check_approximate(approximate)
     return broadcast_shapes("gelu_backward", g, x), float_dtype("gelu_backward", x)
@@ -173,11 +182,7 @@ def gelu_backward(xp, g, x, approximate="none"):
         slope += 1
         slope *= 0.5
     else:
-        slope = x32 * x32                       # Phi(x) + x phi(x)
-        slope *= -0.5
-        slope = xp.exp(slope, out=slope)
-        slope *= x32
-        slope *= INV_SQRT_2PI
+        slope = _x_phi(xp, x32, x32 * x32)      # Phi(x) + x phi(x)
         cdf = _erf(xp, x32, SQRT_HALF)
         cdf += 1
         cdf *= 0.5
@@ -220,10 +225,7 @@ def gelu_backward_from_output(xp, g, x, out):
     tiny = xp.less(x2, _TINY_SQUARE)
     if tiny.any():
         xp.copyto(cdf, 0.5 + x32 * INV_SQRT_2PI, where=tiny)
-    x2 *= -0.5                                  # Phi(x) + x phi(x)
-    slope = xp.exp(x2, out=x2)
-    slope *= x32
-    slope *= INV_SQRT_2PI
+    slope = _x_phi(xp, x32, x2)                 # Phi(x) + x phi(x)
     slope += cdf
     return (g * slope).astype(np.result_type(g.dtype, x.dtype), copy=False)
 
