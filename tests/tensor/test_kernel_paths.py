@@ -276,6 +276,14 @@ def test_leaky_relu_backward_matches_a_select(layout):
 
 
 # ---- convolutions: im2col a few images at a time, image by image or images side by side -----
+@pytest.fixture(autouse=True)
+def _numpy_convolution_routes(monkeypatch):
+    """The routes below are labkit's own: oneDNN's kernels (tests/devices/test_host_dnnl.py)
+    would serve some of these float32 cases before them."""
+    from labkit.tensor.ops import conv
+    monkeypatch.setattr(conv, "_direct", lambda *a: False)
+
+
 def _conv_reference(x, w, stride, padding, groups):
     """float64 direct convolution (loops over the kernel's taps), groups split by hand."""
     (sh, sw), (ph, pw) = stride, padding

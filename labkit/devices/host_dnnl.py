@@ -1,0 +1,428 @@
+"""Host oneDNN: direct convolution kernels for float32 on the CPU, from Intel's oneDNN.
+
+NumPy has no convolution: labkit's own convolutions are im2col copies and BLAS GEMMs
+(``labkit.tensor.ops.conv``), which run narrow layers below the GEMM's peak and pay for the
+copies. oneDNN (the library PyTorch's CPU convolutions call) has direct kernels that keep a tile
+of outputs in registers over all taps and channels. labkit calls its C API through ctypes, the
+way ``host_blas`` calls NumPy's BLAS: the library comes from the ``onednn-cpu-gomp`` wheel
+(Apache 2.0), which installs ``libdnnl.so.3`` under the environment's ``lib`` folder and uses
+the compiler's OpenMP runtime (its threads follow ``OMP_NUM_THREADS``).
+
+Each call describes NumPy's (N, C, H, W) arrays to oneDNN as they lie in memory, lets the
+convolution choose its own blocked layouts, and converts in and out with oneDNN's reorders.
+Primitives are built once per shape and kept (the last ``_CACHE`` of them). Every function
+returns None where it cannot serve the call (no library, a dtype other than float32, grouped
+weights, a failed call), and the caller computes the same values its own way; ``available()``
+says whether the library loaded. ``LABKIT_HOST_DNNL=0`` in the environment turns it off.
+A process forked after oneDNN has run uses it on one thread (see ``_after_fork``).
+
+>>> import numpy as np
+>>> from labkit.devices import host_dnnl
+>>> x = np.ones((1, 2, 4, 4), np.float32)
+>>> w = np.ones((3, 2, 3, 3), np.float32)
+>>> y = host_dnnl.conv2d(x, w, (1, 1), (1, 1), (1, 1))
+>>> y is None or y[0, 0].tolist() == [[8.0, 12.0, 12.0, 8.0], [12.0, 18.0, 18.0, 12.0],
+...                                  [12.0, 18.0, 18.0, 12.0], [8.0, 12.0, 12.0, 8.0]]
+True
+"""
+import collections
+import ctypes
+import os
+import sys
+import threading
+
+import numpy as np
+
+_F32 = 3                                  # dnnl_f32
+_TAG_ANY = 1                              # dnnl_format_tag_any: the primitive chooses
+_FORWARD_TRAINING, _DIRECT = 64, 1        # dnnl_forward_training, dnnl_convolution_direct
+_CPU, _SCRATCHPAD_USER = 1, 1
+_Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST, _Q_SCRATCHPAD = \
+    129, 130, 131, 132, 133, 134, 136
+_Q_IMPL = 8
+_ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_SCRATCHPAD = 1, 17, 33, 80
+_ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS = 129, 145, 161
+_CACHE = 256
+
+_Dims = ctypes.c_int64 * 12
+_vp = ctypes.c_void_p
+
+
+class _Arg(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_int), ("memory", ctypes.c_void_p)]
+
+
+_state = {"lib": None, "engine": None, "where": None}
+_plans = collections.OrderedDict()
+_lock = threading.Lock()
+_local = threading.local()
+
+
+def _candidate_paths():
+    names = ("libdnnl.so.3", "libdnnl.so")
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+        for name in names:
+            yield os.path.join(prefix, "lib", name)
+    yield from names            # the loader's own search path
+
+
+def _declare(lib):
+    p = ctypes.POINTER
+    sigs = {
+        "dnnl_engine_create": [p(_vp), ctypes.c_int, ctypes.c_size_t],
+        "dnnl_stream_create": [p(_vp), _vp, ctypes.c_uint],
+        "dnnl_memory_desc_create_with_strides": [p(_vp), ctypes.c_int, _Dims, ctypes.c_int,
+                                                 _Dims],
+        "dnnl_memory_desc_create_with_tag": [p(_vp), ctypes.c_int, _Dims, ctypes.c_int,
+                                             ctypes.c_int],
+        "dnnl_memory_desc_destroy": [_vp],
+        "dnnl_memory_desc_equal": [_vp, _vp],
+        "dnnl_memory_desc_get_size": [_vp],
+        "dnnl_primitive_attr_create": [p(_vp)],
+        "dnnl_primitive_attr_set_scratchpad_mode": [_vp, ctypes.c_int],
+        "dnnl_convolution_forward_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, ctypes.c_int, _vp, _vp, _vp, _vp, _Dims, _Dims, _Dims,
+            _Dims, _vp],
+        "dnnl_convolution_backward_data_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, _vp, _vp, _vp, _Dims, _Dims, _Dims, _Dims, _vp, _vp],
+        "dnnl_convolution_backward_weights_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, _vp, _vp, _vp, _vp, _Dims, _Dims, _Dims, _Dims, _vp,
+            _vp],
+        "dnnl_reorder_primitive_desc_create": [p(_vp), _vp, _vp, _vp, _vp, _vp],
+        "dnnl_primitive_desc_query_md": [_vp, ctypes.c_int, ctypes.c_int],
+        "dnnl_primitive_desc_query": [_vp, ctypes.c_int, ctypes.c_int, _vp],
+        "dnnl_primitive_desc_destroy": [_vp],
+        "dnnl_primitive_create": [p(_vp), _vp],
+        "dnnl_primitive_destroy": [_vp],
+        "dnnl_primitive_execute": [_vp, _vp, ctypes.c_int, p(_Arg)],
+        "dnnl_memory_create": [p(_vp), _vp, _vp, _vp],
+        "dnnl_memory_destroy": [_vp],
+    }
+    for name, args in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = ctypes.c_int
+    lib.dnnl_primitive_desc_query_md.restype = _vp
+    lib.dnnl_memory_desc_get_size.restype = ctypes.c_size_t
+
+
+def _load():
+    """The library and its CPU engine, bound once; (None, None) where it is absent or off."""
+    if _state["where"] is not None:
+        return _state["lib"], _state["engine"]
+    _state["where"] = ""
+    if os.environ.get("LABKIT_HOST_DNNL", "1") == "0" or not sys.platform.startswith("linux"):
+        return None, None
+    for path in _candidate_paths():
+        try:
+            lib = ctypes.CDLL(path)
+            _declare(lib)
+        except (OSError, AttributeError):
+            continue
+        engine = _vp()
+        if lib.dnnl_engine_create(ctypes.byref(engine), _CPU, 0) != 0:
+            continue
+        _state.update(lib=lib, engine=engine, where=os.path.basename(path))
+        if not _agrees():
+            _state.update(lib=None, engine=None, where="")
+            _plans.clear()
+            return None, None
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork)
+        return lib, engine
+    return None, None
+
+
+def _agrees():
+    """Whether a small convolution and its two gradients through oneDNN match NumPy's sums."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 2)).astype(np.float32)
+    windows = np.lib.stride_tricks.sliding_window_view(
+        np.pad(x, ((0, 0), (0, 0), (1, 1), (0, 0))), (3, 2), axis=(2, 3))[:, :, ::2]
+    want = np.einsum("nchwij,ocij->nohw", windows, w)
+    y = conv2d(x, w, (2, 1), (1, 0), (1, 1))
+    if y is None or y.shape != want.shape or not np.allclose(y, want, rtol=1e-4, atol=1e-4):
+        return False
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    dw = conv2d_weight_grad(g, x, w.shape, (2, 1), (1, 0), (1, 1))
+    dx = conv2d_input_grad(g, w, x.shape, (2, 1), (1, 0), (1, 1))
+    # <g, conv(x, w)> is linear in each: its gradients are the two adjoints
+    return dw is not None and dx is not None and \
+        np.allclose(dw, np.einsum("nohw,nchwij->ocij", g, windows), rtol=1e-4, atol=1e-4) and \
+        np.isclose(np.vdot(dx, x), np.vdot(g, want), rtol=1e-4)
+
+
+def _after_fork():
+    """In a forked child: one OpenMP thread, and primitives made anew. GNU OpenMP cannot start
+    threads again in a child of a process whose pool had started (its parallel regions would
+    wait for threads that were not copied), and a primitive keeps the thread count it was made
+    with. So a forked worker (a data loader's, say) runs oneDNN on one thread."""
+    _plans.clear()
+    _local.__dict__.clear()
+    set_threads = getattr(_state["lib"], "omp_set_num_threads", None)
+    if set_threads is not None:
+        set_threads(1)
+
+
+def available():
+    """The oneDNN library's file name, or None where labkit's own kernels do all the work.
+
+    >>> from labkit.devices import host_dnnl
+    >>> host_dnnl.available() is None or "dnnl" in host_dnnl.available()
+    True
+    """
+    _load()
+    return _state["where"] or None
+
+
+def _stream():
+    lib, engine = _load()
+    stream = getattr(_local, "stream", None)
+    if stream is None:            # one stream a thread: a stream is not shared between threads
+        stream = _vp()
+        if lib.dnnl_stream_create(ctypes.byref(stream), engine, 1) != 0:
+            raise RuntimeError("oneDNN could not create a CPU stream")
+        _local.stream = stream
+    return stream
+
+
+class _Failed(Exception):
+    pass
+
+
+def _check(status, what):
+    if status != 0:
+        raise _Failed(f"{what}: oneDNN status {status}")
+
+
+class _Plan:
+    """One primitive, the reorders between NumPy's layouts and the ones it chose, and the
+    descriptors they were made from (destroyed with the plan)."""
+
+    def __init__(self, lib, engine, make, user, roles):
+        """``make(attr, mds)`` creates the primitive descriptor from ``mds`` (the operands'
+        descriptors with any layout); ``user`` the operands' NumPy descriptors; ``roles``
+        [(exec arg, query)] of the operands, in the order of ``user``."""
+        self.lib, self.handles = lib, []
+        attr = self._own(_vp(), "dnnl_primitive_attr_destroy")
+        _check(lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "attr")
+        _check(lib.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER), "attr")
+        anys = [self._md(dims, None) for dims, _ in user]
+        self.user = [self._md(dims, strides) for dims, strides in user]
+        self.pd = self._own(_vp(), "dnnl_primitive_desc_destroy")
+        _check(make(ctypes.byref(self.pd), attr, anys), "primitive descriptor")
+        self.prim = self._own(_vp(), "dnnl_primitive_destroy")
+        _check(lib.dnnl_primitive_create(ctypes.byref(self.prim), self.pd), "primitive")
+        self.args = [a for a, _ in roles]
+        self.mds = [_vp(lib.dnnl_primitive_desc_query_md(self.pd, q, 0)) for _, q in roles]
+        self.sizes = [lib.dnnl_memory_desc_get_size(m) for m in self.mds]
+        self.scratch_md = _vp(lib.dnnl_primitive_desc_query_md(self.pd, _Q_SCRATCHPAD, 0))
+        self.scratch = lib.dnnl_memory_desc_get_size(self.scratch_md)
+        # a reorder per operand whose chosen layout is not NumPy's: into it for inputs (all but
+        # the last operand), out of it for the output
+        self.reorders = []
+        for i, (u, m) in enumerate(zip(self.user, self.mds)):
+            if lib.dnnl_memory_desc_equal(u, m):
+                self.reorders.append(None)
+                continue
+            src, dst = (u, m) if i < len(self.mds) - 1 else (m, u)
+            rpd = self._own(_vp(), "dnnl_primitive_desc_destroy")
+            _check(lib.dnnl_reorder_primitive_desc_create(ctypes.byref(rpd), src, engine, dst,
+                                                          engine, None), "reorder")
+            rprim = self._own(_vp(), "dnnl_primitive_destroy")
+            _check(lib.dnnl_primitive_create(ctypes.byref(rprim), rpd), "reorder")
+            self.reorders.append((rprim, src, dst))
+        self.engine = engine
+
+    def _own(self, handle, destroy):
+        self.handles.append((handle, destroy))
+        return handle
+
+    def _md(self, dims, strides):
+        md = self._own(_vp(), "dnnl_memory_desc_destroy")
+        if strides is None:
+            _check(self.lib.dnnl_memory_desc_create_with_tag(ctypes.byref(md), len(dims),
+                                                             _Dims(*dims), _F32, _TAG_ANY), "md")
+        else:
+            _check(self.lib.dnnl_memory_desc_create_with_strides(
+                ctypes.byref(md), len(dims), _Dims(*dims), _F32, _Dims(*strides)), "md")
+        return md
+
+    def __del__(self):
+        for handle, destroy in reversed(self.handles):
+            if handle:
+                getattr(self.lib, destroy)(handle)
+
+    def _memory(self, md, array, made):
+        memory = _vp()
+        _check(self.lib.dnnl_memory_create(ctypes.byref(memory), md, self.engine,
+                                           _vp(array.ctypes.data)), "memory")
+        made.append(memory)
+        return memory
+
+    def _execute(self, prim, stream, pairs):
+        args = (_Arg * len(pairs))(*[_Arg(a, m) for a, m in pairs])
+        _check(self.lib.dnnl_primitive_execute(prim, stream, len(pairs), args), "execute")
+
+    def __call__(self, arrays):
+        """Runs the primitive on ``arrays`` (NumPy operands in ``user``'s order, the output last
+        and written)."""
+        stream, made, pairs = _stream(), [], []
+        buffers = []                # alive until the primitives have run
+        try:
+            outputs = []
+            for i, (array, md, size, reorder) in enumerate(
+                    zip(arrays, self.mds, self.sizes, self.reorders)):
+                if reorder is None:
+                    pairs.append((self.args[i], self._memory(md, array, made)))
+                    continue
+                rprim, src, dst = reorder
+                buffers.append(np.empty(size, np.uint8))
+                mine = self._memory(md, buffers[-1], made)
+                if i < len(arrays) - 1:
+                    self._execute(rprim, stream, [(_ARG_SRC, self._memory(src, array, made)),
+                                                  (_ARG_DST, mine)])
+                else:
+                    outputs.append((rprim, mine, self._memory(dst, array, made)))
+                pairs.append((self.args[i], mine))
+            scratch = np.empty(max(self.scratch, 1), np.uint8)
+            pairs.append((_ARG_SCRATCHPAD, self._memory(self.scratch_md, scratch, made)))
+            self._execute(self.prim, stream, pairs)
+            for rprim, mine, theirs in outputs:
+                self._execute(rprim, stream, [(_ARG_SRC, mine), (_ARG_DST, theirs)])
+        finally:
+            for memory in made:
+                self.lib.dnnl_memory_destroy(memory)
+
+    def implementation(self):
+        name = ctypes.c_char_p()
+        self.lib.dnnl_primitive_desc_query(self.pd, _Q_IMPL, 0, ctypes.byref(name))
+        return name.value.decode()
+
+
+def _layout(a):
+    """(dims, strides in elements) of a float32 NumPy array oneDNN can read as it lies."""
+    if any(s < 0 or s % 4 for s in a.strides):
+        return None
+    return tuple(a.shape), tuple(s // 4 for s in a.strides)
+
+
+def _plan(key, make, user, roles):
+    lib, engine = _load()
+    if lib is None:
+        return None
+    with _lock:
+        plan = _plans.get(key)
+        if plan is not None:
+            _plans.move_to_end(key)
+            return plan
+    try:
+        plan = _Plan(lib, engine, lambda pd, attr, mds: make(lib, engine, pd, attr, mds),
+                     user, roles)
+    except _Failed:
+        plan = False            # remembered: the library does not serve this case
+    with _lock:
+        _plans[key] = plan
+        while len(_plans) > _CACHE:
+            _plans.popitem(last=False)
+    return plan
+
+
+def _geometry(stride, padding, dilation, image, kernel, out):
+    """oneDNN's strides, dilations (0 for none) and left/right paddings; the right padding
+    is what makes the output size exact (NumPy's floor division may leave rows unread)."""
+    right = [(o - 1) * s + (k - 1) * d + 1 - i - p
+             for o, s, k, d, i, p in zip(out, stride, kernel, dilation, image, padding)]
+    return (_Dims(*stride), _Dims(*(d - 1 for d in dilation)), _Dims(*padding), _Dims(*right))
+
+
+def _usable(*arrays):
+    return all(type(a) is np.ndarray and a.dtype == np.float32 and a.ndim == 4 and a.size
+               for a in arrays)
+
+
+def _run(kind, operands, out_shape, geometry, make, roles):
+    layouts = [_layout(a) for a in operands]
+    if None in layouts:
+        operands = [np.ascontiguousarray(a) for a in operands]
+        layouts = [_layout(a) for a in operands]
+    out = np.empty(out_shape, np.float32)
+    user = layouts + [_layout(out)]
+    plan = _plan((kind, tuple(user), geometry), make, user, roles)
+    if not plan:
+        return None
+    try:
+        plan(list(operands) + [out])
+    except _Failed:
+        return None
+    return out
+
+
+def conv2d(x, w, stride, padding, dilation):
+    """``x`` (N, C, H, W) correlated with ``w`` (O, C, kh, kw), float32, one group: the
+    (N, O, OH, OW) output, or None where oneDNN does not serve the call."""
+    if not _usable(x, w) or x.shape[1] != w.shape[1]:
+        return None
+    out = tuple(_out(*a) for a in zip(x.shape[2:], w.shape[2:], stride, padding, dilation))
+    if min(out) <= 0:
+        return None
+    geo = _geometry(stride, padding, dilation, x.shape[2:], w.shape[2:], out)
+
+    def make(lib, engine, pd, attr, mds):
+        return lib.dnnl_convolution_forward_primitive_desc_create(
+            pd, engine, _FORWARD_TRAINING, _DIRECT, mds[0], mds[1], None, mds[2], *geo, attr)
+    return _run("forward", (x, w), (x.shape[0], w.shape[0]) + out,
+                (stride, padding, dilation), make,
+                [(_ARG_SRC, _Q_SRC), (_ARG_WEIGHTS, _Q_WEIGHTS), (_ARG_DST, _Q_DST)])
+
+
+def _out(size, k, s, p, d):
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _forward_hint(lib, engine, image, weight, grad, geo, attr):
+    """The forward primitive descriptor a backward one is made against (oneDNN asks for it)."""
+    hint = _vp()
+    _check(lib.dnnl_convolution_forward_primitive_desc_create(
+        ctypes.byref(hint), engine, _FORWARD_TRAINING, _DIRECT, image, weight, None, grad, *geo,
+        attr), "forward hint")
+    return hint
+
+
+def conv2d_input_grad(g, w, image_shape, stride, padding, dilation):
+    """The gradient of ``conv2d`` with respect to its input: ``g`` (N, O, OH, OW) through
+    ``w`` (O, C, kh, kw) into an image of ``image_shape``; None where oneDNN does not serve."""
+    if not _usable(g, w) or len(image_shape) != 4 or image_shape[1] != w.shape[1]:
+        return None
+    geo = _geometry(stride, padding, dilation, image_shape[2:], w.shape[2:], g.shape[2:])
+
+    def make(lib, engine, pd, attr, mds):
+        hint = _forward_hint(lib, engine, mds[2], mds[1], mds[0], geo, attr)
+        try:
+            return lib.dnnl_convolution_backward_data_primitive_desc_create(
+                pd, engine, _DIRECT, mds[2], mds[1], mds[0], *geo, hint, attr)
+        finally:
+            lib.dnnl_primitive_desc_destroy(hint)
+    return _run("input_grad", (g, w), tuple(image_shape), (stride, padding, dilation), make,
+                [(_ARG_DIFF_DST, _Q_DIFF_DST), (_ARG_WEIGHTS, _Q_WEIGHTS),
+                 (_ARG_DIFF_SRC, _Q_DIFF_SRC)])
+
+
+def conv2d_weight_grad(g, x, weight_shape, stride, padding, dilation):
+    """The gradient of ``conv2d`` with respect to its weight: ``g`` (N, O, OH, OW) against the
+    input ``x`` (N, C, H, W), a (O, C, kh, kw) array; None where oneDNN does not serve."""
+    if not _usable(g, x) or len(weight_shape) != 4 or weight_shape[1] != x.shape[1]:
+        return None
+    geo = _geometry(stride, padding, dilation, x.shape[2:], weight_shape[2:], g.shape[2:])
+
+    def make(lib, engine, pd, attr, mds):
+        hint = _forward_hint(lib, engine, mds[1], mds[2], mds[0], geo, attr)
+        try:
+            return lib.dnnl_convolution_backward_weights_primitive_desc_create(
+                pd, engine, _DIRECT, mds[1], mds[2], None, mds[0], *geo, hint, attr)
+        finally:
+            lib.dnnl_primitive_desc_destroy(hint)
+    return _run("weight_grad", (g, x), tuple(weight_shape), (stride, padding, dilation), make,
+                [(_ARG_DIFF_DST, _Q_DIFF_DST), (_ARG_SRC, _Q_SRC),
+                 (_ARG_DIFF_WEIGHTS, _Q_DIFF_WEIGHTS)])

@@ -1,0 +1,207 @@
+"""oneDNN's direct convolutions (``labkit.devices.host_dnnl``): the forward and both gradients
+against labkit's own NumPy routes run in float64, for every geometry and memory layout the
+convolution takes; the cases it declines; its use inside the conv2d op; threads and fork."""
+import multiprocessing
+import os
+import platform
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from labkit.devices import host_dnnl
+from labkit.tensor.ops import conv
+
+needs_dnnl = pytest.mark.skipif(host_dnnl.available() is None,
+                                reason="oneDNN's library is not installed here")
+
+# (n, c, h, w), out channels, kernel, stride, padding, dilation
+_GEOMETRIES = [
+    ((2, 3, 9, 9), 4, (3, 3), (1, 1), (1, 1), (1, 1)),
+    ((2, 5, 8, 7), 6, (3, 2), (2, 1), (1, 0), (1, 1)),      # unequal kernel, stride, padding
+    ((1, 4, 8, 8), 3, (3, 3), (2, 2), (0, 0), (1, 1)),      # the last row and column unread
+    ((2, 3, 6, 6), 2, (2, 2), (1, 1), (2, 2), (1, 1)),      # padding > k - 1
+    ((2, 4, 9, 10), 5, (3, 3), (1, 2), (2, 1), (2, 2)),     # dilation
+    ((3, 6, 5, 5), 7, (1, 1), (2, 2), (0, 0), (1, 1)),      # 1x1, stride 2
+    ((2, 16, 12, 12), 32, (4, 4), (2, 2), (1, 1), (1, 1)),  # DCGAN's 4x4 stride 2
+]
+
+
+def _float64_routes(x, w, g, geo):
+    """labkit's NumPy routes (oneDNN serves float32 only): y, dx, dw."""
+    x, w, g = (a.astype(np.float64) for a in (x, w, g))
+    kw = dict(geo, groups=1)
+    return (conv.convolution.kernel(np, x, w, **kw),
+            conv.conv2d_input_grad.kernel(np, g, w, image_shape=x.shape, **kw),
+            conv.conv2d_weight_grad.kernel(np, g, x, weight_shape=w.shape, **kw))
+
+
+def _close(got, want):
+    assert got is not None and got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@needs_dnnl
+@pytest.mark.parametrize("shape, out_channels, kernel, stride, padding, dilation", _GEOMETRIES)
+def test_convolution_and_its_gradients_match_the_numpy_routes(shape, out_channels, kernel,
+                                                              stride, padding, dilation):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((out_channels, shape[1]) + kernel).astype(np.float32)
+    geo = dict(stride=stride, padding=padding, dilation=dilation)
+    y = host_dnnl.conv2d(x, w, stride, padding, dilation)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    want_y, want_dx, want_dw = _float64_routes(x, w, g, geo)
+    _close(y, want_y)
+    _close(host_dnnl.conv2d_input_grad(g, w, shape, stride, padding, dilation), want_dx)
+    _close(host_dnnl.conv2d_weight_grad(g, x, w.shape, stride, padding, dilation), want_dw)
+
+
+@needs_dnnl
+@pytest.mark.parametrize("layout", ["channels last", "sliced", "reversed"])
+def test_operands_are_read_in_any_layout(layout):
+    """A channels-last view, a slice of a larger array, and negative strides (copied first)
+    give what the contiguous operands give; the output is a new C-contiguous array."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 6, 7, 7)).astype(np.float32)
+    w = rng.standard_normal((4, 6, 3, 3)).astype(np.float32)
+    geo = ((1, 1), (1, 1), (1, 1))
+    want = host_dnnl.conv2d(x, w, *geo)
+    if layout == "channels last":
+        xv = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    elif layout == "sliced":
+        big = np.zeros((3, 8, 9, 9), np.float32)
+        big[:2, 1:7, 1:8, 2:9] = x
+        xv = big[:2, 1:7, 1:8, 2:9]
+    else:
+        xv = x[:, :, ::-1, ::-1].copy()[:, :, ::-1, ::-1]
+    assert not xv.flags.c_contiguous
+    got = host_dnnl.conv2d(xv, w, *geo)
+    assert got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(xv, x)                   # the input is not written
+
+
+@needs_dnnl
+def test_what_it_does_not_serve_returns_none():
+    x = np.ones((1, 2, 5, 5), np.float32)
+    w = np.ones((3, 2, 3, 3), np.float32)
+    geo = ((1, 1), (0, 0), (1, 1))
+    assert host_dnnl.conv2d(x.astype(np.float64), w.astype(np.float64), *geo) is None
+    assert host_dnnl.conv2d(x, w.astype(np.float64), *geo) is None
+    assert host_dnnl.conv2d(x, np.ones((3, 1, 3, 3), np.float32), *geo) is None   # groups
+    assert host_dnnl.conv2d(x[:, :, :2], w, *geo) is None                         # no output
+    assert host_dnnl.conv2d(np.ones((0, 2, 5, 5), np.float32), w, *geo) is None   # empty
+    assert host_dnnl.conv2d(x.tolist(), w, *geo) is None
+    g = np.ones((1, 3, 3, 3), np.float32)
+    assert host_dnnl.conv2d_input_grad(g, w, (1, 4, 5, 5), *geo) is None         # channels
+    assert host_dnnl.conv2d_weight_grad(g, x, (3, 1, 3, 3), *geo) is None
+
+
+@needs_dnnl
+def test_the_conv2d_op_takes_it_where_direct_says_and_its_routes_elsewhere(monkeypatch):
+    calls = []       # the calls oneDNN served
+
+    def served(*args, f, name):
+        out = f(*args)
+        if out is not None:
+            calls.append(name)
+        return out
+    for name in ("conv2d", "conv2d_input_grad", "conv2d_weight_grad"):
+        monkeypatch.setattr(host_dnnl, name, lambda *a, f=getattr(host_dnnl, name), n=name:
+                            served(*a, f=f, name=n))
+    rng = np.random.default_rng(2)
+    geo = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
+    for dtype, image, channels, want in (
+            (np.float32, (4, 16, 8, 8), 16, ["conv2d", "conv2d_input_grad", "conv2d_weight_grad"]),
+            (np.float64, (4, 16, 8, 8), 16, []),                  # float32 only
+            (np.float32, (4, 3, 8, 8), 16, ["conv2d", "conv2d_weight_grad"]),  # 3 channels in
+            (np.float32, (2, 16, 2, 2), 16, [])):                 # 8 positions in all
+        calls.clear()
+        x = rng.standard_normal(image).astype(dtype)
+        w = rng.standard_normal((channels, image[1], 3, 3)).astype(dtype)
+        y = conv.convolution.kernel(np, x, w, **geo)
+        g = rng.standard_normal(y.shape).astype(dtype)
+        dx = conv.conv2d_input_grad.kernel(np, g, w, image_shape=x.shape, **geo)
+        dw = conv.conv2d_weight_grad.kernel(np, g, x, weight_shape=w.shape, **geo)
+        assert calls == want, (dtype, image)
+        for got, ref in zip((y, dx, dw), _float64_routes(x, w, g, {k: geo[k] for k in
+                                                                    ("stride", "padding",
+                                                                     "dilation")})):
+            assert got.dtype == dtype
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+@needs_dnnl
+def test_primitives_are_kept_per_shape_up_to_the_cache_size(monkeypatch):
+    monkeypatch.setattr(host_dnnl, "_CACHE", 3)
+    monkeypatch.setattr(host_dnnl, "_plans", type(host_dnnl._plans)())
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    for size in (5, 6, 7, 8, 5):
+        x = rng.standard_normal((1, 2, size, size)).astype(np.float32)
+        got = host_dnnl.conv2d(x, w, (1, 1), (0, 0), (1, 1))
+        want = _float64_routes(x, w, np.zeros_like(got), dict(stride=(1, 1), padding=(0, 0),
+                                                               dilation=(1, 1)))[0]
+        _close(got, want)
+    assert len(host_dnnl._plans) == 3                # 5 was made again after eviction
+
+
+@needs_dnnl
+def test_threads_run_convolutions_at_once_with_their_own_values():
+    rng = np.random.default_rng(4)
+    cases = [(rng.standard_normal((2, 8, 10, 10)).astype(np.float32),
+              rng.standard_normal((8, 8, 3, 3)).astype(np.float32)) for _ in range(4)]
+    want = [host_dnnl.conv2d(x, w, (1, 1), (1, 1), (1, 1)) for x, w in cases]
+    got, errors = [None] * 4, []
+
+    def run(i):
+        try:
+            for _ in range(20):
+                got[i] = host_dnnl.conv2d(*cases[i], (1, 1), (1, 1), (1, 1))
+                assert np.array_equal(got[i], want[i])
+        except Exception as e:        # reported below
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def _convolve_in_child(queue, x, w, want):
+    got = host_dnnl.conv2d(x, w, (1, 1), (1, 1), (1, 1))
+    queue.put(got is not None and bool(np.array_equal(got, want)))
+
+
+@needs_dnnl
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_convolves_after_the_parent_did():
+    """GNU OpenMP's pool does not survive fork: the child must not wait for its threads."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((8, 16, 16, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    want = host_dnnl.conv2d(x, w, (1, 1), (1, 1), (1, 1))
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_convolve_in_child, args=(queue, x, w, want))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child hung in its convolution")
+    assert child.exitcode == 0 and queue.get(timeout=5)
+
+
+def test_it_can_be_turned_off_and_is_there_where_the_lock_installs_it():
+    code = "from labkit.devices import host_dnnl; print(host_dnnl.available())"
+    env = dict(os.environ, LABKIT_HOST_DNNL="0")
+    off = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
+    assert off.stdout.strip() == "None"
+    if sys.platform.startswith("linux") and platform.machine() == "x86_64":
+        # the wheel is locked for this platform: without it convolutions are silently slower
+        assert host_dnnl.available() is not None
