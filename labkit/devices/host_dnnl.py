@@ -165,6 +165,19 @@ def _after_fork():
         set_threads(1)
 
 
+def threads():
+    """How many OpenMP threads oneDNN's kernels would run on (``OMP_NUM_THREADS``, or
+    ``threadpoolctl``'s limit), or None where the library is not loaded.
+
+    >>> from labkit.devices import host_dnnl
+    >>> host_dnnl.threads() is None or host_dnnl.threads() >= 1
+    True
+    """
+    lib, _ = _load()
+    get = getattr(lib, "omp_get_max_threads", None) if lib is not None else None
+    return get() if get is not None else None
+
+
 def available():
     """The oneDNN library's file name, or None where labkit's own kernels do all the work.
 

@@ -102,6 +102,7 @@ def test_what_it_does_not_serve_returns_none():
 
 @needs_dnnl
 def test_the_conv2d_op_takes_it_where_direct_says_and_its_routes_elsewhere(monkeypatch):
+    monkeypatch.setattr(host_dnnl, "threads", lambda: 1)
     calls = []       # the calls oneDNN served
 
     def served(*args, f, name):
@@ -194,6 +195,16 @@ def test_a_forked_child_convolves_after_the_parent_did():
         child.kill()
         pytest.fail("the forked child hung in its convolution")
     assert child.exitcode == 0 and queue.get(timeout=5)
+
+
+def test_the_op_leaves_it_to_blas_threads_where_openmp_has_several(monkeypatch):
+    monkeypatch.setattr(host_dnnl, "threads", lambda: 2)
+    monkeypatch.setattr(host_dnnl, "conv2d", lambda *a: pytest.fail("oneDNN was called"))
+    x = np.ones((4, 16, 8, 8), np.float32)
+    w = np.ones((16, 16, 3, 3), np.float32)
+    y = conv.convolution.kernel(np, x, w, stride=(1, 1), padding=(1, 1), dilation=(1, 1),
+                                groups=1)
+    assert y[0, 0, 0, 0] == 64.0 and y[0, 0, 1, 1] == 144.0
 
 
 def test_it_can_be_turned_off_and_is_there_where_the_lock_installs_it():

@@ -283,11 +283,14 @@ _MIN_WEIGHT = 4096
 # 1x1 or fewer than 32 positions, where the call and its layout reorders cost more than the
 # product), input gradients into or out of fewer than 16 channels (DCGAN's 3-channel image:
 # 1.6x), and weight gradients of 2x2 outputs (ResNet-18's last block: 1.2x).
+# Only where OpenMP runs one thread: oneDNN's OpenMP pool and NumPy's OpenBLAS pthreads pool
+# do not share cores (a BLAS worker spins for a while after each threaded product), and at two
+# threads of each DCGAN's step took 327 ms against 179 ms on labkit's routes with BLAS threads.
 def _direct(kind, n, c, o, positions):
     """Whether a convolution (``kind`` "forward", "input_grad" or "weight_grad") of ``n``
     images, ``c`` input and ``o`` output channels and ``positions`` output positions an image
     goes to oneDNN's direct kernels first."""
-    if n * positions < 32:
+    if n * positions < 32 or host_dnnl.threads() != 1:
         return False
     if kind == "input_grad":
         return c >= 16 and o >= 16
