@@ -270,9 +270,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 # (``_transposed_by_taps``), the weight gradient channels last a tap at a time
 # (``_weight_grad_by_taps``); each route computes the same values. Before all of these, float32
 # convolutions of one group go to oneDNN's direct kernels (``host_dnnl``) where ``_direct`` says
-# so, and fall through to the routes here where the library is absent or declines. Each primitive is linear in
-# both its inputs, and each one's vjp is written with the other two, so gradients of every order
-# come from the same three kernels.
+# so, and fall through to the routes here where the library is absent or declines. Each
+# primitive is linear in both its inputs, and each one's vjp is written with the other two, so
+# gradients of every order come from the same three kernels.
 _CHUNK = 1 << 18
 _MIN_COLUMNS = 256
 _MIN_WEIGHT = 4096
@@ -284,8 +284,9 @@ _MIN_WEIGHT = 4096
 # product), input gradients into or out of fewer than 16 channels (DCGAN's 3-channel image:
 # 1.6x), and weight gradients of 2x2 outputs (ResNet-18's last block: 1.2x).
 # Only where OpenMP runs one thread: oneDNN's OpenMP pool and NumPy's OpenBLAS pthreads pool
-# do not share cores (a BLAS worker spins for a while after each threaded product), and at two
-# threads of each DCGAN's step took 327 ms against 179 ms on labkit's routes with BLAS threads.
+# do not share cores (a BLAS worker spins for a while after each threaded product): at two
+# threads of each, DCGAN's eager step took 384-411 ms against 178-347 ms on labkit's routes with
+# BLAS threads (three runs each, alternated).
 def _direct(kind, n, c, o, positions):
     """Whether a convolution (``kind`` "forward", "input_grad" or "weight_grad") of ``n``
     images, ``c`` input and ``o`` output channels and ``positions`` output positions an image
