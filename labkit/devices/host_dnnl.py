@@ -158,6 +158,8 @@ def _after_fork():
     threads again in a child of a process whose pool had started (its parallel regions would
     wait for threads that were not copied), and a primitive keeps the thread count it was made
     with. So a forked worker (a data loader's, say) runs oneDNN on one thread."""
+    global _lock
+    _lock = threading.Lock()        # another thread may have held it at the fork
     _plans.clear()
     _local.__dict__.clear()
     set_threads = getattr(_state["lib"], "omp_set_num_threads", None)
