@@ -88,6 +88,11 @@ def _declare(lib):
         "dnnl_convolution_backward_weights_primitive_desc_create": [
             p(_vp), _vp, ctypes.c_int, _vp, _vp, _vp, _vp, _Dims, _Dims, _Dims, _Dims, _vp,
             _vp],
+        "dnnl_eltwise_forward_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, ctypes.c_int, _vp, _vp, ctypes.c_float, ctypes.c_float,
+            _vp],
+        "dnnl_eltwise_backward_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, _vp, _vp, _vp, ctypes.c_float, ctypes.c_float, _vp, _vp],
         "dnnl_reorder_primitive_desc_create": [p(_vp), _vp, _vp, _vp, _vp, _vp],
         "dnnl_primitive_desc_query_md": [_vp, ctypes.c_int, ctypes.c_int],
         "dnnl_primitive_desc_query": [_vp, ctypes.c_int, ctypes.c_int, _vp],
@@ -215,16 +220,16 @@ class _Plan:
     """One primitive, the reorders between NumPy's layouts and the ones it chose, and the
     descriptors they were made from (destroyed with the plan)."""
 
-    def __init__(self, lib, engine, make, user, roles):
+    def __init__(self, lib, engine, make, user, roles, choose=True):
         """``make(attr, mds)`` creates the primitive descriptor from ``mds`` (the operands'
-        descriptors with any layout); ``user`` the operands' NumPy descriptors; ``roles``
-        [(exec arg, query)] of the operands, in the order of ``user``."""
+        descriptors with any layout where ``choose``, else NumPy's); ``user`` the operands'
+        NumPy descriptors; ``roles`` [(exec arg, query)] of the operands, in ``user``'s order."""
         self.lib, self.handles = lib, []
         attr = self._own(_vp(), "dnnl_primitive_attr_destroy")
         _check(lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "attr")
         _check(lib.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER), "attr")
-        anys = [self._md(dims, None) for dims, _ in user]
         self.user = [self._md(dims, strides) for dims, strides in user]
+        anys = [self._md(dims, None) for dims, _ in user] if choose else self.user
         self.pd = self._own(_vp(), "dnnl_primitive_desc_destroy")
         _check(make(ctypes.byref(self.pd), attr, anys), "primitive descriptor")
         self.prim = self._own(_vp(), "dnnl_primitive_destroy")
@@ -323,7 +328,7 @@ def _layout(a):
     return tuple(a.shape), tuple(s // 4 for s in a.strides)
 
 
-def _plan(key, make, user, roles):
+def _plan(key, make, user, roles, choose=True):
     lib, engine = _load()
     if lib is None:
         return None
@@ -334,7 +339,7 @@ def _plan(key, make, user, roles):
             return plan
     try:
         plan = _Plan(lib, engine, lambda pd, attr, mds: make(lib, engine, pd, attr, mds),
-                     user, roles)
+                     user, roles, choose)
     except _Failed:
         plan = False            # remembered: the library does not serve this case
     with _lock:
@@ -357,14 +362,14 @@ def _usable(*arrays):
                for a in arrays)
 
 
-def _run(kind, operands, out_shape, geometry, make, roles):
+def _run(kind, operands, out_shape, geometry, make, roles, choose=True):
     layouts = [_layout(a) for a in operands]
     if None in layouts:
         operands = [np.ascontiguousarray(a) for a in operands]
         layouts = [_layout(a) for a in operands]
     out = np.empty(out_shape, np.float32)
     user = layouts + [_layout(out)]
-    plan = _plan((kind, tuple(user), geometry), make, user, roles)
+    plan = _plan((kind, tuple(user), geometry), make, user, roles, choose)
     if not plan:
         return None
     try:
@@ -441,3 +446,58 @@ def conv2d_weight_grad(g, x, weight_shape, stride, padding, dilation):
     return _run("weight_grad", (g, x), tuple(weight_shape), (stride, padding, dilation), make,
                 [(_ARG_DIFF_DST, _Q_DIFF_DST), (_ARG_SRC, _Q_SRC),
                  (_ARG_DIFF_WEIGHTS, _Q_DIFF_WEIGHTS)])
+
+
+# ---- GELU ----------------------------------------------------------------------------------------
+_GELU_ERF = 49                            # dnnl_eltwise_gelu_erf
+_ELEMENTWISE_MIN = 1 << 14                # below this NumPy's passes cost less than the call
+
+
+def _flat(*arrays):
+    """The arrays as 1-d C-contiguous float32 arrays, where they are NumPy float32 arrays of one
+    shape with at least ``_ELEMENTWISE_MIN`` elements; else None."""
+    if not all(type(a) is np.ndarray and a.dtype == np.float32 and a.shape == arrays[0].shape
+               for a in arrays) or arrays[0].size < _ELEMENTWISE_MIN:
+        return None
+    return [np.ascontiguousarray(a).reshape(-1) for a in arrays]
+
+
+def _gelu_forward(lib, engine, pd, src, dst, attr):
+    return lib.dnnl_eltwise_forward_primitive_desc_create(
+        pd, engine, _FORWARD_TRAINING, _GELU_ERF, src, dst, 0.0, 0.0, attr)
+
+
+def gelu(x):
+    """``x * Phi(x)`` (GELU without approximation) of a float32 array, in one pass: a new array,
+    or None where oneDNN does not serve (another dtype, fewer than ``_ELEMENTWISE_MIN``
+    elements)."""
+    flat = _flat(x)
+    if flat is None:
+        return None
+
+    def make(lib, engine, pd, attr, mds):
+        return _gelu_forward(lib, engine, pd, mds[0], mds[1], attr)
+    out = _run("gelu", flat, flat[0].shape, (), make, [(_ARG_SRC, _Q_SRC), (_ARG_DST, _Q_DST)],
+               choose=False)
+    return None if out is None else out.reshape(x.shape)
+
+
+def gelu_backward(g, x):
+    """``g * gelu'(x)`` for float32 ``g`` and ``x`` of one shape, in one pass; None where oneDNN
+    does not serve."""
+    flat = _flat(g, x)
+    if flat is None:
+        return None
+
+    def make(lib, engine, pd, attr, mds):
+        hint = _vp()
+        _check(_gelu_forward(lib, engine, ctypes.byref(hint), mds[1], mds[1], attr), "hint")
+        try:
+            return lib.dnnl_eltwise_backward_primitive_desc_create(
+                pd, engine, _GELU_ERF, mds[2], mds[0], mds[1], 0.0, 0.0, hint, attr)
+        finally:
+            lib.dnnl_primitive_desc_destroy(hint)
+    out = _run("gelu_backward", flat, flat[0].shape, (), make,
+               [(_ARG_DIFF_DST, _Q_DIFF_DST), (_ARG_SRC, _Q_SRC), (_ARG_DIFF_SRC, _Q_DIFF_SRC)],
+               choose=False)
+    return None if out is None else out.reshape(x.shape)

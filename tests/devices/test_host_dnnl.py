@@ -216,3 +216,61 @@ def test_it_can_be_turned_off_and_is_there_where_the_lock_installs_it():
     if sys.platform.startswith("linux") and platform.machine() == "x86_64":
         # the wheel is locked for this platform: without it convolutions are silently slower
         assert host_dnnl.available() is not None
+
+
+def _gelu64(x, g):
+    """GELU and g * GELU' in float64 (SciPy's erf)."""
+    from scipy.special import erf
+    x = x.astype(np.float64)
+    cdf = 0.5 * (1 + erf(x / np.sqrt(2)))
+    pdf = np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)
+    return x * cdf, g.astype(np.float64) * (cdf + x * pdf)
+
+
+@needs_dnnl
+@pytest.mark.parametrize("shape", [(12, 64, 512), (16384,), (3, 7, 1000)])
+def test_gelu_and_its_gradient_match_float64(shape):
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    x.reshape(-1)[:4] = [0.0, -0.0, 9.0, -9.0]
+    g = rng.standard_normal(shape).astype(np.float32)
+    want_y, want_dx = _gelu64(x, g)
+    y, dx = host_dnnl.gelu(x), host_dnnl.gelu_backward(g, x)
+    for got, want in ((y, want_y), (dx, want_dx)):
+        assert got.shape == shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
+    # a strided view is read as its values
+    np.testing.assert_array_equal(host_dnnl.gelu(np.asfortranarray(x)), y)
+
+
+@needs_dnnl
+def test_gelu_declines_what_numpy_serves_better_or_it_cannot():
+    x = np.ones(1 << 14, np.float32)
+    assert host_dnnl.gelu(x[:100]) is None                       # small
+    assert host_dnnl.gelu(x.astype(np.float64)) is None
+    assert host_dnnl.gelu_backward(x[:-1], x[1:].copy()[:-1]) is None   # still small
+    assert host_dnnl.gelu_backward(np.ones((2, 1 << 14), np.float32), x) is None  # broadcast
+
+
+@needs_dnnl
+def test_the_gelu_op_takes_it_at_one_thread_eager_and_captured(monkeypatch):
+    import labkit as lk
+    monkeypatch.setattr(host_dnnl, "threads", lambda: 1)
+    served = []
+    for name in ("gelu", "gelu_backward"):
+        monkeypatch.setattr(host_dnnl, name, lambda *a, f=getattr(host_dnnl, name), n=name:
+                            served.append(n) or f(*a))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((8, 64, 64)).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    want_y, want_dx = _gelu64(x, g)
+
+    def step(t, c):
+        return lk.grad(lambda t: (lk.nn.functional.gelu(t) * c).sum())(t)
+    for run in (step, lk.function(step)):
+        served.clear()
+        t = lk.tensor(x)
+        np.testing.assert_allclose(lk.nn.functional.gelu(t).numpy(), want_y, rtol=1e-5,
+                                   atol=2e-6)
+        np.testing.assert_allclose(run(t, lk.tensor(g)).numpy(), want_dx, rtol=1e-5, atol=2e-6)
+        assert "gelu" in served and "gelu_backward" in served
