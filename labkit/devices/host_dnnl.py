@@ -1,4 +1,5 @@
-"""Host oneDNN: direct convolution kernels for float32 on the CPU, from Intel's oneDNN.
+"""Host oneDNN: direct convolution kernels and a one-pass GELU for float32 on the CPU, from
+Intel's oneDNN.
 
 NumPy has no convolution: labkit's own convolutions are im2col copies and BLAS GEMMs
 (``labkit.tensor.ops.conv``), which run narrow layers below the GEMM's peak and pay for the
@@ -10,6 +11,8 @@ the compiler's OpenMP runtime (its threads follow ``OMP_NUM_THREADS``).
 
 Each call describes NumPy's (N, C, H, W) arrays to oneDNN as they lie in memory, lets the
 convolution choose its own blocked layouts, and converts in and out with oneDNN's reorders.
+GELU and its gradient (``gelu``, ``gelu_backward``) are oneDNN's eltwise kernels over the
+arrays' memory as it is: one pass where NumPy takes about twenty for the float32 erf.
 Primitives are built once per shape and kept (the last ``_CACHE`` of them). Every function
 returns None where it cannot serve the call (no library, a dtype other than float32, grouped
 weights, a failed call), and the caller computes the same values its own way; ``available()``
