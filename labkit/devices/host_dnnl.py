@@ -393,8 +393,7 @@ def conv2d(x, w, stride, padding, dilation):
     geo = _geometry(stride, padding, dilation, x.shape[2:], w.shape[2:], out)
 
     def make(lib, engine, pd, attr, mds):
-        return lib.dnnl_convolution_forward_primitive_desc_create(
-            pd, engine, _FORWARD_TRAINING, _DIRECT, mds[0], mds[1], None, mds[2], *geo, attr)
+        return _conv_forward(lib, engine, pd, mds[0], mds[1], mds[2], geo, attr)
     return _run("forward", (x, w), (x.shape[0], w.shape[0]) + out,
                 (stride, padding, dilation), make,
                 [(_ARG_SRC, _Q_SRC), (_ARG_WEIGHTS, _Q_WEIGHTS), (_ARG_DST, _Q_DST)])
@@ -404,13 +403,20 @@ def _out(size, k, s, p, d):
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def _forward_hint(lib, engine, image, weight, grad, geo, attr):
-    """The forward primitive descriptor a backward one is made against (oneDNN asks for it)."""
+def _conv_forward(lib, engine, pd, src, weights, dst, geo, attr):
+    return lib.dnnl_convolution_forward_primitive_desc_create(
+        pd, engine, _FORWARD_TRAINING, _DIRECT, src, weights, None, dst, *geo, attr)
+
+
+def _against_forward(lib, forward, backward):
+    """A backward primitive descriptor, ``backward(hint)``, made against the forward one that
+    ``forward(pointer)`` creates (oneDNN asks for it; it is destroyed after)."""
     hint = _vp()
-    _check(lib.dnnl_convolution_forward_primitive_desc_create(
-        ctypes.byref(hint), engine, _FORWARD_TRAINING, _DIRECT, image, weight, None, grad, *geo,
-        attr), "forward hint")
-    return hint
+    _check(forward(ctypes.byref(hint)), "forward hint")
+    try:
+        return backward(hint)
+    finally:
+        lib.dnnl_primitive_desc_destroy(hint)
 
 
 def conv2d_input_grad(g, w, image_shape, stride, padding, dilation):
@@ -421,12 +427,10 @@ def conv2d_input_grad(g, w, image_shape, stride, padding, dilation):
     geo = _geometry(stride, padding, dilation, image_shape[2:], w.shape[2:], g.shape[2:])
 
     def make(lib, engine, pd, attr, mds):
-        hint = _forward_hint(lib, engine, mds[2], mds[1], mds[0], geo, attr)
-        try:
-            return lib.dnnl_convolution_backward_data_primitive_desc_create(
-                pd, engine, _DIRECT, mds[2], mds[1], mds[0], *geo, hint, attr)
-        finally:
-            lib.dnnl_primitive_desc_destroy(hint)
+        return _against_forward(
+            lib, lambda hint: _conv_forward(lib, engine, hint, mds[2], mds[1], mds[0], geo, attr),
+            lambda hint: lib.dnnl_convolution_backward_data_primitive_desc_create(
+                pd, engine, _DIRECT, mds[2], mds[1], mds[0], *geo, hint, attr))
     return _run("input_grad", (g, w), tuple(image_shape), (stride, padding, dilation), make,
                 [(_ARG_DIFF_DST, _Q_DIFF_DST), (_ARG_WEIGHTS, _Q_WEIGHTS),
                  (_ARG_DIFF_SRC, _Q_DIFF_SRC)])
@@ -440,12 +444,10 @@ def conv2d_weight_grad(g, x, weight_shape, stride, padding, dilation):
     geo = _geometry(stride, padding, dilation, x.shape[2:], weight_shape[2:], g.shape[2:])
 
     def make(lib, engine, pd, attr, mds):
-        hint = _forward_hint(lib, engine, mds[1], mds[2], mds[0], geo, attr)
-        try:
-            return lib.dnnl_convolution_backward_weights_primitive_desc_create(
-                pd, engine, _DIRECT, mds[1], mds[2], None, mds[0], *geo, hint, attr)
-        finally:
-            lib.dnnl_primitive_desc_destroy(hint)
+        return _against_forward(
+            lib, lambda hint: _conv_forward(lib, engine, hint, mds[1], mds[2], mds[0], geo, attr),
+            lambda hint: lib.dnnl_convolution_backward_weights_primitive_desc_create(
+                pd, engine, _DIRECT, mds[1], mds[2], None, mds[0], *geo, hint, attr))
     return _run("weight_grad", (g, x), tuple(weight_shape), (stride, padding, dilation), make,
                 [(_ARG_DIFF_DST, _Q_DIFF_DST), (_ARG_SRC, _Q_SRC),
                  (_ARG_DIFF_WEIGHTS, _Q_DIFF_WEIGHTS)])
@@ -493,13 +495,10 @@ def gelu_backward(g, x):
         return None
 
     def make(lib, engine, pd, attr, mds):
-        hint = _vp()
-        _check(_gelu_forward(lib, engine, ctypes.byref(hint), mds[1], mds[1], attr), "hint")
-        try:
-            return lib.dnnl_eltwise_backward_primitive_desc_create(
-                pd, engine, _GELU_ERF, mds[2], mds[0], mds[1], 0.0, 0.0, hint, attr)
-        finally:
-            lib.dnnl_primitive_desc_destroy(hint)
+        return _against_forward(
+            lib, lambda hint: _gelu_forward(lib, engine, hint, mds[1], mds[1], attr),
+            lambda hint: lib.dnnl_eltwise_backward_primitive_desc_create(
+                pd, engine, _GELU_ERF, mds[2], mds[0], mds[1], 0.0, 0.0, hint, attr))
     out = _run("gelu_backward", flat, flat[0].shape, (), make,
                [(_ARG_DIFF_DST, _Q_DIFF_DST), (_ARG_SRC, _Q_SRC), (_ARG_DIFF_SRC, _Q_DIFF_SRC)],
                choose=False)
