@@ -259,6 +259,32 @@ def test_a_sum_gives_the_same_bits_in_every_layout(shape, dtype):
             np.testing.assert_array_equal(got, want, err_msg=f"dim={dim}, order {order}")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_slice_whose_rows_lie_apart_is_summed_in_place_with_its_copys_bits(dtype):
+    # an LSTM's gate gradients (L, N, 4H) are columns of a (L, N, 5H) array: their bias
+    # gradient is read where they lie, with the bits of their C-ordered copy
+    rng = np.random.default_rng(5)
+    whole = (rng.standard_normal((35, 20, 1000)) * 10).astype(dtype)
+    for cols in (slice(0, 800), slice(3, 803), slice(200, None)):
+        x = whole[:, :, cols]
+        view = reduce._as_matrix(x, 2)
+        assert view.shape == (700, x.shape[2]) and np.shares_memory(view, whole)
+        copy = np.ascontiguousarray(x)
+        for dim in ((0, 1), (0,)):
+            np.testing.assert_array_equal(reduce.sum.kernel(np, x, dim=dim, keepdim=False),
+                                          reduce.sum.kernel(np, copy, dim=dim, keepdim=False))
+        np.testing.assert_array_equal(reduce.row_sums(np, x[:, :, :100]),
+                                      reduce.row_sums(np, np.ascontiguousarray(x[:, :, :100])))
+    # every other row is still a matrix; no such view: rows of two steps that do not merge,
+    # columns not a unit step apart, reversed rows, steps in another order
+    assert reduce._as_matrix(whole[:, ::2, :800], 2).strides == (2 * whole.strides[1],
+                                                                   whole.itemsize)
+    assert reduce._as_matrix(whole[:, :10, :800], 2) is None
+    assert reduce._as_matrix(whole[:, :, ::2], 2) is None
+    assert reduce._as_matrix(whole[::-1, :, :800], 1) is None
+    assert reduce._as_matrix(whole[:, :, :800].transpose(1, 0, 2), 2) is None
+
+
 @pytest.mark.parametrize("layout", ["c", "t"])
 def test_leaky_relu_backward_matches_a_select(layout):
     from labkit.tensor.ops import nn_kernels as K

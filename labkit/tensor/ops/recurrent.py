@@ -284,19 +284,20 @@ def lstm_sequence(xp, xw, w_hh, h0, c0):
     lead = tuple(np.broadcast_shapes(xw.shape[1:-1], h0.shape[:-1], c0.shape[:-1]))
     m = math.prod(lead)
     scale, shift = (v.reshape(4, 1, 1) for v in _sigmoid_by_tanh(xp, xw.dtype))
-    # the gates as planes (4, m, H): each step's product is one batched GEMM straight into its
-    # planes of the result, with each gate's scale folded into the weight and the input's
-    # projection (one pass over all steps, which also lays it out as planes)
+    # the gates as planes (4, m, H): the input's projection is scaled and laid out as planes
+    # straight into the result (one pass over all steps), then each step adds its one batched
+    # GEMM, with each gate's scale folded into the weight, from a scratch that stays in cache
     w4 = xp.ascontiguousarray((w_hh.reshape(4, n, n) * scale).transpose(0, 2, 1))
     x = xw.reshape(xw.shape[:1] + (1,) * (len(lead) + 2 - xw.ndim) + xw.shape[1:])
     x = xp.broadcast_to(x, (length,) + lead + (4 * n,)).reshape(length, m, 4, n)
-    xs = xp.multiply(x.transpose(2, 0, 1, 3), scale.reshape(4, 1, 1, 1))
     out = xp.empty((PLANES, length, m, n), dtype=xw.dtype)
+    xp.multiply(x.transpose(2, 0, 1, 3), scale.reshape(4, 1, 1, 1), out=out[2:])
     h, c = _state(xp, h0, lead, m), _state(xp, c0, lead, m)
+    hw = xp.empty((4, m, n), dtype=xw.dtype)
     for t in range(length):
         gates = out[2:, t]
-        xp.matmul(h, w4, out=gates)
-        gates += xs[:, t]
+        xp.matmul(h, w4, out=hw)
+        gates += hw
         i, f, g, o = _activate(xp, gates, scale, shift)
         h_new, c_new = out[0, t], out[1, t]
         _update(xp, i, f, g, o, c, h_new, c_new)
