@@ -1,5 +1,5 @@
-"""Host oneDNN: direct convolution kernels and a one-pass GELU for float32 on the CPU, from
-Intel's oneDNN.
+"""Host oneDNN: direct convolution kernels, a one-pass GELU and layer normalisation for float32
+on the CPU, from Intel's oneDNN.
 
 NumPy has no convolution: labkit's own convolutions are im2col copies and BLAS GEMMs
 (``labkit.tensor.ops.conv``), which run narrow layers below the GEMM's peak and pay for the
@@ -13,7 +13,12 @@ Each call describes NumPy's (N, C, H, W) arrays to oneDNN as they lie in memory,
 convolution choose its own blocked layouts, and converts in and out with oneDNN's reorders.
 GELU and its gradient (``gelu``, ``gelu_backward``) are oneDNN's eltwise kernels over the
 arrays' memory as it is: one pass where NumPy takes about twenty for the float32 erf.
-Primitives are built once per shape and kept (the last ``_CACHE`` of them). Every function
+``layer_norm`` and ``layer_norm_backward`` are its layer normalisation without scale or shift
+(the backward runs the forward for the rows' mean and variance first), where NumPy takes about
+seven passes forward and twelve backward.
+
+Primitives are built once per shape and kept (the last ``_CACHE`` of them), with their memory
+objects (one set per thread, pointed at each call's arrays). Every function
 returns None where it cannot serve the call (no library, a dtype other than float32, grouped
 weights, a failed call), and the caller computes the same values its own way; ``available()``
 says whether the library loaded. ``LABKIT_HOST_DNNL=0`` in the environment turns it off.
@@ -30,6 +35,7 @@ True
 """
 import collections
 import ctypes
+import math
 import os
 import sys
 import threading
@@ -96,6 +102,11 @@ def _declare(lib):
             _vp],
         "dnnl_eltwise_backward_primitive_desc_create": [
             p(_vp), _vp, ctypes.c_int, _vp, _vp, _vp, ctypes.c_float, ctypes.c_float, _vp, _vp],
+        "dnnl_layer_normalization_forward_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, _vp, _vp, _vp, ctypes.c_float, ctypes.c_uint, _vp],
+        "dnnl_layer_normalization_backward_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, _vp, _vp, _vp, _vp, ctypes.c_float, ctypes.c_uint, _vp,
+            _vp],
         "dnnl_reorder_primitive_desc_create": [p(_vp), _vp, _vp, _vp, _vp, _vp],
         "dnnl_primitive_desc_query_md": [_vp, ctypes.c_int, ctypes.c_int],
         "dnnl_primitive_desc_query": [_vp, ctypes.c_int, ctypes.c_int, _vp],
@@ -105,6 +116,7 @@ def _declare(lib):
         "dnnl_primitive_execute": [_vp, _vp, ctypes.c_int, p(_Arg)],
         "dnnl_memory_create": [p(_vp), _vp, _vp, _vp],
         "dnnl_memory_destroy": [_vp],
+        "dnnl_memory_set_data_handle": [_vp, _vp],
     }
     for name, args in sigs.items():
         fn = getattr(lib, name)
@@ -226,8 +238,11 @@ class _Plan:
     def __init__(self, lib, engine, make, user, roles, choose=True):
         """``make(attr, mds)`` creates the primitive descriptor from ``mds`` (the operands'
         descriptors with any layout where ``choose``, else NumPy's); ``user`` the operands'
-        NumPy descriptors; ``roles`` [(exec arg, query)] of the operands, in ``user``'s order."""
+        NumPy descriptors; ``roles`` [(exec arg, query)] of the operands, in ``user``'s order
+        (without ``choose`` the operands are used as they lie, and the queries are not asked:
+        then any of them may be an output)."""
         self.lib, self.handles = lib, []
+        self.memories, self.local = [], threading.local()     # every thread's memory objects
         attr = self._own(_vp(), "dnnl_primitive_attr_destroy")
         _check(lib.dnnl_primitive_attr_create(ctypes.byref(attr)), "attr")
         _check(lib.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER), "attr")
@@ -238,7 +253,8 @@ class _Plan:
         self.prim = self._own(_vp(), "dnnl_primitive_destroy")
         _check(lib.dnnl_primitive_create(ctypes.byref(self.prim), self.pd), "primitive")
         self.args = [a for a, _ in roles]
-        self.mds = [_vp(lib.dnnl_primitive_desc_query_md(self.pd, q, 0)) for _, q in roles]
+        self.mds = [_vp(lib.dnnl_primitive_desc_query_md(self.pd, q, 0)) for _, q in roles] \
+            if choose else self.user
         self.sizes = [lib.dnnl_memory_desc_get_size(m) for m in self.mds]
         self.scratch_md = _vp(lib.dnnl_primitive_desc_query_md(self.pd, _Q_SCRATCHPAD, 0))
         self.scratch = lib.dnnl_memory_desc_get_size(self.scratch_md)
@@ -273,15 +289,27 @@ class _Plan:
         return md
 
     def __del__(self):
+        for memory in self.memories:
+            self.lib.dnnl_memory_destroy(memory)
         for handle, destroy in reversed(self.handles):
             if handle:
                 getattr(self.lib, destroy)(handle)
 
-    def _memory(self, md, array, made):
-        memory = _vp()
-        _check(self.lib.dnnl_memory_create(ctypes.byref(memory), md, self.engine,
-                                           _vp(array.ctypes.data)), "memory")
-        made.append(memory)
+    def _memory(self, slot, md, array):
+        """This thread's memory object for ``slot`` (made on the thread's first call: a memory
+        object is not shared between threads), pointed at ``array``."""
+        memories = getattr(self.local, "memories", None)
+        if memories is None:
+            memories = self.local.memories = {}
+        memory = memories.get(slot)
+        if memory is None:
+            memory = _vp()
+            _check(self.lib.dnnl_memory_create(ctypes.byref(memory), md, self.engine, None),
+                   "memory")
+            self.memories.append(memory)
+            memories[slot] = memory
+        _check(self.lib.dnnl_memory_set_data_handle(
+            memory, _vp(array.__array_interface__["data"][0])), "memory")
         return memory
 
     def _execute(self, prim, stream, pairs):
@@ -291,32 +319,28 @@ class _Plan:
     def __call__(self, arrays):
         """Runs the primitive on ``arrays`` (NumPy operands in ``user``'s order, the output last
         and written)."""
-        stream, made, pairs = _stream(), [], []
+        stream, pairs, outputs = _stream(), [], []
         buffers = []                # alive until the primitives have run
-        try:
-            outputs = []
-            for i, (array, md, size, reorder) in enumerate(
-                    zip(arrays, self.mds, self.sizes, self.reorders)):
-                if reorder is None:
-                    pairs.append((self.args[i], self._memory(md, array, made)))
-                    continue
-                rprim, src, dst = reorder
-                buffers.append(np.empty(size, np.uint8))
-                mine = self._memory(md, buffers[-1], made)
-                if i < len(arrays) - 1:
-                    self._execute(rprim, stream, [(_ARG_SRC, self._memory(src, array, made)),
-                                                  (_ARG_DST, mine)])
-                else:
-                    outputs.append((rprim, mine, self._memory(dst, array, made)))
-                pairs.append((self.args[i], mine))
-            scratch = np.empty(max(self.scratch, 1), np.uint8)
-            pairs.append((_ARG_SCRATCHPAD, self._memory(self.scratch_md, scratch, made)))
-            self._execute(self.prim, stream, pairs)
-            for rprim, mine, theirs in outputs:
-                self._execute(rprim, stream, [(_ARG_SRC, mine), (_ARG_DST, theirs)])
-        finally:
-            for memory in made:
-                self.lib.dnnl_memory_destroy(memory)
+        for i, (array, md, size, reorder) in enumerate(
+                zip(arrays, self.mds, self.sizes, self.reorders)):
+            if reorder is None:
+                pairs.append((self.args[i], self._memory(i, md, array)))
+                continue
+            rprim, src, dst = reorder
+            buffers.append(np.empty(size, np.uint8))
+            mine = self._memory(i, md, buffers[-1])
+            output = i == len(arrays) - 1
+            theirs = self._memory((i, "as given"), dst if output else src, array)
+            if output:
+                outputs.append((rprim, mine, theirs))
+            else:
+                self._execute(rprim, stream, [(_ARG_SRC, theirs), (_ARG_DST, mine)])
+            pairs.append((self.args[i], mine))
+        scratch = np.empty(max(self.scratch, 1), np.uint8)
+        pairs.append((_ARG_SCRATCHPAD, self._memory("scratchpad", self.scratch_md, scratch)))
+        self._execute(self.prim, stream, pairs)
+        for rprim, mine, theirs in outputs:
+            self._execute(rprim, stream, [(_ARG_SRC, mine), (_ARG_DST, theirs)])
 
     def implementation(self):
         name = ctypes.c_char_p()
@@ -371,15 +395,22 @@ def _run(kind, operands, out_shape, geometry, make, roles, choose=True):
         operands = [np.ascontiguousarray(a) for a in operands]
         layouts = [_layout(a) for a in operands]
     out = np.empty(out_shape, np.float32)
-    user = layouts + [_layout(out)]
+    done = _run_into(kind, list(operands) + [out], layouts + [_layout(out)], geometry, make,
+                     roles, choose)
+    return out if done else None
+
+
+def _run_into(kind, arrays, user, geometry, make, roles, choose=True):
+    """Runs the primitive that ``make`` describes on ``arrays`` (``user``: their layouts);
+    whether it did."""
     plan = _plan((kind, tuple(user), geometry), make, user, roles, choose)
     if not plan:
-        return None
+        return False
     try:
-        plan(list(operands) + [out])
+        plan(arrays)
     except _Failed:
-        return None
-    return out
+        return False
+    return True
 
 
 def conv2d(x, w, stride, padding, dilation):
@@ -503,3 +534,73 @@ def gelu_backward(g, x):
                [(_ARG_DIFF_DST, _Q_DIFF_DST), (_ARG_SRC, _Q_SRC), (_ARG_DIFF_SRC, _Q_DIFF_SRC)],
                choose=False)
     return None if out is None else out.reshape(x.shape)
+
+
+# ---- layer normalisation -----------------------------------------------------------------------
+_FORWARD_INFERENCE, _BACKWARD_DATA = 96, 160     # dnnl_forward_inference, dnnl_backward_data
+_ARG_MEAN, _ARG_VARIANCE = 49, 50
+
+
+def _rows(ndim, *arrays):
+    """The arrays as C-contiguous float32 (rows, n) matrices, n the size of their last ``ndim``
+    dimensions, where they are NumPy float32 arrays of one shape with at least
+    ``_ELEMENTWISE_MIN`` elements; else None."""
+    flat = _flat(*arrays)
+    if flat is None or not 1 <= ndim <= arrays[0].ndim:
+        return None
+    n = math.prod(arrays[0].shape[arrays[0].ndim - ndim:])
+    return [a.reshape(-1, n) for a in flat] if n else None
+
+
+def _lnorm_forward(lib, engine, pd, prop, src, dst, stat, eps, attr):
+    return lib.dnnl_layer_normalization_forward_primitive_desc_create(
+        pd, engine, prop, src, dst, stat, eps, 0, attr)
+
+
+def layer_norm(x, ndim, eps):
+    """``(x - mean) / sqrt(var + eps)`` over the last ``ndim`` dimensions of a float32 array
+    (biased variance, no scale or shift), in one kernel: a new array, or None where oneDNN does
+    not serve (another dtype, fewer than ``_ELEMENTWISE_MIN`` elements)."""
+    rows = _rows(ndim, x)
+    if rows is None:
+        return None
+    out = np.empty(rows[0].shape, np.float32)
+
+    def make(lib, engine, pd, attr, mds):
+        return _lnorm_forward(lib, engine, pd, _FORWARD_INFERENCE, mds[0], mds[1], None, eps,
+                              attr)
+    done = _run_into("layer_norm", [rows[0], out], [_layout(rows[0]), _layout(out)], (eps,),
+                     make, [(_ARG_SRC, _Q_SRC), (_ARG_DST, _Q_DST)], choose=False)
+    return out.reshape(x.shape) if done else None
+
+
+def layer_norm_backward(g, x, ndim, eps):
+    """The gradient through ``layer_norm(x)`` of ``g`` (float32, one shape): oneDNN's forward
+    for the rows' mean and variance, then its backward; None where oneDNN does not serve."""
+    rows = _rows(ndim, g, x)
+    if rows is None:
+        return None
+    shape = x.shape
+    g, x = rows
+    out = np.empty(x.shape, np.float32)        # the forward's output first, then the gradient
+    mean, var = np.empty(x.shape[0], np.float32), np.empty(x.shape[0], np.float32)
+    stats = [_layout(x), _layout(mean), _layout(var)]
+
+    def forward(lib, engine, pd, attr, mds):
+        return _lnorm_forward(lib, engine, pd, _FORWARD_TRAINING, mds[0], mds[3], mds[1], eps,
+                              attr)
+
+    def backward(lib, engine, pd, attr, mds):
+        return _against_forward(
+            lib, lambda hint: _lnorm_forward(lib, engine, hint, _FORWARD_TRAINING, mds[0],
+                                             mds[0], mds[1], eps, attr),
+            lambda hint: lib.dnnl_layer_normalization_backward_primitive_desc_create(
+                pd, engine, _BACKWARD_DATA, mds[4], mds[3], mds[0], mds[1], eps, 0, hint, attr))
+    roles = [(_ARG_SRC, 0), (_ARG_MEAN, 0), (_ARG_VARIANCE, 0)]
+    if not _run_into("layer_norm_statistics", [x, mean, var, out], stats + [_layout(out)],
+                     (eps,), forward, roles + [(_ARG_DST, 0)], choose=False) or \
+            not _run_into("layer_norm_backward", [x, mean, var, g, out],
+                          stats + [_layout(g), _layout(out)], (eps,), backward,
+                          roles + [(_ARG_DIFF_DST, 0), (_ARG_DIFF_SRC, 0)], choose=False):
+        return None
+    return out.reshape(shape)

@@ -252,25 +252,69 @@ def test_gelu_declines_what_numpy_serves_better_or_it_cannot():
     assert host_dnnl.gelu_backward(np.ones((2, 1 << 14), np.float32), x) is None  # broadcast
 
 
+def _layer_norm64(x, g, ndim, eps=1e-5):
+    """LayerNorm's normalisation (no affine part) and its gradient, in float64."""
+    axes = tuple(range(x.ndim - ndim, x.ndim))
+    x, g = x.astype(np.float64), g.astype(np.float64)
+    rstd = 1 / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
+    xhat = (x - x.mean(axis=axes, keepdims=True)) * rstd
+    return xhat, rstd * (g - g.mean(axis=axes, keepdims=True) -
+                         xhat * (g * xhat).mean(axis=axes, keepdims=True))
+
+
 @needs_dnnl
-def test_the_gelu_op_takes_it_at_one_thread_eager_and_captured(monkeypatch):
+@pytest.mark.parametrize("shape, ndim", [((12, 64, 128), 1), ((4, 33, 130), 1),
+                                         ((8, 16, 8, 16), 2), ((16384,), 1)])
+def test_layer_norm_and_its_gradient_match_float64(shape, ndim):
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal(shape) * 4 + 3).astype(np.float32)
+    x.reshape(-1, int(np.prod(shape[len(shape) - ndim:])))[0] = 5.0       # a constant row
+    g = rng.standard_normal(shape).astype(np.float32)
+    want_y, want_dx = _layer_norm64(x, g, ndim)
+    y = host_dnnl.layer_norm(x, ndim, 1e-5)
+    dx = host_dnnl.layer_norm_backward(g, x, ndim, 1e-5)
+    for got, want in ((y, want_y), (dx, want_dx)):
+        assert got.shape == shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+    # a strided view is read as its values; another eps is another primitive
+    np.testing.assert_array_equal(host_dnnl.layer_norm(np.asfortranarray(x), ndim, 1e-5), y)
+    np.testing.assert_allclose(host_dnnl.layer_norm(x, ndim, 10.0),
+                               _layer_norm64(x, g, ndim, eps=10.0)[0], rtol=1e-4, atol=1e-5)
+
+
+@needs_dnnl
+def test_layer_norm_declines_what_it_cannot_serve():
+    x = np.ones((128, 128), np.float32)
+    assert host_dnnl.layer_norm(x[:8], 1, 1e-5) is None                   # small
+    assert host_dnnl.layer_norm(x.astype(np.float64), 1, 1e-5) is None
+    assert host_dnnl.layer_norm(x, 3, 1e-5) is None                       # ndim > rank
+    assert host_dnnl.layer_norm_backward(x[:, :64].copy(), x, 1, 1e-5) is None   # shapes
+
+
+@needs_dnnl
+@pytest.mark.parametrize("layer", ["gelu", "layer_norm"])
+def test_the_ops_take_it_at_one_thread_eager_and_captured(layer, monkeypatch):
     import labkit as lk
+    functional = lk.nn.functional
+    apply, reference, tol = {
+        "gelu": (functional.gelu, _gelu64, dict(rtol=1e-5, atol=2e-6)),
+        "layer_norm": (lambda t: functional.layer_norm(t, (64,)),
+                       lambda x, g: _layer_norm64(x, g, 1), dict(rtol=1e-4, atol=1e-5))}[layer]
     monkeypatch.setattr(host_dnnl, "threads", lambda: 1)
     served = []
-    for name in ("gelu", "gelu_backward"):
+    for name in (layer, layer + "_backward"):
         monkeypatch.setattr(host_dnnl, name, lambda *a, f=getattr(host_dnnl, name), n=name:
                             served.append(n) or f(*a))
     rng = np.random.default_rng(7)
-    x = rng.standard_normal((8, 64, 64)).astype(np.float32)
+    x = (rng.standard_normal((8, 64, 64)) * 2 + 1).astype(np.float32)
     g = rng.standard_normal(x.shape).astype(np.float32)
-    want_y, want_dx = _gelu64(x, g)
+    want_y, want_dx = reference(x, g)
 
     def step(t, c):
-        return lk.grad(lambda t: (lk.nn.functional.gelu(t) * c).sum())(t)
+        return lk.grad(lambda t: (apply(t) * c).sum())(t)
     for run in (step, lk.function(step)):
         served.clear()
         t = lk.tensor(x)
-        np.testing.assert_allclose(lk.nn.functional.gelu(t).numpy(), want_y, rtol=1e-5,
-                                   atol=2e-6)
-        np.testing.assert_allclose(run(t, lk.tensor(g)).numpy(), want_dx, rtol=1e-5, atol=2e-6)
-        assert "gelu" in served and "gelu_backward" in served
+        np.testing.assert_allclose(apply(t).numpy(), want_y, **tol)
+        np.testing.assert_allclose(run(t, lk.tensor(g)).numpy(), want_dx, **tol)
+        assert set(served) == {layer, layer + "_backward"}
