@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from benchmarks.corpus import porting
+from labkit.devices import host_dnnl
 from benchmarks.corpus.programs import PROGRAMS, VARIANTS, check_run
 
 NAMES = sorted(PROGRAMS)
@@ -98,6 +99,38 @@ def test_steps_give_pytorchs_losses(name, workdir):
     _, captured = check_run(program, "labkit", workdir, state, batches, captured=True)
     print(f"{name} losses, labkit captured:", captured)
     np.testing.assert_allclose(captured, theirs, rtol=program.rtol, err_msg="captured")
+
+
+# labkit takes oneDNN's kernels at one OpenMP thread only (``host_dnnl``), and CI runs at the
+# machine's threads: here the float32 programs with convolutions, GELU or LayerNorm run as at
+# one thread, so that every run checks them on oneDNN against PyTorch's losses too
+_ONEDNN = {"mnist": {"conv2d", "conv2d_input_grad", "conv2d_weight_grad"},
+           "super_resolution": {"conv2d", "conv2d_input_grad", "conv2d_weight_grad"},
+           "nanogpt": {"gelu", "gelu_backward", "layer_norm", "layer_norm_backward"}}
+
+
+@pytest.mark.skipif(host_dnnl.available() is None, reason="oneDNN's library is not installed")
+@pytest.mark.parametrize("name", sorted(_ONEDNN))
+def test_steps_on_onednns_kernels_give_pytorchs_losses(name, workdir, monkeypatch):
+    program = PROGRAMS[name]
+    batches = program.check_batches(np.random.default_rng(0))
+    state, theirs = check_run(program, "torch", workdir, None, batches)
+    monkeypatch.setattr(host_dnnl, "threads", lambda: 1)
+    served = set()
+    for kernel in set().union(*_ONEDNN.values()):
+        monkeypatch.setattr(host_dnnl, kernel, lambda *a, f=getattr(host_dnnl, kernel), k=kernel:
+                            _noted(served, k, f(*a)))
+    for captured in (False, True):
+        served.clear()
+        _, ours = check_run(program, "labkit", workdir, state, batches, captured=captured)
+        np.testing.assert_allclose(ours, theirs, rtol=program.rtol, err_msg=f"{captured=}")
+        assert served == _ONEDNN[name], served
+
+
+def _noted(served, kernel, result):
+    if result is not None:
+        served.add(kernel)
+    return result
 
 
 @pytest.mark.parametrize("name", NAMES)
