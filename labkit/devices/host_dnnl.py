@@ -1,5 +1,5 @@
-"""Host oneDNN: direct convolution kernels, a one-pass GELU and layer normalisation for float32
-on the CPU, from Intel's oneDNN.
+"""Host oneDNN: direct convolution kernels, and one-pass GELU, layer normalisation and softmax,
+for float32 on the CPU, from Intel's oneDNN.
 
 NumPy has no convolution: labkit's own convolutions are im2col copies and BLAS GEMMs
 (``labkit.tensor.ops.conv``), which run narrow layers below the GEMM's peak and pay for the
@@ -15,7 +15,8 @@ GELU and its gradient (``gelu``, ``gelu_backward``) are oneDNN's eltwise kernels
 arrays' memory as it is: one pass where NumPy takes about twenty for the float32 erf.
 ``layer_norm`` and ``layer_norm_backward`` are its layer normalisation without scale or shift
 (the backward runs the forward for the rows' mean and variance first), where NumPy takes about
-seven passes forward and twelve backward.
+seven passes forward and twelve backward; ``softmax`` and ``softmax_backward`` (``log=True``:
+log_softmax) are its softmax over the last dimension, one pass where NumPy takes four.
 
 Primitives are built once per shape and kept (the last ``_CACHE`` of them), with their memory
 objects (one set per thread, pointed at each call's arrays). Every function
@@ -107,6 +108,10 @@ def _declare(lib):
         "dnnl_layer_normalization_backward_primitive_desc_create": [
             p(_vp), _vp, ctypes.c_int, _vp, _vp, _vp, _vp, ctypes.c_float, ctypes.c_uint, _vp,
             _vp],
+        "dnnl_softmax_forward_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, ctypes.c_int, _vp, _vp, ctypes.c_int, _vp],
+        "dnnl_softmax_backward_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, _vp, _vp, _vp, ctypes.c_int, _vp, _vp],
         "dnnl_reorder_primitive_desc_create": [p(_vp), _vp, _vp, _vp, _vp, _vp],
         "dnnl_primitive_desc_query_md": [_vp, ctypes.c_int, ctypes.c_int],
         "dnnl_primitive_desc_query": [_vp, ctypes.c_int, ctypes.c_int, _vp],
@@ -604,3 +609,48 @@ def layer_norm_backward(g, x, ndim, eps):
                           roles + [(_ARG_DIFF_DST, 0), (_ARG_DIFF_SRC, 0)], choose=False):
         return None
     return out.reshape(shape)
+
+
+# ---- softmax -----------------------------------------------------------------------------------
+_SOFTMAX, _LOG_SOFTMAX = 196608, 196609          # dnnl_softmax_accurate, dnnl_softmax_log
+
+
+def _softmax_forward(lib, engine, pd, alg, src, dst, attr):
+    return lib.dnnl_softmax_forward_primitive_desc_create(pd, engine, _FORWARD_TRAINING, alg, src,
+                                                          dst, 1, attr)
+
+
+def softmax(x, log=False):
+    """softmax (``log``: log_softmax) over the last dimension of a float32 array, in one kernel:
+    a new array, or None where oneDNN does not serve (another dtype, fewer than
+    ``_ELEMENTWISE_MIN`` elements)."""
+    rows = _rows(1, x)
+    if rows is None:
+        return None
+    alg, out = _LOG_SOFTMAX if log else _SOFTMAX, np.empty(rows[0].shape, np.float32)
+
+    def make(lib, engine, pd, attr, mds):
+        return _softmax_forward(lib, engine, pd, alg, mds[0], mds[1], attr)
+    done = _run_into("softmax", [rows[0], out], [_layout(rows[0]), _layout(out)], (alg,), make,
+                     [(_ARG_SRC, _Q_SRC), (_ARG_DST, _Q_DST)], choose=False)
+    return out.reshape(x.shape) if done else None
+
+
+def softmax_backward(g, out, log=False):
+    """The gradient through ``softmax`` (``log``: log_softmax) over the last dimension, from
+    its result ``out`` and the cotangent ``g`` (float32, one shape), in one kernel; None where
+    oneDNN does not serve."""
+    rows = _rows(1, g, out)
+    if rows is None:
+        return None
+    alg, dx = _LOG_SOFTMAX if log else _SOFTMAX, np.empty(rows[0].shape, np.float32)
+
+    def make(lib, engine, pd, attr, mds):
+        return _against_forward(
+            lib, lambda hint: _softmax_forward(lib, engine, hint, alg, mds[1], mds[1], attr),
+            lambda hint: lib.dnnl_softmax_backward_primitive_desc_create(
+                pd, engine, alg, mds[2], mds[0], mds[1], 1, hint, attr))
+    done = _run_into("softmax_backward", rows + [dx], [_layout(a) for a in rows + [dx]], (alg,),
+                     make, [(_ARG_DIFF_DST, 0), (_ARG_DST, 0), (_ARG_DIFF_SRC, 0)],
+                     choose=False)
+    return dx.reshape(out.shape) if done else None

@@ -291,20 +291,54 @@ def test_layer_norm_declines_what_it_cannot_serve():
     assert host_dnnl.layer_norm_backward(x[:, :64].copy(), x, 1, 1e-5) is None   # shapes
 
 
+def _softmax64(x, g, log):
+    """softmax (or log_softmax) over the last dimension and its gradient, in float64."""
+    x, g = x.astype(np.float64), g.astype(np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    y = e / e.sum(axis=-1, keepdims=True)
+    if log:
+        return np.log(y), g - y * g.sum(axis=-1, keepdims=True)
+    return y, y * (g - (g * y).sum(axis=-1, keepdims=True))
+
+
 @needs_dnnl
-@pytest.mark.parametrize("layer", ["gelu", "layer_norm"])
+@pytest.mark.parametrize("shape", [(12, 4, 64, 64), (700, 443), (1, 16384)])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_and_its_gradient_match_float64(shape, log):
+    rng = np.random.default_rng(10)
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    x.reshape(-1, shape[-1])[0, :3] = [80.0, 80.0, -80.0]        # exp would overflow unshifted
+    g = rng.standard_normal(shape).astype(np.float32)
+    want_y, want_dx = _softmax64(x, g, log)
+    y = host_dnnl.softmax(x, log=log)
+    dx = host_dnnl.softmax_backward(g, y, log=log)
+    for got, want in ((y, want_y), (dx, want_dx)):
+        assert got.shape == shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-6 * np.abs(want).max())
+    np.testing.assert_array_equal(host_dnnl.softmax(np.asfortranarray(x), log=log), y)
+    assert host_dnnl.softmax(x[..., :8].copy()[:2]) is None                 # small
+    assert host_dnnl.softmax_backward(g.astype(np.float64), y) is None
+
+
+@needs_dnnl
+@pytest.mark.parametrize("layer", ["gelu", "layer_norm", "softmax", "log_softmax"])
 def test_the_ops_take_it_at_one_thread_eager_and_captured(layer, monkeypatch):
     import labkit as lk
     functional = lk.nn.functional
     apply, reference, tol = {
         "gelu": (functional.gelu, _gelu64, dict(rtol=1e-5, atol=2e-6)),
         "layer_norm": (lambda t: functional.layer_norm(t, (64,)),
-                       lambda x, g: _layer_norm64(x, g, 1), dict(rtol=1e-4, atol=1e-5))}[layer]
+                       lambda x, g: _layer_norm64(x, g, 1), dict(rtol=1e-4, atol=1e-5)),
+        "softmax": (lambda t: lk.softmax(t, dim=-1), lambda x, g: _softmax64(x, g, False),
+                    dict(rtol=1e-4, atol=1e-6)),
+        "log_softmax": (lambda t: lk.log_softmax(t, dim=2), lambda x, g: _softmax64(x, g, True),
+                        dict(rtol=1e-4, atol=1e-5))}[layer]
+    layer = layer.replace("log_", "")       # host_dnnl's softmax kernels take log= for both
     monkeypatch.setattr(host_dnnl, "threads", lambda: 1)
     served = []
     for name in (layer, layer + "_backward"):
-        monkeypatch.setattr(host_dnnl, name, lambda *a, f=getattr(host_dnnl, name), n=name:
-                            served.append(n) or f(*a))
+        monkeypatch.setattr(host_dnnl, name, lambda *a, f=getattr(host_dnnl, name), n=name,
+                            **k: served.append(n) or f(*a, **k))
     rng = np.random.default_rng(7)
     x = (rng.standard_normal((8, 64, 64)) * 2 + 1).astype(np.float32)
     g = rng.standard_normal(x.shape).astype(np.float32)

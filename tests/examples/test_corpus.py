@@ -102,11 +102,14 @@ def test_steps_give_pytorchs_losses(name, workdir):
 
 
 # labkit takes oneDNN's kernels at one OpenMP thread only (``host_dnnl``), and CI runs at the
-# machine's threads: here the float32 programs with convolutions, GELU or LayerNorm run as at
-# one thread, so that every run checks them on oneDNN against PyTorch's losses too
+# machine's threads: here the float32 programs with convolutions, GELU, LayerNorm or large
+# softmaxes run as at one thread, so that every run checks them on oneDNN against PyTorch's
+# losses too
 _ONEDNN = {"mnist": {"conv2d", "conv2d_input_grad", "conv2d_weight_grad"},
            "super_resolution": {"conv2d", "conv2d_input_grad", "conv2d_weight_grad"},
-           "nanogpt": {"gelu", "gelu_backward", "layer_norm", "layer_norm_backward"}}
+           "nanogpt": {"gelu", "gelu_backward", "layer_norm", "layer_norm_backward", "softmax",
+                       "softmax_backward"},
+           "word_language_model": {"softmax", "softmax_backward"}}
 
 
 @pytest.mark.skipif(host_dnnl.available() is None, reason="oneDNN's library is not installed")
@@ -118,8 +121,8 @@ def test_steps_on_onednns_kernels_give_pytorchs_losses(name, workdir, monkeypatc
     monkeypatch.setattr(host_dnnl, "threads", lambda: 1)
     served = set()
     for kernel in set().union(*_ONEDNN.values()):
-        monkeypatch.setattr(host_dnnl, kernel, lambda *a, f=getattr(host_dnnl, kernel), k=kernel:
-                            _noted(served, k, f(*a)))
+        monkeypatch.setattr(host_dnnl, kernel, lambda *a, f=getattr(host_dnnl, kernel), k=kernel,
+                            **kw: _noted(served, k, f(*a, **kw)))
     for captured in (False, True):
         served.clear()
         _, ours = check_run(program, "labkit", workdir, state, batches, captured=captured)

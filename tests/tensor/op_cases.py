@@ -25,6 +25,7 @@ from labkit.tensor.ops import linalg as _linalg
 from labkit.tensor.ops import nll as _nll
 from labkit.tensor.ops import reduce as _reduce
 from labkit.tensor.ops import shape as _shape
+from labkit.tensor.ops import softmax as _softmax
 from labkit.tensor.ops import state as _state
 
 from .case_kit import (BINARY_EDGES, MAX_SIDE, REDUCE_EDGES, UNARY_EDGES, Case, Sample, _arr,
@@ -697,6 +698,24 @@ SOFTMAX = [
          lambda rng, shape, dim: Sample((_big_normal(rng, shape),), {"dim": dim}),
          _softmax_params(), [dict(shape=(2, 3), dim=0), dict(shape=(1,), dim=-1),
                              dict(shape=(), dim=0)], op="log_softmax", grad_kw=dict(atol=1e-4)),
+    # the vjps as ops of their own: g, and the forward's result at a random input (the
+    # formulas, and PyTorch's double backward through them, hold for any out)
+    Case("softmax_backward", lambda g, out, dim: _softmax.softmax_backward(g, out, dim=dim),
+         torch_ref(lambda g, out, dim: out * (g - (g * out).sum(dim, keepdim=True))),
+         lambda rng, shape, dim: Sample((normal(rng, shape),
+                                         _ref_softmax(_big_normal(rng, shape), dim)),
+                                        {"dim": dim}),
+         _softmax_params(), [dict(shape=(2, 3), dim=-1), dict(shape=(3,), dim=0),
+                             dict(shape=(0, 2), dim=1), dict(shape=(), dim=-1)],
+         op="softmax_backward"),
+    Case("log_softmax_backward",
+         lambda g, out, dim: _softmax.log_softmax_backward(g, out, dim=dim),
+         torch_ref(lambda g, out, dim: g - out.exp() * g.sum(dim, keepdim=True)),
+         lambda rng, shape, dim: Sample((normal(rng, shape),
+                                         _ref_log_softmax(_big_normal(rng, shape), dim)),
+                                        {"dim": dim}),
+         _softmax_params(), [dict(shape=(2, 3), dim=0), dict(shape=(1,), dim=-1),
+                             dict(shape=(), dim=0)], op="log_softmax_backward"),
 ]
 
 
