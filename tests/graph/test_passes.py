@@ -661,8 +661,8 @@ def make_mlp(seed, sizes=(20, 32, 32, 5)):
         loss = lk.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         with lk.no_grad():
-            for p in params:
-                p.assign_sub(p.grad * lr)
+            for p in params:                     # SGD with L2 weight decay
+                p.assign_sub((p.grad + p * 1e-4) * lr)
         return loss
     return lk.function(step), params
 

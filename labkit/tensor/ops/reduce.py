@@ -328,8 +328,8 @@ def _blas_sum(xp, x, dim, keepdim):
         return None
     kind, n = how
     split = len(axes) if kind == "columns" else x.ndim - len(axes)
-    rows = x.reshape(math.prod(x.shape[:split]), -1) if x.flags.c_contiguous else \
-        _as_matrix(x, split)
+    rows = x.reshape(math.prod(x.shape[:split]), math.prod(x.shape[split:])) \
+        if x.flags.c_contiguous else _as_matrix(x, split)
     if rows is None:
         return None
     kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdim else \
