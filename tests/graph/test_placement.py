@@ -1,5 +1,6 @@
 """Devices in graphs: placement (explicit requests, colocation, the heuristic), partition into
 Send/Recv pairs, and multi-device execution on one worker thread per device."""
+import gc
 import os
 import subprocess
 import sys
@@ -475,6 +476,7 @@ def test_memory_stats_on_a_cpu_report_what_labkit_holds():
     def f(x):
         return ((x * 2.0).exp() + 1.0).sum()
 
+    gc.collect()            # plans of earlier tests awaiting collection would leave in between
     before = lk.devices.memory_stats("cpu:0")
     f(lk.ones(64, 64))
     after = lk.devices.memory_stats("cpu:0")
