@@ -205,6 +205,20 @@ def threads():
     return get() if get is not None else None
 
 
+def serves(xp):
+    """Whether labkit's kernels ask oneDNN first for arrays of the array module ``xp``: NumPy's,
+    while OpenMP runs one thread. At more, oneDNN's OpenMP pool and NumPy's OpenBLAS pool fight
+    over the cores (a BLAS worker spins for a while after each threaded product), and labkit's
+    own NumPy routes with BLAS threads are faster (``labkit.tensor.ops.conv`` has the numbers).
+
+    >>> import numpy as np
+    >>> from labkit.devices import host_dnnl
+    >>> host_dnnl.serves(np) == (host_dnnl.threads() == 1)
+    True
+    """
+    return xp is np and threads() == 1
+
+
 def available():
     """The oneDNN library's file name, or None where labkit's own kernels do all the work.
 
@@ -395,19 +409,18 @@ def _usable(*arrays):
 
 
 def _run(kind, operands, out_shape, geometry, make, roles, choose=True):
-    layouts = [_layout(a) for a in operands]
-    if None in layouts:
+    """The primitive that ``make`` describes run on ``operands`` (copied first where oneDNN
+    cannot read one as it lies) into a new (``out_shape``) array; None where it did not run."""
+    if any(_layout(a) is None for a in operands):
         operands = [np.ascontiguousarray(a) for a in operands]
-        layouts = [_layout(a) for a in operands]
     out = np.empty(out_shape, np.float32)
-    done = _run_into(kind, list(operands) + [out], layouts + [_layout(out)], geometry, make,
-                     roles, choose)
-    return out if done else None
+    return out if _run_into(kind, list(operands) + [out], geometry, make, roles, choose) else None
 
 
-def _run_into(kind, arrays, user, geometry, make, roles, choose=True):
-    """Runs the primitive that ``make`` describes on ``arrays`` (``user``: their layouts);
-    whether it did."""
+def _run_into(kind, arrays, geometry, make, roles, choose=True):
+    """Runs the primitive that ``make`` describes on ``arrays`` (each one oneDNN can read as it
+    lies, ``_layout``); whether it did."""
+    user = [_layout(a) for a in arrays]
     plan = _plan((kind, tuple(user), geometry), make, user, roles, choose)
     if not plan:
         return False
@@ -569,14 +582,13 @@ def layer_norm(x, ndim, eps):
     rows = _rows(ndim, x)
     if rows is None:
         return None
-    out = np.empty(rows[0].shape, np.float32)
 
     def make(lib, engine, pd, attr, mds):
         return _lnorm_forward(lib, engine, pd, _FORWARD_INFERENCE, mds[0], mds[1], None, eps,
                               attr)
-    done = _run_into("layer_norm", [rows[0], out], [_layout(rows[0]), _layout(out)], (eps,),
-                     make, [(_ARG_SRC, _Q_SRC), (_ARG_DST, _Q_DST)], choose=False)
-    return out.reshape(x.shape) if done else None
+    out = _run("layer_norm", rows, rows[0].shape, (eps,), make,
+               [(_ARG_SRC, _Q_SRC), (_ARG_DST, _Q_DST)], choose=False)
+    return None if out is None else out.reshape(x.shape)
 
 
 def layer_norm_backward(g, x, ndim, eps):
@@ -589,7 +601,6 @@ def layer_norm_backward(g, x, ndim, eps):
     g, x = rows
     out = np.empty(x.shape, np.float32)        # the forward's output first, then the gradient
     mean, var = np.empty(x.shape[0], np.float32), np.empty(x.shape[0], np.float32)
-    stats = [_layout(x), _layout(mean), _layout(var)]
 
     def forward(lib, engine, pd, attr, mds):
         return _lnorm_forward(lib, engine, pd, _FORWARD_TRAINING, mds[0], mds[3], mds[1], eps,
@@ -602,10 +613,9 @@ def layer_norm_backward(g, x, ndim, eps):
             lambda hint: lib.dnnl_layer_normalization_backward_primitive_desc_create(
                 pd, engine, _BACKWARD_DATA, mds[4], mds[3], mds[0], mds[1], eps, 0, hint, attr))
     roles = [(_ARG_SRC, 0), (_ARG_MEAN, 0), (_ARG_VARIANCE, 0)]
-    if not _run_into("layer_norm_statistics", [x, mean, var, out], stats + [_layout(out)],
-                     (eps,), forward, roles + [(_ARG_DST, 0)], choose=False) or \
-            not _run_into("layer_norm_backward", [x, mean, var, g, out],
-                          stats + [_layout(g), _layout(out)], (eps,), backward,
+    if not _run_into("layer_norm_statistics", [x, mean, var, out], (eps,), forward,
+                     roles + [(_ARG_DST, 0)], choose=False) or \
+            not _run_into("layer_norm_backward", [x, mean, var, g, out], (eps,), backward,
                           roles + [(_ARG_DIFF_DST, 0), (_ARG_DIFF_SRC, 0)], choose=False):
         return None
     return out.reshape(shape)
@@ -627,13 +637,13 @@ def softmax(x, log=False):
     rows = _rows(1, x)
     if rows is None:
         return None
-    alg, out = _LOG_SOFTMAX if log else _SOFTMAX, np.empty(rows[0].shape, np.float32)
+    alg = _LOG_SOFTMAX if log else _SOFTMAX
 
     def make(lib, engine, pd, attr, mds):
         return _softmax_forward(lib, engine, pd, alg, mds[0], mds[1], attr)
-    done = _run_into("softmax", [rows[0], out], [_layout(rows[0]), _layout(out)], (alg,), make,
-                     [(_ARG_SRC, _Q_SRC), (_ARG_DST, _Q_DST)], choose=False)
-    return out.reshape(x.shape) if done else None
+    out = _run("softmax", rows, rows[0].shape, (alg,), make,
+               [(_ARG_SRC, _Q_SRC), (_ARG_DST, _Q_DST)], choose=False)
+    return None if out is None else out.reshape(x.shape)
 
 
 def softmax_backward(g, out, log=False):
@@ -643,14 +653,14 @@ def softmax_backward(g, out, log=False):
     rows = _rows(1, g, out)
     if rows is None:
         return None
-    alg, dx = _LOG_SOFTMAX if log else _SOFTMAX, np.empty(rows[0].shape, np.float32)
+    alg = _LOG_SOFTMAX if log else _SOFTMAX
 
     def make(lib, engine, pd, attr, mds):
         return _against_forward(
             lib, lambda hint: _softmax_forward(lib, engine, hint, alg, mds[1], mds[1], attr),
             lambda hint: lib.dnnl_softmax_backward_primitive_desc_create(
                 pd, engine, alg, mds[2], mds[0], mds[1], 1, hint, attr))
-    done = _run_into("softmax_backward", rows + [dx], [_layout(a) for a in rows + [dx]], (alg,),
-                     make, [(_ARG_DIFF_DST, 0), (_ARG_DST, 0), (_ARG_DIFF_SRC, 0)],
-                     choose=False)
-    return dx.reshape(out.shape) if done else None
+    dx = _run("softmax_backward", rows, rows[0].shape, (alg,), make,
+              [(_ARG_DIFF_DST, _Q_DIFF_DST), (_ARG_DST, _Q_DST), (_ARG_DIFF_SRC, _Q_DIFF_SRC)],
+              choose=False)
+    return None if dx is None else dx.reshape(out.shape)

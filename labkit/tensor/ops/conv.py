@@ -283,15 +283,14 @@ _MIN_WEIGHT = 4096
 # 1x1 or fewer than 32 positions, where the call and its layout reorders cost more than the
 # product), input gradients into or out of fewer than 16 channels (DCGAN's 3-channel image:
 # 1.6x), and weight gradients of 2x2 outputs (ResNet-18's last block: 1.2x).
-# Only where OpenMP runs one thread: oneDNN's OpenMP pool and NumPy's OpenBLAS pthreads pool
-# do not share cores (a BLAS worker spins for a while after each threaded product): at two
-# threads of each, DCGAN's eager step took 384-411 ms against 178-347 ms on labkit's routes with
-# BLAS threads (three runs each, alternated).
-def _direct(kind, n, c, o, positions):
+# Only where OpenMP runs one thread (``host_dnnl.serves``): at two threads of each, DCGAN's eager
+# step took 384-411 ms against 178-347 ms on labkit's routes with BLAS threads (three runs each,
+# alternated).
+def _direct(xp, kind, n, c, o, positions):
     """Whether a convolution (``kind`` "forward", "input_grad" or "weight_grad") of ``n``
-    images, ``c`` input and ``o`` output channels and ``positions`` output positions an image
-    goes to oneDNN's direct kernels first."""
-    if n * positions < 32 or host_dnnl.threads() != 1:
+    images, ``c`` input and ``o`` output channels and ``positions`` output positions an image,
+    on arrays of ``xp``, goes to oneDNN's direct kernels first."""
+    if n * positions < 32 or not host_dnnl.serves(xp):
         return False
     if kind == "input_grad":
         return c >= 16 and o >= 16
@@ -401,11 +400,11 @@ def convolution(xp, x, weight, stride, padding, dilation, groups):
     """2-d cross-correlation of ``x`` (N, C, H, W) with ``weight`` (O, C / groups, kh, kw),
     ``padding`` (ph, pw) zeros on each side: (N, O, OH, OW). ``conv2d`` is its public form
     (bias, ``'same'``, argument checks)."""
-    if xp is np and groups == 1:
+    if groups == 1:
         n, o = x.shape[0], weight.shape[0]
         positions = math.prod(out_size(*a) for a in zip(x.shape[2:], weight.shape[2:], stride,
                                                          padding, dilation))
-        if _direct("forward", n, x.shape[1], o, positions):
+        if _direct(xp, "forward", n, x.shape[1], o, positions):
             out = host_dnnl.conv2d(x, weight, stride, padding, dilation)
             if out is not None:
                 return out
@@ -486,7 +485,7 @@ def conv2d_input_grad(xp, g, weight, image_shape, stride, padding, dilation, gro
     if (oh, ow) != tuple(out_size(*a) for a in zip((h, w), (kh, kw), stride, padding, dilation)):
         raise ValueError("the gradient's size is not the convolution's")   # the rule explains
     og, k, p = o // groups, cg * kh * kw, oh * ow
-    if xp is np and groups == 1 and _direct("input_grad", n, c, o, p):
+    if groups == 1 and _direct(xp, "input_grad", n, c, o, p):
         dx = host_dnnl.conv2d_input_grad(g, weight, tuple(image_shape), stride, padding, dilation)
         if dx is not None:
             return dx
@@ -646,7 +645,7 @@ def conv2d_weight_grad(xp, g, x, weight_shape, stride, padding, dilation, groups
     if tuple(g.shape) != (n, o, oh, ow):
         raise ValueError("the gradient's shape is not the convolution's")   # the rule explains
     og, k = o // groups, cg * kh * kw
-    if xp is np and groups == 1 and _direct("weight_grad", n, c, o, oh * ow):
+    if groups == 1 and _direct(xp, "weight_grad", n, c, o, oh * ow):
         dw = host_dnnl.conv2d_weight_grad(g, x, tuple(weight_shape), stride, padding, dilation)
         if dw is not None:
             return dw
