@@ -13,9 +13,10 @@ Each call describes NumPy's (N, C, H, W) arrays to oneDNN as they lie in memory,
 convolution choose its own blocked layouts, and converts in and out with oneDNN's reorders.
 GELU and its gradient (``gelu``, ``gelu_backward``) are oneDNN's eltwise kernels over the
 arrays' memory as it is: one pass where NumPy takes about twenty for the float32 erf.
-``layer_norm`` and ``layer_norm_backward`` are its layer normalisation without scale or shift
-(the backward runs the forward for the rows' mean and variance first), where NumPy takes about
-seven passes forward and twelve backward; ``softmax`` and ``softmax_backward`` (``log=True``:
+``layer_norm`` and ``layer_norm_backward`` are its layer normalisation, with or without scale and
+shift (the backward runs the forward for the rows' mean and variance first, and gives the
+scale's and shift's gradients with the input's), where NumPy takes about seven passes forward
+and twelve backward; ``softmax`` and ``softmax_backward`` (``log=True``:
 log_softmax) are its softmax over the last dimension, one pass where NumPy takes four.
 
 Primitives are built once per shape and kept (the last ``_CACHE`` of them), with their memory
@@ -555,8 +556,10 @@ def gelu_backward(g, x):
 
 
 # ---- layer normalisation -----------------------------------------------------------------------
-_FORWARD_INFERENCE, _BACKWARD_DATA = 96, 160     # dnnl_forward_inference, dnnl_backward_data
+_FORWARD_INFERENCE, _BACKWARD_DATA, _BACKWARD = 96, 160, 128  # dnnl_forward_inference, ...
 _ARG_MEAN, _ARG_VARIANCE = 49, 50
+_USE_SCALE, _USE_SHIFT = 0x2, 0x4                              # dnnl_use_scale, dnnl_use_shift
+_ARG_SCALE, _ARG_SHIFT, _ARG_DIFF_SCALE, _ARG_DIFF_SHIFT = 51, 52, 255, 256
 
 
 def _rows(ndim, *arrays):
@@ -570,37 +573,67 @@ def _rows(ndim, *arrays):
     return [a.reshape(-1, n) for a in flat] if n else None
 
 
-def _lnorm_forward(lib, engine, pd, prop, src, dst, stat, eps, attr):
+def _vectors(n, *params):
+    """The affine parameters that are given, as contiguous float32 vectors of ``n`` elements;
+    None where one is not a NumPy float32 array of that size."""
+    out = []
+    for p in params:
+        if p is None:
+            continue
+        if type(p) is not np.ndarray or p.dtype != np.float32 or p.size != n:
+            return None
+        out.append(np.ascontiguousarray(p).reshape(n))
+    return out
+
+
+def _lnorm_flags(weight, bias):
+    return (_USE_SCALE if weight is not None else 0) | (_USE_SHIFT if bias is not None else 0)
+
+
+def _lnorm_forward(lib, engine, pd, prop, src, dst, stat, eps, attr, flags=0):
     return lib.dnnl_layer_normalization_forward_primitive_desc_create(
-        pd, engine, prop, src, dst, stat, eps, 0, attr)
+        pd, engine, prop, src, dst, stat, eps, flags, attr)
 
 
-def layer_norm(x, ndim, eps):
+def layer_norm(x, ndim, eps, weight=None, bias=None):
     """``(x - mean) / sqrt(var + eps)`` over the last ``ndim`` dimensions of a float32 array
-    (biased variance, no scale or shift), in one kernel: a new array, or None where oneDNN does
-    not serve (another dtype, fewer than ``_ELEMENTWISE_MIN`` elements)."""
+    (biased variance), times ``weight`` and plus ``bias`` where given (each of the normalised
+    dimensions' size), in one kernel: a new array, or None where oneDNN does not serve (another
+    dtype, fewer than ``_ELEMENTWISE_MIN`` elements)."""
     rows = _rows(ndim, x)
-    if rows is None:
+    params = None if rows is None else _vectors(rows[0].shape[1], weight, bias)
+    if params is None:
         return None
+    flags = _lnorm_flags(weight, bias)
+    roles = [(_ARG_SRC, 0)] + [(_ARG_SCALE, 0)] * (weight is not None) + \
+        [(_ARG_SHIFT, 0)] * (bias is not None) + [(_ARG_DST, 0)]
 
     def make(lib, engine, pd, attr, mds):
-        return _lnorm_forward(lib, engine, pd, _FORWARD_INFERENCE, mds[0], mds[1], None, eps,
-                              attr)
-    out = _run("layer_norm", rows, rows[0].shape, (eps,), make,
-               [(_ARG_SRC, _Q_SRC), (_ARG_DST, _Q_DST)], choose=False)
+        return _lnorm_forward(lib, engine, pd, _FORWARD_INFERENCE, mds[0], mds[-1], None, eps,
+                              attr, flags)
+    out = _run("layer_norm", rows + params, rows[0].shape, (eps, flags), make, roles,
+               choose=False)
     return None if out is None else out.reshape(x.shape)
 
 
-def layer_norm_backward(g, x, ndim, eps):
+def layer_norm_backward(g, x, ndim, eps, weight=None, bias=False):
     """The gradient through ``layer_norm(x)`` of ``g`` (float32, one shape): oneDNN's forward
-    for the rows' mean and variance, then its backward; None where oneDNN does not serve."""
+    for the rows' mean and variance, then its backward. With ``weight`` (the forward's scale),
+    one flat array of the gradients of x, of the weight and (``bias``) of the bias, in that
+    order; without, the gradient of x in x's shape. None where oneDNN does not serve."""
     rows = _rows(ndim, g, x)
-    if rows is None:
+    params = None if rows is None or (bias and weight is None) else \
+        _vectors(rows[0].shape[1], weight)
+    if params is None:
         return None
     shape = x.shape
     g, x = rows
-    out = np.empty(x.shape, np.float32)        # the forward's output first, then the gradient
-    mean, var = np.empty(x.shape[0], np.float32), np.empty(x.shape[0], np.float32)
+    r, n = x.shape
+    flags = _lnorm_flags(weight, True if bias else None)
+    packed = np.empty(r * n + n * bin(flags).count("1"), np.float32)
+    dx = packed[:r * n].reshape(r, n)      # the statistics' forward writes here first
+    grads = [packed[r * n + i * n:r * n + (i + 1) * n] for i in range(len(packed) // n - r)]
+    mean, var = np.empty(r, np.float32), np.empty(r, np.float32)
 
     def forward(lib, engine, pd, attr, mds):
         return _lnorm_forward(lib, engine, pd, _FORWARD_TRAINING, mds[0], mds[3], mds[1], eps,
@@ -609,16 +642,25 @@ def layer_norm_backward(g, x, ndim, eps):
     def backward(lib, engine, pd, attr, mds):
         return _against_forward(
             lib, lambda hint: _lnorm_forward(lib, engine, hint, _FORWARD_TRAINING, mds[0],
-                                             mds[0], mds[1], eps, attr),
+                                             mds[0], mds[1], eps, attr, flags),
             lambda hint: lib.dnnl_layer_normalization_backward_primitive_desc_create(
-                pd, engine, _BACKWARD_DATA, mds[4], mds[3], mds[0], mds[1], eps, 0, hint, attr))
+                pd, engine, _BACKWARD if flags else _BACKWARD_DATA, mds[4], mds[3], mds[0],
+                mds[1], eps, flags, hint, attr))
     roles = [(_ARG_SRC, 0), (_ARG_MEAN, 0), (_ARG_VARIANCE, 0)]
-    if not _run_into("layer_norm_statistics", [x, mean, var, out], (eps,), forward,
+    # with a shift, oneDNN's backward asks for it though the gradients do not depend on it:
+    # it is handed the weight, which it does not read
+    shift = [(_ARG_SHIFT, 0)] if bias else []
+    params = params * (1 + bool(bias))
+    if not _run_into("layer_norm_statistics", [x, mean, var, dx], (eps,), forward,
                      roles + [(_ARG_DST, 0)], choose=False) or \
-            not _run_into("layer_norm_backward", [x, mean, var, g, out], (eps,), backward,
-                          roles + [(_ARG_DIFF_DST, 0), (_ARG_DIFF_SRC, 0)], choose=False):
+            not _run_into("layer_norm_backward", [x, mean, var, g, dx] + params + grads,
+                          (eps, flags), backward,
+                          roles + [(_ARG_DIFF_DST, 0), (_ARG_DIFF_SRC, 0)] + shift +
+                          [(_ARG_SCALE, 0)] * bool(params) +
+                          [(_ARG_DIFF_SCALE, 0), (_ARG_DIFF_SHIFT, 0)][:len(grads)],
+                          choose=False):
         return None
-    return out.reshape(shape)
+    return packed if weight is not None else dx.reshape(shape)
 
 
 # ---- softmax -----------------------------------------------------------------------------------

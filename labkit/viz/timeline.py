@@ -76,6 +76,7 @@ _MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "einsum": "m
                 "state": "state", "checks": "state"}
 # ... but for the ops of a module that holds more than one kind.
 _OP_KIND = {"layer_norm": "reduction", "layer_norm_backward": "reduction",
+            "layer_norm_affine": "reduction", "layer_norm_affine_backward": "reduction",
             "batch_norm": "reduction", "batch_norm_backward": "reduction",
             "channel_moments": "reduction", "max_pool": "reduction",
             "max_pool_backward": "reduction",

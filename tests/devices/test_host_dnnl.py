@@ -283,6 +283,34 @@ def test_layer_norm_and_its_gradient_match_float64(shape, ndim):
 
 
 @needs_dnnl
+@pytest.mark.parametrize("shape, ndim", [((12, 64, 128), 1), ((8, 16, 8, 16), 2)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_layer_norm_with_weight_and_bias_matches_float64(shape, ndim, bias):
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal(shape) * 4 + 3).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+    normalised = shape[len(shape) - ndim:]
+    w = rng.standard_normal(normalised).astype(np.float32)
+    b = rng.standard_normal(normalised).astype(np.float32) if bias else None
+    xhat, want_dx = _layer_norm64(x, g * w, ndim)
+    lead = tuple(range(len(shape) - ndim))
+    want_y = xhat * w + (b if bias else 0)
+    want_grads = [want_dx, (g * xhat).sum(axis=lead)] + ([g.sum(axis=lead)] if bias else [])
+    y = host_dnnl.layer_norm(x, ndim, 1e-5, w, b)
+    packed = host_dnnl.layer_norm_backward(g, x, ndim, 1e-5, w, bias)
+    assert packed.shape == (x.size + w.size * (1 + bias),) and packed.dtype == np.float32
+    grads = np.split(packed, [x.size, x.size + w.size])[:2 + bias]
+    assert len(grads) == len(want_grads)
+    for got, want in zip([y] + grads, [want_y] + want_grads):
+        np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4,
+                                   atol=1e-5 * np.abs(want).max())
+    # a weight of another dtype or size is declined, not misread
+    assert host_dnnl.layer_norm(x, ndim, 1e-5, w.astype(np.float64)) is None
+    assert host_dnnl.layer_norm_backward(g, x, ndim, 1e-5, w.reshape(-1)[1:].copy()) is None
+    assert host_dnnl.layer_norm_backward(g, x, ndim, 1e-5, None, bias=True) is None
+
+
+@needs_dnnl
 def test_layer_norm_declines_what_it_cannot_serve():
     x = np.ones((128, 128), np.float32)
     assert host_dnnl.layer_norm(x[:8], 1, 1e-5) is None                   # small

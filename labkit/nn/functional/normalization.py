@@ -22,6 +22,7 @@ from ...tensor.ops.elementwise_math import clamp_min, rsqrt
 from ...tensor.ops.nn_kernels import batch_norm as _batch_norm
 from ...tensor.ops.nn_kernels import channel_moments as _channel_moments
 from ...tensor.ops.nn_kernels import layer_norm as _layer_norm
+from ...tensor.ops.nn_kernels import layer_norm_affine as _layer_norm_affine
 from ...tensor.ops.norm import vector_norm
 from ...tensor.ops.shape import reshape
 from ...tensor.ops.state import assign
@@ -55,7 +56,18 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
     """
     dims = _last_dims("layer_norm", input, normalized_shape)
+    if weight is not None and all(_fits(p, input, len(dims)) for p in (weight, bias)):
+        return _layer_norm_affine(input, weight, *(() if bias is None else (bias,)),
+                                  ndim=len(dims), eps=eps)
     return _affine(_layer_norm(input, ndim=len(dims), eps=eps), weight, bias)
+
+
+def _fits(param, input, ndim):
+    """Whether ``param`` (or None) is what ``layer_norm_affine`` takes: the normalised
+    dimensions' shape, known, and the input's dtype (else the affine part is separate ops)."""
+    return param is None or (
+        tuple(param.shape) == tuple(input.shape[input.ndim - ndim:]) and
+        param.dtype == input.dtype and all(isinstance(d, int) for d in input.shape))
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):

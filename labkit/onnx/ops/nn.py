@@ -1,5 +1,6 @@
 """Products, normalisation, activations, losses and recurrent steps: matmul (with its
-transposes), layer_norm, leaky_relu, smooth_l1, lstm_cell and lstm_sequence."""
+transposes), layer_norm (alone and with its weight and bias), leaky_relu, smooth_l1, lstm_cell
+and lstm_sequence."""
 import numpy as np
 
 from ..dims import OnnxExportError
@@ -34,6 +35,15 @@ def _layer_norm(b, node, ins):
     scale = b.const(np.ones(tuple(int(d) for d in b.dims(node)[-ndim:]), node.dtype.np),
                     name="ones")
     return b.emit("LayerNormalization", [x, scale], axis=-ndim, epsilon=eps, name=node.name)
+
+
+@converter("layer_norm_affine")
+def _layer_norm_affine(b, node, ins):
+    """Normalised over the last ``ndim`` dimensions, then scaled (and shifted)."""
+    ndim, eps = int(node.attrs["ndim"]), float(node.attrs["eps"])
+    operands = b.operands(node, node.dtype)
+    return b.emit("LayerNormalization", list(operands), axis=-ndim, epsilon=eps,
+                  name=node.name)
 
 
 @converter("lstm_cell")

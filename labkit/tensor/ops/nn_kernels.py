@@ -9,7 +9,11 @@ and tape entry; as kernels, one op and a few passes each way. The backward ops' 
 written in labkit ops (from the closed-form second derivatives), so gradients of gradients work.
 
 ``layer_norm`` here is the normalisation alone, ``(x - mean) / sqrt(var + eps)`` over the last
-``ndim`` dimensions (biased variance, as PyTorch's); ``F.layer_norm`` adds the affine part.
+``ndim`` dimensions (biased variance, as PyTorch's); ``layer_norm_affine`` is it times a weight
+(and plus a bias), what ``F.layer_norm`` runs when given a weight. Its backward op gives the
+three gradients as one flat array (x's, the weight's, the bias's), which its vjp hands out as
+views: on oneDNN one kernel computes them all, where the affine part as ops of its own cost
+four more passes (two products, a product and a sum for the weight's gradient).
 ``batch_norm`` is the same over every dimension but the channels (dim 1); its per-channel sums
 and dot products (the variance, and the backward's ``sum(g * (x - mean))``) are taken over each
 (example, channel) row, read in place also where the array is laid out channels first (a
@@ -39,7 +43,8 @@ from ..shape_rules import broadcast_shapes, dtype_of, float_dtype, shape_of
 from .elementwise import add, div, exp, mul, sub, tanh, zeros_like
 from .elementwise_math import special
 from .reduce import channel_dots, channel_sums, row_sums, sum as _sum
-from .shape import batch_size, materialized, moved, reshape
+from .index import getitem_slices
+from .shape import batch_size, concat, materialized, moved, reshape
 
 SQRT_HALF = math.sqrt(0.5)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -355,13 +360,14 @@ def _mean(x, ndim):
     return mul(_sum(x, dim=dims, keepdim=True), 1.0 / max(n, 1))
 
 
-def _normalisation_vjp(c, g, x, mean, normalised, backward):
+def _normalisation_vjp(c, g, x, mean, normalised, backward, want_g=None):
     """Cotangents of ``dx = r (g - mean(g) - xhat mean(g xhat))`` (r = 1/sqrt(var + eps), the
     means over the normalised dimensions): for g, the same map applied to c (it is symmetric);
     for x, ``-r**2 ((mean(c g) - mean(c) mean(g) - 3 a b) xhat + b (g - mean(g)) + a (c -
     mean(c)))`` with ``a = mean(g xhat)``, ``b = mean(c xhat)``. ``normalised(t)`` and
-    ``backward(t)`` are the op and its backward (at x)."""
-    dg = backward(c) if needs_grad(g) else None
+    ``backward(t)`` are the op and its backward (at x). ``want_g``: whether to give g's
+    cotangent, where g is not an input itself (default: whether g wants one)."""
+    dg = backward(c) if (needs_grad(g) if want_g is None else want_g) else None
     if not needs_grad(x):
         return dg, None
     xhat = normalised(x)
@@ -379,11 +385,11 @@ def _with_eps(f, eps):
     return f
 
 
-def _layer_norm_backward_vjp(c, out, g, x, ndim, eps):
+def _layer_norm_backward_vjp(c, out, g, x, ndim, eps, want_g=None):
     return _normalisation_vjp(
         c, g, x, lambda t: _mean(t, ndim),
         _with_eps(lambda t: layer_norm(t, ndim=ndim, eps=eps), eps),
-        lambda t: layer_norm_backward(t, x, ndim=ndim, eps=eps))
+        lambda t: layer_norm_backward(t, x, ndim=ndim, eps=eps), want_g)
 
 
 @op("layer_norm_backward", shape=_layer_norm_backward_rule, vjp=_layer_norm_backward_vjp,
@@ -402,6 +408,136 @@ def layer_norm_backward(xp, g, x, ndim, eps):
     dx -= xhat
     dx *= rstd
     return dx.astype(x.dtype, copy=False)
+
+
+# ---- layer_norm with its weight (and bias): F.layer_norm's usual case, in one op each way ------
+def _numel(shape):
+    return math.prod(shape)
+
+
+def _affine_rule(x, w, *b, ndim, eps):
+    sx, dtype = _layer_norm_rule(x, ndim, eps)
+    normalised = sx[len(sx) - ndim:]
+    for t, what in ((w, "weight"),) + tuple((t, "bias") for t in b):
+        if shape_of(t) != normalised:
+            raise ShapeError(f"layer_norm_affine: the {what} {describe(t)} must have the "
+                             f"normalised dimensions' shape {normalised} of {describe(x)}")
+        if dtype_of(t) != dtype_of(x):
+            raise DTypeError(f"layer_norm_affine: the {what} {describe(t)} must have the "
+                             f"input's dtype ({describe(x)})")
+    return sx, dtype
+
+
+def _unpack(packed, x, w, bias):
+    """[dx, dw] (and db, with ``bias``) of layer_norm_affine_backward's flat result, as views in
+    x's and w's shapes."""
+    n, k = _numel(x.shape), _numel(w.shape)
+    parts = [reshape(getitem_slices(packed, 0, 0, n), shape=tuple(x.shape))]
+    for start in range(n, n + k * (1 + bool(bias)), k):
+        parts.append(reshape(getitem_slices(packed, 0, start, start + k), shape=tuple(w.shape)))
+    return parts
+
+
+def _lead_sum(t, ndim, first=0):
+    """``t`` summed over its dimensions from ``first`` to the last ``ndim`` (excluded)."""
+    lead = tuple(range(first, t.ndim - ndim))
+    return _sum(t, dim=lead) if lead else t
+
+
+def _per_example(p, d, n, x):
+    """A parameter of the normalised shape, batched or not, as (n, 1, ..., *shape) against
+    the batched input ``x`` (n, ..., *shape)."""
+    p = materialized(p, d, n)
+    return reshape(p, shape=(n,) + (1,) * (x.ndim - p.ndim) + tuple(p.shape[1:]))
+
+
+def _affine_batch(inputs, bdims, ndim, eps):
+    n = batch_size(inputs, bdims)
+    x = materialized(inputs[0], bdims[0], n)
+    if all(d is None for d in bdims[1:]):            # shared parameters: more rows, one op
+        return layer_norm_affine(x, *inputs[1:], ndim=ndim, eps=eps), 0
+    y = layer_norm(x, ndim=ndim, eps=eps)
+    for p, d, f in zip(inputs[1:], bdims[1:], (mul, add)):
+        y = f(y, _per_example(p, d, n, x))
+    return y, 0
+
+
+@op("layer_norm_affine", shape=_affine_rule, batch=_affine_batch, amp="float32_gpu",
+    vjp=lambda g, out, x, w, *b, ndim, eps: tuple(_unpack(
+        layer_norm_affine_backward(g, x, w, ndim=ndim, eps=eps, bias=bool(b)), x, w, b)))
+def layer_norm_affine(xp, x, w, *b, ndim, eps):
+    """``layer_norm(x) * w (+ b)``: the weight ``w`` and the optional bias ``b`` of the last
+    ``ndim`` dimensions' shape, in x's dtype."""
+    out = host_dnnl.layer_norm(x, ndim, eps, w, *b) if host_dnnl.serves(xp) else None
+    if out is not None:
+        return out
+    out, rstd, _ = _stats(xp, x, ndim, eps)
+    out *= rstd
+    out *= _upcast(xp, w)
+    if b:
+        out += _upcast(xp, b[0])
+    return out.astype(x.dtype, copy=False)
+
+
+def _affine_backward_rule(g, x, w, ndim, eps, bias):
+    if shape_of(g) != shape_of(x):
+        raise ShapeError(f"layer_norm_affine_backward: gradient {describe(g)} and input "
+                         f"{describe(x)} must have the same shape")
+    sx, dtype = _affine_rule(x, w, ndim=ndim, eps=eps)
+    return (_numel(sx) + _numel(shape_of(w)) * (1 + bool(bias)),), dtype
+
+
+def _affine_backward_vjp(c, out, g, x, w, ndim, eps, bias):
+    """From the cotangents of dx = layer_norm_backward(g w), dw = sum(g xhat), db = sum(g)."""
+    parts = _unpack(c, x, w, bias)
+    c_dx, c_dw = parts[0], parts[1]
+    d_gw, dx = _layer_norm_backward_vjp(c_dx, None, mul(g, w), x, ndim, eps,
+                                        want_g=needs_grad(g) or needs_grad(w))
+    dg = mul(c_dw, layer_norm(x, ndim=ndim, eps=eps))
+    if d_gw is not None:
+        dg = add(dg, mul(d_gw, w))
+    if bias:
+        dg = add(dg, parts[2])
+    if needs_grad(x):
+        through_dw = layer_norm_backward(mul(g, c_dw), x, ndim=ndim, eps=eps)
+        dx = through_dw if dx is None else add(dx, through_dw)
+    dw = _lead_sum(mul(d_gw, g), ndim) if d_gw is not None and needs_grad(w) else None
+    return dg, dx, dw
+
+
+def _affine_backward_batch(inputs, bdims, ndim, eps, bias):
+    """Each example's weight and bias gradients are sums over its own rows: the pieces as ops
+    over the batch, packed per example."""
+    n = batch_size(inputs, bdims)
+    g, x = (materialized(t, d, n) for t, d in zip(inputs[:2], bdims[:2]))
+    w = _per_example(inputs[2], bdims[2], n, x)
+    parts = [layer_norm_backward(mul(g, w), x, ndim=ndim, eps=eps),
+             _lead_sum(mul(g, layer_norm(x, ndim=ndim, eps=eps)), ndim, first=1)]
+    if bias:
+        parts.append(_lead_sum(g, ndim, first=1))
+    return concat(*[reshape(p, shape=(n, -1)) for p in parts], dim=1), 0
+
+
+@op("layer_norm_affine_backward", shape=_affine_backward_rule, vjp=_affine_backward_vjp,
+    batch=_affine_backward_batch)
+def layer_norm_affine_backward(xp, g, x, w, ndim, eps, bias):
+    """The gradients through ``layer_norm_affine(x, w[, b])`` of an upstream gradient ``g``, as
+    one flat array: x's, then w's, then (``bias``) b's."""
+    packed = host_dnnl.layer_norm_backward(g, x, ndim, eps, w, bias) if host_dnnl.serves(xp) \
+        else None
+    if packed is not None:
+        return packed
+    xhat, rstd, inv_n = _stats(xp, x, ndim, eps)
+    xhat *= rstd
+    g32 = _upcast(xp, g)
+    lead = tuple(range(x.ndim - ndim))
+    sums = [(g32 * xhat).sum(axis=lead)] + ([g32.sum(axis=lead)] if bias else [])
+    gw = g32 * _upcast(xp, w)
+    dx = gw - row_sums(xp, gw, ndim) * inv_n
+    xhat *= row_sums(xp, gw * xhat, ndim) * inv_n
+    dx -= xhat
+    dx *= rstd
+    return xp.concatenate([p.reshape(-1) for p in [dx] + sums]).astype(x.dtype, copy=False)
 
 
 # ---- batch_norm: the normalisation over every dimension but the channels (dim 1) --------------

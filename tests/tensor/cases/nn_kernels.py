@@ -1,6 +1,6 @@
 """Cases of the layer kernels (``gelu``, ``leaky_relu``, ``layer_norm``) and their backward ops,
 with PyTorch as the oracle: ``F.gelu``, ``F.leaky_relu`` and ``F.layer_norm`` (without affine
-parameters), and their
+parameters, and with a weight and maybe a bias: ``layer_norm_affine``), and their
 gradients taken by ``torch.autograd`` with ``create_graph=True`` for the backward ops, so that
 the harness's second-order checks compare with PyTorch's double backward too."""
 import numpy as np
@@ -37,12 +37,41 @@ def _ln(x, ndim, eps):
 
 
 @st.composite
-def _ln_params(draw):
+def _ln_params(draw, bias=None):
     shape = draw(shapes(min_dims=1, min_side=1))
-    return {"shape": shape, "ndim": draw(st.integers(1, len(shape))),
-            "eps": draw(st.sampled_from([1e-5, 0.1]))}
+    params = {"shape": shape, "ndim": draw(st.integers(1, len(shape))),
+              "eps": draw(st.sampled_from([1e-5, 0.1]))}
+    if bias:
+        params["bias"] = draw(st.booleans())
+    return params
 
 
+def _ln_affine(x, w, *b, ndim, eps):
+    return TF.layer_norm(x, x.shape[x.ndim - ndim:], w, *b, eps=eps)
+
+
+def _ln_affine_backward(g, x, w, ndim, eps, bias):
+    """PyTorch's gradients of x, w and (``bias``) a bias, flat and joined, as labkit packs
+    them; differentiable (double backward)."""
+    x_ = x if x.requires_grad else x.detach().requires_grad_()
+    w_ = w if w.requires_grad else w.detach().requires_grad_()
+    b_ = torch.zeros_like(w, requires_grad=True)
+    y = _ln_affine(x_, w_, *((b_,) if bias else ()), ndim=ndim, eps=eps)
+    grads = torch.autograd.grad(y, (x_, w_) + ((b_,) if bias else ()), g, create_graph=True)
+    return torch.cat([t.reshape(-1) for t in grads])
+
+
+def _params(rng, shape, ndim, bias):
+    """A weight (and with ``bias`` a bias) of the normalised dimensions' shape."""
+    normalised = shape[len(shape) - ndim:]
+    return (normal(rng, normalised),) + ((normal(rng, normalised),) if bias else ())
+
+
+_LN_AFFINE_EDGES = [dict(shape=(1,), ndim=1, eps=1e-5, bias=True),
+                    dict(shape=(2, 3), ndim=1, eps=1e-5, bias=False),
+                    dict(shape=(2, 3), ndim=2, eps=0.1, bias=True),
+                    dict(shape=(0, 3), ndim=1, eps=1e-5, bias=True),
+                    dict(shape=(2, 1, 3), ndim=1, eps=1e-5, bias=False)]
 _LN_EDGES = [dict(shape=(1,), ndim=1, eps=1e-5), dict(shape=(2, 3), ndim=1, eps=1e-5),
              dict(shape=(2, 3), ndim=2, eps=0.1), dict(shape=(0, 3), ndim=1, eps=1e-5),
              dict(shape=(2, 1, 3), ndim=1, eps=1e-5)]
@@ -113,6 +142,21 @@ PRIMITIVE_CASES = [
          lambda rng, shape, ndim, eps: Sample((normal(rng, shape), _shifted(rng, shape)),
                                               {"ndim": ndim, "eps": eps}),
          _ln_params(), _LN_EDGES, op="layer_norm_backward", rtol=1e-6, atol=1e-8),
+    Case("layer_norm_affine", lambda x, w, *b, ndim, eps: K.layer_norm_affine(
+        x, w, *b, ndim=ndim, eps=eps),
+         torch_ref(_ln_affine),
+         lambda rng, shape, ndim, eps, bias: Sample(
+             (_shifted(rng, shape),) + _params(rng, shape, ndim, bias), {"ndim": ndim, "eps": eps}),
+         _ln_params(bias=True), _LN_AFFINE_EDGES, op="layer_norm_affine", rtol=1e-6,
+         atol=1e-8),
+    Case("layer_norm_affine_backward", lambda g, x, w, ndim, eps, bias:
+         K.layer_norm_affine_backward(g, x, w, ndim=ndim, eps=eps, bias=bias),
+         torch_ref(_ln_affine_backward),
+         lambda rng, shape, ndim, eps, bias: Sample(
+             (normal(rng, shape), _shifted(rng, shape), _params(rng, shape, ndim, False)[0]),
+             {"ndim": ndim, "eps": eps, "bias": bias}),
+         _ln_params(bias=True), _LN_AFFINE_EDGES, op="layer_norm_affine_backward", rtol=1e-6,
+         atol=1e-8),
 ]
 
 

@@ -11,13 +11,14 @@ from ..placement_types import Partial, Replicate, Shard
 from . import Plan, register
 
 
-@register("layer_norm")
+@register("layer_norm", "layer_norm_affine")
 def layer_norm(op, args, attrs, mesh_shape):
+    """Split over the rows (not the normalised dimensions); a weight and bias whole."""
     x = args[0]
     first_normalised = x.ndim - attrs["ndim"]
     out = [p if isinstance(p, Shard) and p.dim < first_normalised else Replicate()
            for p in x.placements]
-    return Plan([tuple(out)], out)
+    return Plan([tuple(out)] + [(Replicate(),) * len(mesh_shape) for _ in args[1:]], out)
 
 
 @register("nll_loss")
