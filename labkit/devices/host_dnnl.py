@@ -1,5 +1,5 @@
-"""Host oneDNN: direct convolution kernels, and one-pass GELU, layer normalisation and softmax,
-for float32 on the CPU, from Intel's oneDNN.
+"""Host oneDNN: direct convolution kernels, a blocked GEMM, and one-pass GELU, layer
+normalisation and softmax, for float32 on the CPU, from Intel's oneDNN.
 
 NumPy has no convolution: labkit's own convolutions are im2col copies and BLAS GEMMs
 (``labkit.tensor.ops.conv``), which run narrow layers below the GEMM's peak and pay for the
@@ -18,9 +18,12 @@ shift (the backward runs the forward for the rows' mean and variance first, and 
 scale's and shift's gradients with the input's), where NumPy takes about seven passes forward
 and twelve backward; ``softmax`` and ``softmax_backward`` (``log=True``:
 log_softmax) are its softmax over the last dimension, one pass where NumPy takes four.
+``matmul`` is its matrix product (``brgemm``), for large products only: on the Xeons measured it
+is faster than the OpenBLAS NumPy ships, on small ones the call costs more than it saves.
 
-Primitives are built once per shape and kept (the last ``_CACHE`` of them), with their memory
-objects (one set per thread, pointed at each call's arrays). Every function
+Primitives are built once per shape and layout and kept (the last ``_CACHE`` of them), with
+their memory objects and execute arguments (one set per thread, pointed at each call's arrays),
+so that a call costs a few ctypes calls besides the kernel. Every function
 returns None where it cannot serve the call (no library, a dtype other than float32, grouped
 weights, a failed call), and the caller computes the same values its own way; ``available()``
 says whether the library loaded. ``LABKIT_HOST_DNNL=0`` in the environment turns it off.
@@ -54,6 +57,7 @@ _Q_IMPL = 8
 _ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_SCRATCHPAD = 1, 17, 33, 80
 _ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS = 129, 145, 161
 _CACHE = 256
+_KEPT_SCRATCH = 1 << 20          # a plan keeps a scratchpad up to this size (bytes) per thread
 
 _Dims = ctypes.c_int64 * 12
 _vp = ctypes.c_void_p
@@ -336,9 +340,37 @@ class _Plan:
         args = (_Arg * len(pairs))(*[_Arg(a, m) for a, m in pairs])
         _check(self.lib.dnnl_primitive_execute(prim, stream, len(pairs), args), "execute")
 
+    def _direct(self):
+        """This thread's way to run a plan without reorders: its memory objects and the
+        execute arguments made once, and a scratchpad kept where it is small."""
+        stream = _stream()
+        placeholder = np.empty(1, np.float32)
+        memories = [self._memory(i, md, placeholder) for i, md in enumerate(self.mds)]
+        scratch = np.empty(max(self.scratch, 1), np.uint8) if self.scratch <= _KEPT_SCRATCH \
+            else None
+        scratch_memory = self._memory("scratchpad", self.scratch_md,
+                                      placeholder if scratch is None else scratch)
+        pairs = list(zip(self.args, memories)) + [(_ARG_SCRATCHPAD, scratch_memory)]
+        args = (_Arg * len(pairs))(*[_Arg(a, m) for a, m in pairs])
+        return stream, memories, scratch, scratch_memory, args
+
     def __call__(self, arrays):
         """Runs the primitive on ``arrays`` (NumPy operands in ``user``'s order, the output last
         and written)."""
+        if not any(self.reorders):
+            direct = getattr(self.local, "direct", None)
+            if direct is None:
+                direct = self.local.direct = self._direct()
+            stream, memories, scratch, scratch_memory, args = direct
+            set_handle = self.lib.dnnl_memory_set_data_handle
+            for memory, array in zip(memories, arrays):
+                set_handle(memory, array.__array_interface__["data"][0])
+            if scratch is None:             # a large one: alive until the primitive has run
+                scratch = np.empty(self.scratch, np.uint8)
+                set_handle(scratch_memory, scratch.__array_interface__["data"][0])
+            _check(self.lib.dnnl_primitive_execute(self.prim, stream, len(args), args),
+                   "execute")
+            return
         stream, pairs, outputs = _stream(), [], []
         buffers = []                # alive until the primitives have run
         for i, (array, md, size, reorder) in enumerate(
@@ -375,7 +407,7 @@ def _layout(a):
     return tuple(a.shape), tuple(s // 4 for s in a.strides)
 
 
-def _plan(key, make, user, roles, choose=True):
+def _plan(key, make, user, roles, choose=True, fast_only=False):
     lib, engine = _load()
     if lib is None:
         return None
@@ -387,6 +419,8 @@ def _plan(key, make, user, roles, choose=True):
     try:
         plan = _Plan(lib, engine, lambda pd, attr, mds: make(lib, engine, pd, attr, mds),
                      user, roles, choose)
+        if fast_only and plan.implementation().startswith(("ref", "gemm")):
+            plan = False        # oneDNN's reference loops or its own GEMM: NumPy's BLAS wins
     except _Failed:
         plan = False            # remembered: the library does not serve this case
     with _lock:
@@ -418,11 +452,18 @@ def _run(kind, operands, out_shape, geometry, make, roles, choose=True):
     return out if _run_into(kind, list(operands) + [out], geometry, make, roles, choose) else None
 
 
-def _run_into(kind, arrays, geometry, make, roles, choose=True):
-    """Runs the primitive that ``make`` describes on ``arrays`` (each one oneDNN can read as it
-    lies, ``_layout``); whether it did."""
-    user = [_layout(a) for a in arrays]
-    plan = _plan((kind, tuple(user), geometry), make, user, roles, choose)
+def _run_into(kind, arrays, geometry, make, roles, choose=True, fast_only=False):
+    """Runs the primitive that ``make`` describes on ``arrays`` (where oneDNN can read each as
+    it lies, ``_layout``); whether it did. ``fast_only``: not where oneDNN would run its
+    reference or plain GEMM implementation."""
+    key = (kind, tuple([(a.shape, a.strides) for a in arrays]), geometry)
+    with _lock:
+        plan = _plans.get(key)
+        if plan is not None:
+            _plans.move_to_end(key)
+    if plan is None:
+        user = [_layout(a) for a in arrays]
+        plan = None if None in user else _plan(key, make, user, roles, choose, fast_only)
     if not plan:
         return False
     try:
@@ -501,6 +542,41 @@ def conv2d_weight_grad(g, x, weight_shape, stride, padding, dilation):
     return _run("weight_grad", (g, x), tuple(weight_shape), (stride, padding, dilation), make,
                 [(_ARG_DIFF_DST, _Q_DIFF_DST), (_ARG_SRC, _Q_SRC),
                  (_ARG_DIFF_WEIGHTS, _Q_DIFF_WEIGHTS)])
+
+
+# ---- matrix products ---------------------------------------------------------------------------
+_MATMUL_MIN = 3 << 20                    # m * k * n below which the call costs more than it saves
+
+
+def matmul(a, b, out=None):
+    """``a`` (m, k) @ ``b`` (k, n) of float32 NumPy matrices as they lie (either may be a
+    transposed view), with oneDNN's blocked GEMM kernel (``brgemm``), into ``out`` (a new array
+    where None): the product, or None where oneDNN does not serve (another dtype or rank, a
+    product under ``_MATMUL_MIN`` multiply-adds, a layout only its slower kernels take).
+
+    On an Intel Xeon (Ice Lake), at one thread, a linear layer's (768, 512) @ (512, 128) takes
+    0.75-0.89 ms here against 0.94-1.15 ms in NumPy's OpenBLAS (PyTorch's MKL: 0.66-0.83), and
+    (64, 9216) @ (9216, 128) 0.6x OpenBLAS's time; products of transposed activations (weight
+    gradients) take the same time in both. The call costs about 30 us more than NumPy's, about
+    what OpenBLAS gains on 3M multiply-adds."""
+    if not (type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == np.float32 and
+            b.dtype == np.float32 and a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0]):
+        return None
+    m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    if m * k * n < _MATMUL_MIN:
+        return None
+    if out is None:
+        out = np.empty((m, n), np.float32)
+    elif out.shape != (m, n) or out.dtype != np.float32:
+        return None
+
+    def make(lib, engine, pd, attr, mds):
+        return lib.dnnl_matmul_primitive_desc_create(pd, engine, mds[0], mds[1], None, mds[2],
+                                                     attr)
+    done = _run_into("matmul", [a, b, out], (), make,
+                     [(_ARG_SRC, 0), (_ARG_WEIGHTS, 0), (_ARG_DST, 0)], choose=False,
+                     fast_only=True)
+    return out if done else None
 
 
 # ---- GELU ----------------------------------------------------------------------------------------

@@ -319,6 +319,38 @@ def test_layer_norm_declines_what_it_cannot_serve():
     assert host_dnnl.layer_norm_backward(x[:, :64].copy(), x, 1, 1e-5) is None   # shapes
 
 
+@needs_dnnl
+@pytest.mark.parametrize("m, k, n", [(768, 512, 128), (20, 200, 800), (64, 9216, 128)])
+@pytest.mark.parametrize("ta, tb", [(False, False), (False, True), (True, False)])
+def test_matmul_matches_float64_in_each_layout(m, k, n, ta, tb):
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    a, b = (a.T if ta else a), (b.T if tb else b)              # transposed views, not copies
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    got = host_dnnl.matmul(a, b)
+    assert got.shape == (m, n) and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+    out = np.full((m, n), np.nan, np.float32)
+    assert host_dnnl.matmul(a, b, out) is out
+    np.testing.assert_array_equal(out, got)
+
+
+@needs_dnnl
+def test_matmul_declines_what_it_cannot_serve():
+    a, b = np.ones((256, 256), np.float32), np.ones((256, 64), np.float32)
+    assert host_dnnl.matmul(a, b) is not None
+    assert host_dnnl.matmul(a[:64, :64], b[:64]) is None                  # small
+    assert host_dnnl.matmul(a.astype(np.float64), b) is None
+    assert host_dnnl.matmul(a[None], b) is None                           # 3-D
+    assert host_dnnl.matmul(a, b[:128]) is None                           # inner sizes
+    assert host_dnnl.matmul(a, b, np.empty((256, 64), np.float64)) is None
+    assert host_dnnl.matmul(a, b, np.empty((64, 256), np.float32)) is None
+    # a layout oneDNN reads only with its slow kernels is left to NumPy
+    wide = np.ones((256, 512), np.float32)
+    assert host_dnnl.matmul(wide[:, ::2], b) is None
+
+
 def _softmax64(x, g, log):
     """softmax (or log_softmax) over the last dimension and its gradient, in float64."""
     x, g = x.astype(np.float64), g.astype(np.float64)

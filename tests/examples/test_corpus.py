@@ -102,14 +102,14 @@ def test_steps_give_pytorchs_losses(name, workdir):
 
 
 # labkit takes oneDNN's kernels at one OpenMP thread only (``host_dnnl``), and CI runs at the
-# machine's threads: here the float32 programs with convolutions, GELU, LayerNorm or large
-# softmaxes run as at one thread, so that every run checks them on oneDNN against PyTorch's
-# losses too
-_ONEDNN = {"mnist": {"conv2d", "conv2d_input_grad", "conv2d_weight_grad"},
+# machine's threads: here the float32 programs with convolutions, GELU, LayerNorm, large
+# softmaxes or large matrix products run as at one thread, so that every run checks them on
+# oneDNN against PyTorch's losses too
+_ONEDNN = {"mnist": {"conv2d", "conv2d_input_grad", "conv2d_weight_grad", "matmul"},
            "super_resolution": {"conv2d", "conv2d_input_grad", "conv2d_weight_grad"},
            "nanogpt": {"gelu", "gelu_backward", "layer_norm", "layer_norm_backward", "softmax",
-                       "softmax_backward"},
-           "word_language_model": {"softmax", "softmax_backward"}}
+                       "softmax_backward", "matmul"},
+           "word_language_model": {"softmax", "softmax_backward", "matmul"}}
 
 
 @pytest.mark.skipif(host_dnnl.available() is None, reason="oneDNN's library is not installed")
