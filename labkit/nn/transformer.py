@@ -14,7 +14,7 @@ from .attention import MultiheadAttention
 from .container import ModuleList
 from .dropout import Dropout
 from .functional.attention import check_mask_dtype
-from .functional.sparse import concrete
+from ..tensor.tensor import concrete
 from .linear import Linear
 from .module import Module
 from .normalization import LayerNorm

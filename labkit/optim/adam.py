@@ -1,6 +1,7 @@
 """Adam: bias-corrected running averages of the gradient and of its square."""
 from ..tensor.ops.elementwise import maximum, sqrt
 from ..tensor.ops.state import adam_update
+from ..tensor.tensor import concrete
 from .optimizer import Optimizer, as_count, in_dtype, moments, with_weight_decay
 
 
@@ -49,6 +50,23 @@ class Adam(Optimizer):
         if group["amsgrad"]:
             vmax = self._slot(state, "max_exp_avg_sq", p)
             v = vmax.assign(maximum(vmax, v))
-        step_size = in_dtype(h.exact("lr") / (1 - b1 ** step), p)
-        bias2_sqrt = in_dtype(sqrt(1 - b2 ** step), p)
+        step_size, bias2_sqrt = self._corrections(step, b1, b2, h, p)
         adam_update(p, m, v, step_size, bias2_sqrt, h["eps"])
+
+    def _corrections(self, step, b1, b2, h, p):
+        """``lr / (1 - b1**t)`` and ``sqrt(1 - b2**t)`` in ``p``'s dtype, from the step count
+        ``step`` (float64). Eagerly, the parameters whose counts agree (all of a group's, as a
+        rule) share the tensors the first of them made: the same ops on the same values, made
+        once a step instead of eight 0-d ops per parameter. Under capture each parameter's
+        come from its own count, read when the graph runs."""
+        def make():
+            return (in_dtype(h.exact("lr") / (1 - b1 ** step), p),
+                    in_dtype(sqrt(1 - b2 ** step), p))
+        count, lr = concrete(step), h.exact("lr")
+        if count is None or not isinstance(lr, (int, float)):
+            return make()
+        key = (float(count), lr, b1, b2, p.dtype, p.device)
+        memo = getattr(self, "_memo", None)
+        if memo is None or memo[0] != key:
+            memo = self._memo = (key, make())
+        return memo[1]

@@ -318,6 +318,13 @@ class Tensor:
         return self._data.__dlpack_device__()
 
 
+def concrete(t):
+    """The backend array behind ``t`` when it holds values now (eager), else None (a tensor
+    under capture, or not a tensor)."""
+    device, data = getattr(t, "device", None), getattr(t, "_data", None)
+    return data if device is not None and isinstance(data, device.array_type) else None
+
+
 def wrap(array, device=None):
     """A Tensor around an existing backend array (no copy); internal helper for kernels' users."""
     if device is None:

@@ -24,7 +24,7 @@ from ...tensor.ops.softmax import softmax
 from ...tensor.ops.statistics import all_, any_
 from .dropout import dropout as _dropout
 from .linear import linear
-from .sparse import concrete
+from ...tensor.tensor import concrete
 
 _NEG_INF = float("-inf")
 

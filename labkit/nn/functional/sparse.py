@@ -19,12 +19,7 @@ from ...tensor.ops.composite import unsqueeze
 from ...tensor.ops.elementwise import add, cast, div, mul, ne, stop_gradient, sub
 from ...tensor.ops.index import take
 from ...tensor.public.sorting import searchsorted
-
-
-def concrete(t):
-    """The backend array behind ``t`` when it holds values now (eager), else None."""
-    device, data = getattr(t, "device", None), getattr(t, "_data", None)
-    return data if device is not None and isinstance(data, device.array_type) else None
+from ...tensor.tensor import concrete
 
 
 def _check_indices(name, input, num):

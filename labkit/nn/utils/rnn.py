@@ -27,7 +27,7 @@ from ...tensor.creation import full, tensor
 from ...tensor.ops.index import getitem
 from ...tensor.ops.shape import concat
 from ...tensor.tensor import Tensor
-from ..functional.sparse import concrete
+from ...tensor.tensor import concrete
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
            "pack_sequence", "unpad_sequence", "unpack_sequence", "invert_permutation"]
