@@ -264,6 +264,21 @@ def test_gradients_match_one_device(mesh1d, px, pw, pb):
         close(d.grad, t.grad, 1e-12)
 
 
+@pytest.mark.parametrize("px", [Shard(0), Shard(1), Replicate()], ids=str)
+def test_layer_norm_with_weight_and_bias_gradients_match_one_device(mesh1d, px):
+    x, w, b = rand(8, 4, 4), rand(4, seed=1), rand(4, seed=2)
+
+    def loss(x, w, b):
+        return (F.layer_norm(x, (4,), w, b) ** 2 * lk.arange(4.0, dtype=F64)).sum()
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    loss(*leaves).backward()
+    ds = [distribute_tensor(t, mesh1d, [p]).requires_grad_()
+          for t, p in zip((x, w, b), (px, Replicate(), Replicate()))]
+    loss(*ds).backward()
+    for d, t in zip(ds, leaves):
+        close(d.grad, t.grad, 1e-12)
+
+
 def test_gradients_against_finite_differences(mesh2d):
     x, w = rand(4, 6), rand(6, 4, seed=1)
     dx = distribute_tensor(x, mesh2d, [Shard(0), Replicate()]).requires_grad_()
