@@ -545,14 +545,14 @@ def conv2d_weight_grad(g, x, weight_shape, stride, padding, dilation):
 
 
 # ---- matrix products ---------------------------------------------------------------------------
-_MATMUL_MIN = 3 << 20                    # m * k * n below which the call costs more than it saves
+MATMUL_MIN = 3 << 20                    # m * k * n below which the call costs more than it saves
 
 
 def matmul(a, b, out=None):
     """``a`` (m, k) @ ``b`` (k, n) of float32 NumPy matrices as they lie (either may be a
     transposed view), with oneDNN's blocked GEMM kernel (``brgemm``), into ``out`` (a new array
     where None): the product, or None where oneDNN does not serve (another dtype or rank, a
-    product under ``_MATMUL_MIN`` multiply-adds, a layout only its slower kernels take).
+    product under ``MATMUL_MIN`` multiply-adds, a layout only its slower kernels take).
 
     On an Intel Xeon (Ice Lake), at one thread, a linear layer's (768, 512) @ (512, 128) takes
     0.75-0.89 ms here against 0.94-1.15 ms in NumPy's OpenBLAS (PyTorch's MKL: 0.66-0.83), and
@@ -563,7 +563,7 @@ def matmul(a, b, out=None):
             b.dtype == np.float32 and a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0]):
         return None
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
-    if m * k * n < _MATMUL_MIN:
+    if m * k * n < MATMUL_MIN:
         return None
     if out is None:
         out = np.empty((m, n), np.float32)

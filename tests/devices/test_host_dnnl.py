@@ -337,6 +337,23 @@ def test_matmul_matches_float64_in_each_layout(m, k, n, ta, tb):
 
 
 @needs_dnnl
+def test_small_and_float64_products_do_not_load_the_library():
+    """A program of small or float64 products never loads oneDNN (about 17 MB); a large float32
+    product does, at one OpenMP thread."""
+    code = ("import labkit as lk; from labkit.devices import host_dnnl\n"
+            "lk.ones(64, 64) @ lk.ones(64, 64); lk.ones(256, 256, dtype=lk.float64) @ "
+            "lk.ones(256, 256, dtype=lk.float64)\n"
+            "print(host_dnnl._state['where'] is None)\n"
+            "lk.ones(256, 256) @ lk.ones(256, 256)\n"
+            "print(host_dnnl._state['where'] is not None)\n")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"], done.stdout
+
+
+@needs_dnnl
 def test_matmul_declines_what_it_cannot_serve():
     a, b = np.ones((256, 256), np.float32), np.ones((256, 64), np.float32)
     assert host_dnnl.matmul(a, b) is not None

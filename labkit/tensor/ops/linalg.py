@@ -167,8 +167,10 @@ def _product(xp, a, b, out=None):
 def _gemm(xp, a, b, out=None):
     """The product of two matrices: oneDNN's GEMM where it serves (large float32 products at
     one thread, ``host_dnnl.matmul``: faster than OpenBLAS's on the Xeons measured), else
-    ``xp.matmul``."""
-    if host_dnnl.serves(xp):
+    ``xp.matmul``. (The dtype and size first: a program of small or float64 products never
+    loads oneDNN, about 17 MB.)"""
+    if a.dtype == np.float32 and a.shape[0] * a.shape[1] * b.shape[1] >= host_dnnl.MATMUL_MIN \
+            and host_dnnl.serves(xp):
         result = host_dnnl.matmul(a, b, out)
         if result is not None:
             return result
