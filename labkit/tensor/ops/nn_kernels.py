@@ -402,19 +402,21 @@ def layer_norm_backward(xp, g, x, ndim, eps):
         return dx
     xhat, rstd, inv_n = _stats(xp, x, ndim, eps)
     xhat *= rstd
-    g32 = _upcast(xp, g)
-    dx = g32 - row_sums(xp, g32, ndim) * inv_n
-    xhat *= row_sums(xp, g32 * xhat, ndim) * inv_n
+    return _through_rows(xp, _upcast(xp, g), xhat, rstd, inv_n, ndim).astype(x.dtype,
+                                                                            copy=False)
+
+
+def _through_rows(xp, g, xhat, rstd, inv_n, ndim):
+    """``rstd (g - mean(g) - xhat mean(g xhat))`` over the last ``ndim`` dimensions: ``g``
+    through the normalisation, whose result is ``xhat`` (overwritten)."""
+    dx = g - row_sums(xp, g, ndim) * inv_n
+    xhat *= row_sums(xp, g * xhat, ndim) * inv_n
     dx -= xhat
     dx *= rstd
-    return dx.astype(x.dtype, copy=False)
+    return dx
 
 
 # ---- layer_norm with its weight (and bias): F.layer_norm's usual case, in one op each way ------
-def _numel(shape):
-    return math.prod(shape)
-
-
 def _affine_rule(x, w, *b, ndim, eps):
     sx, dtype = _layer_norm_rule(x, ndim, eps)
     normalised = sx[len(sx) - ndim:]
@@ -431,7 +433,7 @@ def _affine_rule(x, w, *b, ndim, eps):
 def _unpack(packed, x, w, bias):
     """[dx, dw] (and db, with ``bias``) of layer_norm_affine_backward's flat result, as views in
     x's and w's shapes."""
-    n, k = _numel(x.shape), _numel(w.shape)
+    n, k = math.prod(x.shape), math.prod(w.shape)
     parts = [reshape(getitem_slices(packed, 0, 0, n), shape=tuple(x.shape))]
     for start in range(n, n + k * (1 + bool(bias)), k):
         parts.append(reshape(getitem_slices(packed, 0, start, start + k), shape=tuple(w.shape)))
@@ -484,7 +486,7 @@ def _affine_backward_rule(g, x, w, ndim, eps, bias):
         raise ShapeError(f"layer_norm_affine_backward: gradient {describe(g)} and input "
                          f"{describe(x)} must have the same shape")
     sx, dtype = _affine_rule(x, w, ndim=ndim, eps=eps)
-    return (_numel(sx) + _numel(shape_of(w)) * (1 + bool(bias)),), dtype
+    return (math.prod(sx) + math.prod(shape_of(w)) * (1 + bool(bias)),), dtype
 
 
 def _affine_backward_vjp(c, out, g, x, w, ndim, eps, bias):
@@ -532,11 +534,7 @@ def layer_norm_affine_backward(xp, g, x, w, ndim, eps, bias):
     g32 = _upcast(xp, g)
     lead = tuple(range(x.ndim - ndim))
     sums = [(g32 * xhat).sum(axis=lead)] + ([g32.sum(axis=lead)] if bias else [])
-    gw = g32 * _upcast(xp, w)
-    dx = gw - row_sums(xp, gw, ndim) * inv_n
-    xhat *= row_sums(xp, gw * xhat, ndim) * inv_n
-    dx -= xhat
-    dx *= rstd
+    dx = _through_rows(xp, g32 * _upcast(xp, w), xhat, rstd, inv_n, ndim)
     return xp.concatenate([p.reshape(-1) for p in [dx] + sums]).astype(x.dtype, copy=False)
 
 
