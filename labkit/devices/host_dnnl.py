@@ -1,5 +1,5 @@
-"""Host oneDNN: direct convolution kernels, a blocked GEMM, and one-pass GELU, layer
-normalisation and softmax, for float32 on the CPU, from Intel's oneDNN.
+"""Host oneDNN: direct convolution kernels, a blocked GEMM, fused LSTM layers, and one-pass GELU,
+layer normalisation and softmax, for float32 on the CPU, from Intel's oneDNN.
 
 NumPy has no convolution: labkit's own convolutions are im2col copies and BLAS GEMMs
 (``labkit.tensor.ops.conv``), which run narrow layers below the GEMM's peak and pay for the
@@ -20,6 +20,11 @@ and twelve backward; ``softmax`` and ``softmax_backward`` (``log=True``:
 log_softmax) are its softmax over the last dimension, one pass where NumPy takes four.
 ``matmul`` is its matrix product (``brgemm``), for large products only: on the Xeons measured it
 is faster than the OpenBLAS NumPy ships, on small ones the call costs more than it saves.
+``lstm`` and ``lstm_backward`` are its fused LSTM layer, the kernels PyTorch's CPU LSTM runs:
+the input's projection for every step one GEMM, then per step the hidden state's GEMM and the
+gates in one pass, where labkit's NumPy loop takes a dozen passes a step; the forward can keep its
+workspace (every step's gates) with its result for the backward, which gives the gradients of
+the input, both weights, the bias and the initial state at once.
 
 Primitives are built once per shape and layout and kept (the last ``_CACHE`` of them), with
 their memory objects and execute arguments (one set per thread, pointed at each call's arrays),
@@ -44,6 +49,7 @@ import math
 import os
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -117,6 +123,10 @@ def _declare(lib):
             p(_vp), _vp, ctypes.c_int, ctypes.c_int, _vp, _vp, ctypes.c_int, _vp],
         "dnnl_softmax_backward_primitive_desc_create": [
             p(_vp), _vp, ctypes.c_int, _vp, _vp, _vp, ctypes.c_int, _vp, _vp],
+        "dnnl_lstm_forward_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, ctypes.c_int] + [_vp] * 11 + [ctypes.c_uint, _vp],
+        "dnnl_lstm_backward_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, ctypes.c_int] + [_vp] * 22 + [ctypes.c_uint, _vp, _vp],
         "dnnl_reorder_primitive_desc_create": [p(_vp), _vp, _vp, _vp, _vp, _vp],
         "dnnl_primitive_desc_query_md": [_vp, ctypes.c_int, ctypes.c_int],
         "dnnl_primitive_desc_query": [_vp, ctypes.c_int, ctypes.c_int, _vp],
@@ -259,12 +269,14 @@ class _Plan:
     """One primitive, the reorders between NumPy's layouts and the ones it chose, and the
     descriptors they were made from (destroyed with the plan)."""
 
-    def __init__(self, lib, engine, make, user, roles, choose=True):
+    def __init__(self, lib, engine, make, user, roles, choose=True, extra=()):
         """``make(attr, mds)`` creates the primitive descriptor from ``mds`` (the operands'
         descriptors with any layout where ``choose``, else NumPy's); ``user`` the operands'
         NumPy descriptors; ``roles`` [(exec arg, query)] of the operands, in ``user``'s order
         (without ``choose`` the operands are used as they lie, and the queries are not asked:
-        then any of them may be an output)."""
+        then any of them may be an output). ``extra`` [(exec arg, query)]: operands in a layout
+        only the primitive knows (an RNN's workspace), whose byte buffers the caller passes
+        after the arrays (``extra_sizes`` says how large)."""
         self.lib, self.handles = lib, []
         self.memories, self.local = [], threading.local()     # every thread's memory objects
         attr = self._own(_vp(), "dnnl_primitive_attr_destroy")
@@ -296,6 +308,12 @@ class _Plan:
             rprim = self._own(_vp(), "dnnl_primitive_destroy")
             _check(lib.dnnl_primitive_create(ctypes.byref(rprim), rpd), "reorder")
             self.reorders.append((rprim, src, dst))
+        self.args += [a for a, _ in extra]
+        self.mds = list(self.mds) + [_vp(lib.dnnl_primitive_desc_query_md(self.pd, q, 0))
+                                     for _, q in extra]
+        self.extra_sizes = [lib.dnnl_memory_desc_get_size(m) for m in self.mds[len(roles):]]
+        self.sizes += self.extra_sizes
+        self.reorders += [None] * len(extra)
         self.engine = engine
 
     def _own(self, handle, destroy):
@@ -356,7 +374,7 @@ class _Plan:
 
     def __call__(self, arrays):
         """Runs the primitive on ``arrays`` (NumPy operands in ``user``'s order, the output last
-        and written)."""
+        and written, then any ``extra`` buffers)."""
         if not any(self.reorders):
             direct = getattr(self.local, "direct", None)
             if direct is None:
@@ -407,7 +425,7 @@ def _layout(a):
     return tuple(a.shape), tuple(s // 4 for s in a.strides)
 
 
-def _plan(key, make, user, roles, choose=True, fast_only=False):
+def _plan(key, make, user, roles, choose=True, fast_only=False, extra=()):
     lib, engine = _load()
     if lib is None:
         return None
@@ -418,7 +436,7 @@ def _plan(key, make, user, roles, choose=True, fast_only=False):
             return plan
     try:
         plan = _Plan(lib, engine, lambda pd, attr, mds: make(lib, engine, pd, attr, mds),
-                     user, roles, choose)
+                     user, roles, choose, extra)
         if fast_only and plan.implementation().startswith(("ref", "gemm")):
             plan = False        # oneDNN's reference loops or its own GEMM: NumPy's BLAS wins
     except _Failed:
@@ -452,10 +470,11 @@ def _run(kind, operands, out_shape, geometry, make, roles, choose=True):
     return out if _run_into(kind, list(operands) + [out], geometry, make, roles, choose) else None
 
 
-def _run_into(kind, arrays, geometry, make, roles, choose=True, fast_only=False):
-    """Runs the primitive that ``make`` describes on ``arrays`` (where oneDNN can read each as
-    it lies, ``_layout``); whether it did. ``fast_only``: not where oneDNN would run its
-    reference or plain GEMM implementation."""
+def _plan_for(kind, arrays, geometry, make, roles, choose=True, fast_only=False, extra=()):
+    """The plan of the primitive that ``make`` describes for ``arrays`` (as they lie,
+    ``_layout``), made on the first call with their shapes and strides; falsy where oneDNN does
+    not serve them (``fast_only``: where it would run its reference or plain GEMM
+    implementation)."""
     key = (kind, tuple([(a.shape, a.strides) for a in arrays]), geometry)
     with _lock:
         plan = _plans.get(key)
@@ -463,7 +482,14 @@ def _run_into(kind, arrays, geometry, make, roles, choose=True, fast_only=False)
             _plans.move_to_end(key)
     if plan is None:
         user = [_layout(a) for a in arrays]
-        plan = None if None in user else _plan(key, make, user, roles, choose, fast_only)
+        plan = None if None in user else _plan(key, make, user, roles, choose, fast_only, extra)
+    return plan
+
+
+def _run_into(kind, arrays, geometry, make, roles, choose=True, fast_only=False):
+    """Runs the primitive that ``make`` describes on ``arrays`` (``_plan_for``); whether it
+    did."""
+    plan = _plan_for(kind, arrays, geometry, make, roles, choose, fast_only)
     if not plan:
         return False
     try:
@@ -782,3 +808,194 @@ def softmax_backward(g, out, log=False):
               [(_ARG_DIFF_DST, _Q_DIFF_DST), (_ARG_DST, _Q_DST), (_ARG_DIFF_SRC, _Q_DIFF_SRC)],
               choose=False)
     return None if dx is None else dx.reshape(out.shape)
+
+
+# ---- LSTM layers -------------------------------------------------------------------------------
+_LEFT_TO_RIGHT, _OVERWRITE = 1, 1     # dnnl_unidirectional_left2right, ..._diff_weights_overwrite
+_ARG_SRC_ITER, _ARG_SRC_ITER_C, _ARG_WEIGHTS_ITER, _ARG_BIAS = 2, 3, 34, 41
+_ARG_DST_ITER, _ARG_DST_ITER_C, _ARG_WORKSPACE = 18, 19, 64
+_ARG_DIFF_SRC_ITER, _ARG_DIFF_SRC_ITER_C = 130, 131
+_ARG_DIFF_WEIGHTS_ITER, _ARG_DIFF_BIAS = 162, 169
+_ARG_DIFF_DST_ITER, _ARG_DIFF_DST_ITER_C = 146, 147
+_Q_WORKSPACE = 135
+_LSTM_ROLES = [(a, 0) for a in (_ARG_SRC, _ARG_SRC_ITER, _ARG_SRC_ITER_C, _ARG_WEIGHTS,
+                                _ARG_WEIGHTS_ITER, _ARG_BIAS, _ARG_DST, _ARG_DST_ITER,
+                                _ARG_DST_ITER_C)]
+_LSTM_DIFF_ROLES = [(a, 0) for a in (_ARG_DIFF_SRC, _ARG_DIFF_SRC_ITER, _ARG_DIFF_SRC_ITER_C,
+                                     _ARG_DIFF_WEIGHTS, _ARG_DIFF_WEIGHTS_ITER, _ARG_DIFF_BIAS,
+                                     _ARG_DIFF_DST, _ARG_DIFF_DST_ITER, _ARG_DIFF_DST_ITER_C)]
+
+
+def _lstm_shapes(x, w_ih, w_hh, h0, c0, b):
+    """(L, N, C, H) where the arrays are float32 NumPy arrays of one LSTM layer's shapes: x
+    (L, N, C), w_ih (4H, C), w_hh (4H, H), h0 and c0 (N, H), b (4H,) or None; else None."""
+    arrays = [a for a in (x, w_ih, w_hh, h0, c0, b) if a is not None]
+    if not all(type(a) is np.ndarray and a.dtype == np.float32 for a in arrays) or \
+            x.ndim != 3 or w_hh.ndim != 2:
+        return None
+    (length, n, c), h = x.shape, w_hh.shape[1]
+    if min(length, n, c, h) == 0 or w_ih.shape != (4 * h, c) or w_hh.shape != (4 * h, h) or \
+            h0.shape != (n, h) or c0.shape != (n, h) or (b is not None and b.shape != (4 * h,)):
+        return None
+    return length, n, c, h
+
+
+def _lstm_operands(x, w_ih, w_hh, h0, c0, b, h, forward_layout):
+    """The forward's inputs as oneDNN reads them: x (L, N, C); the states as (1, 1, N, H); the
+    weights (4H, I) as (1, 1, I, 4, H), transposed copies in its forward layout (ldigo), or
+    read as they lie in its backward's (ldgoi); the bias (1, 1, 4, H), zeros where None."""
+    def weight(w):
+        if forward_layout:
+            return np.ascontiguousarray(w.T).reshape(1, 1, w.shape[1], 4, h)
+        return np.ascontiguousarray(w).reshape(1, 1, 4, h, w.shape[1]).transpose(0, 1, 4, 2, 3)
+    bias = np.zeros(4 * h, np.float32) if b is None else np.ascontiguousarray(b)
+    return [np.ascontiguousarray(x), np.ascontiguousarray(h0).reshape((1, 1) + h0.shape),
+            np.ascontiguousarray(c0).reshape((1, 1) + c0.shape), weight(w_ih), weight(w_hh),
+            bias.reshape(1, 1, 4, h)]
+
+
+def _lstm_forward(lib, engine, pd, prop, mds, attr):
+    return lib.dnnl_lstm_forward_primitive_desc_create(
+        pd, engine, prop, _LEFT_TO_RIGHT, *mds[:5], None, None, *mds[5:9], 0, attr)
+
+
+def _lstm_training(forward):
+    """Runs the training forward on ``forward`` (the operands and the three results): its
+    workspace (every step's gates, for the backward), or None where it did not run."""
+    def make(lib, engine, pd, attr, mds):
+        return _lstm_forward(lib, engine, pd, _FORWARD_TRAINING, mds, attr)
+    plan = _plan_for("lstm_training", forward, (), make, _LSTM_ROLES, choose=False,
+                     extra=[(_ARG_WORKSPACE, _Q_WORKSPACE)])
+    if not plan:
+        return None
+    workspace = np.empty(plan.extra_sizes[0], np.uint8)
+    try:
+        plan(forward + [workspace])
+    except _Failed:
+        return None
+    return workspace
+
+
+# The workspace each kept forward left for its backward (the gates of every step, in oneDNN's
+# layout), by the id of the forward's result: (a weak reference to that result, the
+# workspace, the inputs' fingerprint). An entry goes when its result is freed.
+_workspaces = {}
+
+
+def _fingerprint(*arrays):
+    """Where the arrays lie, their shapes and strides: a backward uses a kept workspace only
+    for the very arrays its forward read."""
+    return tuple(None if a is None else (a.__array_interface__["data"][0], a.shape, a.strides)
+                 for a in arrays)
+
+
+def lstm(x, w_ih, w_hh, h0, c0, b=None, keep=False):
+    """One LSTM layer over a sequence (PyTorch's equations and gate order i, f, g, o), oneDNN's
+    fused kernel: the input's projection ``x @ w_ih.T + b`` for every step as one GEMM, then
+    per step ``h @ w_hh.T`` and the gates in one pass. ``x`` (L, N, C), ``w_ih`` (4H, C),
+    ``w_hh`` (4H, H), ``h0`` and ``c0`` (N, H), ``b`` (4H,) or None, all float32: a new
+    (L + 1, N, H) array, every step's h then the last step's c, or None where oneDNN does not
+    serve the call. ``keep``: run the training forward and keep its workspace (the gates of
+    every step) for ``lstm_backward`` with this result, until the result is freed."""
+    shapes = _lstm_shapes(x, w_ih, w_hh, h0, c0, b)
+    if shapes is None:
+        return None
+    length, n, _, h = shapes
+    out = np.empty((length + 1, n, h), np.float32)
+    arrays = _lstm_operands(x, w_ih, w_hh, h0, c0, b, h, True) + [
+        out[:length], np.empty((1, 1, n, h), np.float32), out[length:].reshape(1, 1, n, h)]
+    if not keep:
+        def make(lib, engine, pd, attr, mds):
+            return _lstm_forward(lib, engine, pd, _FORWARD_INFERENCE, mds, attr)
+        return out if _run_into("lstm", arrays, (), make, _LSTM_ROLES, choose=False) else None
+    workspace = _lstm_training(arrays)
+    if workspace is None:
+        return None
+    key = id(out)
+    _workspaces[key] = (weakref.ref(out, lambda _: _workspaces.pop(key, None)), workspace,
+                        _fingerprint(x, w_ih, w_hh, h0, c0, b))
+    return out
+
+
+def _kept_workspace(out, x, w_ih, w_hh, h0, c0, b=None):
+    """The workspace ``lstm(..., keep=True)`` kept with its result ``out`` for these inputs, or
+    None."""
+    entry = _workspaces.get(id(out)) if out is not None else None
+    if entry is None or entry[0]() is not out or \
+            entry[2] != _fingerprint(x, w_ih, w_hh, h0, c0, b):
+        return None
+    return entry[1]
+
+
+def _forward_layout_mds(lib, mds, c, h):
+    """Descriptors of the weights (1, 1, I, 4, H) in oneDNN's forward layout, for the forward
+    a backward primitive is made against (the caller destroys them)."""
+    made = []
+    for i in (c, h):
+        md = _vp()
+        _check(lib.dnnl_memory_desc_create_with_strides(
+            ctypes.byref(md), 5, _Dims(1, 1, i, 4, h), _F32,
+            _Dims(i * 4 * h, i * 4 * h, 4 * h, h, 1)), "md")
+        made.append(md)
+    return made
+
+
+def lstm_backward(g, x, w_ih, w_hh, h0, c0, b=None, out=None):
+    """The gradients through ``lstm`` of the cotangent ``g`` (L + 1, N, H) of its result
+    ``out``, from oneDNN's backward kernel: one flat float32 array of the gradients of x, w_ih,
+    w_hh, h0, c0 and (where ``b`` is given) b, each in its input's shape, in that order; None
+    where oneDNN does not serve the call. The kernel reads the gates of every step from the
+    forward's workspace: the one ``lstm(..., keep=True)`` kept with ``out`` for these very
+    arrays, else one the training forward makes first."""
+    shapes = _lstm_shapes(x, w_ih, w_hh, h0, c0, b)
+    if shapes is None or type(g) is not np.ndarray or g.dtype != np.float32:
+        return None
+    length, n, c, h = shapes
+    if g.shape != (length + 1, n, h):
+        return None
+    workspace = _kept_workspace(out, x, w_ih, w_hh, h0, c0, b)
+    if workspace is not None:         # the forward's result: its h, final h and final c
+        results = [out[:length], out[length - 1:length].reshape(1, 1, n, h),
+                   out[length:].reshape(1, 1, n, h)]
+    else:
+        results = [np.empty((length, n, h), np.float32), np.empty((1, 1, n, h), np.float32),
+                   np.empty((1, 1, n, h), np.float32)]
+        workspace = _lstm_training(_lstm_operands(x, w_ih, w_hh, h0, c0, b, h, True) + results)
+        if workspace is None:
+            return None
+    sizes = [length * n * c, 4 * h * c, 4 * h * h, n * h, n * h] + [4 * h] * (b is not None)
+    packed = np.empty(sum(sizes), np.float32)
+    ends = np.cumsum(sizes).tolist()
+    dx, dw_ih, dw_hh, dh0, dc0 = (packed[e - s:e] for s, e in zip(sizes[:5], ends))
+    db = packed[ends[-1] - 4 * h:] if b is not None else np.empty(4 * h, np.float32)
+    g = np.ascontiguousarray(g)
+    # oneDNN gives the weights' gradients in its forward layout (I, 4H): transposed after
+    grads_t = [np.empty((1, 1, i, 4, h), np.float32) for i in (c, h)]
+    arrays = _lstm_operands(x, w_ih, w_hh, h0, c0, b, h, False) + results + [
+        dx.reshape(length, n, c), dh0.reshape(1, 1, n, h), dc0.reshape(1, 1, n, h), *grads_t,
+        db.reshape(1, 1, 4, h), g[:length], np.zeros((1, 1, n, h), np.float32),
+        g[length:].reshape(1, 1, n, h)]
+
+    def make(lib, engine, pd, attr, mds):
+        weights = _forward_layout_mds(lib, mds, c, h)
+        try:
+            return _against_forward(
+                lib, lambda hint: _lstm_forward(lib, engine, hint, _FORWARD_TRAINING,
+                                                mds[:3] + weights + mds[5:9], attr),
+                lambda hint: lib.dnnl_lstm_backward_primitive_desc_create(
+                    pd, engine, _BACKWARD, _LEFT_TO_RIGHT, *mds[:5], None, None, *mds[5:14],
+                    None, None, *mds[14:18], _OVERWRITE, hint, attr))
+        finally:
+            for md in weights:
+                lib.dnnl_memory_desc_destroy(md)
+    backward = _plan_for("lstm_backward", arrays, (), make, _LSTM_ROLES + _LSTM_DIFF_ROLES,
+                         choose=False, extra=[(_ARG_WORKSPACE, _Q_WORKSPACE)])
+    if not backward or backward.extra_sizes[0] != workspace.size:
+        return None
+    try:
+        backward(arrays + [workspace])
+    except _Failed:
+        return None
+    for grad, grad_t, i in ((dw_ih, grads_t[0], c), (dw_hh, grads_t[1], h)):
+        grad.reshape(4 * h, i)[...] = grad_t.reshape(i, 4 * h).T
+    return packed

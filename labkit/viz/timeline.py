@@ -80,7 +80,8 @@ _OP_KIND = {"layer_norm": "reduction", "layer_norm_backward": "reduction",
             "batch_norm": "reduction", "batch_norm_backward": "reduction",
             "channel_moments": "reduction", "max_pool": "reduction",
             "max_pool_backward": "reduction",
-            "lstm_sequence": "matmul / conv", "lstm_sequence_backward": "matmul / conv"}
+            "lstm_sequence": "matmul / conv", "lstm_sequence_backward": "matmul / conv",
+            "lstm_layer": "matmul / conv", "lstm_layer_backward": "matmul / conv"}
 
 
 def op_kind(op_name):

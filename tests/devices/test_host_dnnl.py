@@ -429,3 +429,93 @@ def test_the_ops_take_it_at_one_thread_eager_and_captured(layer, monkeypatch):
         np.testing.assert_allclose(apply(t).numpy(), want_y, **tol)
         np.testing.assert_allclose(run(t, lk.tensor(g)).numpy(), want_dx, **tol)
         assert set(served) == {layer, layer + "_backward"}
+
+
+# ---- LSTM layers -------------------------------------------------------------------------------
+def _lstm_inputs(rng, length, n, c, h, bias):
+    x = rng.standard_normal((length, n, c))
+    w_ih, w_hh = rng.standard_normal((4 * h, c)) * 0.4, rng.standard_normal((4 * h, h)) * 0.4
+    h0, c0 = rng.standard_normal((n, h)), rng.standard_normal((n, h))
+    return [x, w_ih, w_hh, h0, c0] + ([rng.standard_normal(4 * h) * 0.4] if bias else [])
+
+
+@needs_dnnl
+@pytest.mark.parametrize("length, n, c, h, bias", [(7, 3, 5, 4, True), (1, 1, 1, 1, True),
+                                                   (12, 20, 16, 32, False), (3, 2, 40, 8, True)])
+def test_lstm_and_its_gradients_match_float64(length, n, c, h, bias):
+    from labkit.tensor.ops.recurrent_layer import lstm_layer, lstm_layer_backward
+    rng = np.random.default_rng(length)
+    inputs = _lstm_inputs(rng, length, n, c, h, bias)
+    g = rng.standard_normal((length + 1, n, h))
+    # lstm_layer's NumPy route in float64 (the op table checks it against PyTorch's)
+    want_y = lstm_layer.kernel(np, *inputs)
+    want_grads = lstm_layer_backward.kernel(np, g, want_y, *inputs)
+    f32 = [a.astype(np.float32) for a in inputs]
+    g32 = g.astype(np.float32)
+    y = host_dnnl.lstm(*f32)
+    np.testing.assert_allclose(y, want_y, rtol=1e-4, atol=1e-5)
+    # without a kept forward the backward runs the training forward first; with one, it reads
+    # the gates that forward kept with its result: the same values
+    grads = host_dnnl.lstm_backward(g32, *f32, out=y)
+    np.testing.assert_allclose(grads, want_grads, rtol=1e-4, atol=1e-4)
+    kept = host_dnnl.lstm(*f32, keep=True)
+    np.testing.assert_array_equal(kept, y)
+    assert host_dnnl._kept_workspace(kept, *f32) is not None
+    np.testing.assert_array_equal(host_dnnl.lstm_backward(g32, *f32, out=kept), grads)
+    # not for other arrays (a copy of the input), nor once the result is gone
+    assert host_dnnl._kept_workspace(kept, f32[0].copy(), *f32[1:]) is None
+    before = len(host_dnnl._workspaces)
+    del kept
+    assert len(host_dnnl._workspaces) == before - 1
+
+
+@needs_dnnl
+def test_lstm_declines_what_it_cannot_serve():
+    rng = np.random.default_rng(0)
+    x, w_ih, w_hh, h0, c0, b = (a.astype(np.float32) for a in _lstm_inputs(rng, 3, 2, 4, 5, True))
+    g = np.zeros((4, 2, 5), np.float32)
+    assert host_dnnl.lstm(x.astype(np.float64), w_ih, w_hh, h0, c0, b) is None    # dtype
+    assert host_dnnl.lstm(x[:, 0], w_ih, w_hh, h0[0], c0[0], b) is None          # no batch dim
+    assert host_dnnl.lstm(x, w_ih, w_hh, h0[:1], c0, b) is None                   # broadcast h0
+    assert host_dnnl.lstm(x[:0], w_ih, w_hh, h0, c0, b) is None                   # no steps
+    assert host_dnnl.lstm(x, w_ih[:, :3], w_hh, h0, c0, b) is None                # mismatched
+    assert host_dnnl.lstm_backward(g[:3], x, w_ih, w_hh, h0, c0, b) is None       # cotangent
+    assert host_dnnl.lstm_backward(g.astype(np.float64), x, w_ih, w_hh, h0, c0, b) is None
+
+
+@needs_dnnl
+@pytest.mark.parametrize("bidirectional, batch_first", [(False, False), (True, True)])
+def test_nn_lstm_takes_it_at_one_thread_eager_and_captured(bidirectional, batch_first,
+                                                           monkeypatch):
+    import labkit as lk
+    monkeypatch.setattr(host_dnnl, "threads", lambda: 1)
+    served = []
+    for name in ("lstm", "lstm_backward"):
+        monkeypatch.setattr(host_dnnl, name, lambda *a, f=getattr(host_dnnl, name), n=name,
+                            **k: served.append(n) or f(*a, **k))
+    lk.manual_seed(3)
+    model = lk.nn.LSTM(6, 8, num_layers=2, bidirectional=bidirectional, batch_first=batch_first)
+    wide = lk.nn.LSTM(6, 8, num_layers=2, bidirectional=bidirectional, batch_first=batch_first,
+                      dtype=lk.float64)
+    wide.load_state_dict({k: v.to(lk.float64) for k, v in model.state_dict().items()})
+    x = np.random.default_rng(1).standard_normal((4, 9, 6) if batch_first else (9, 4, 6))
+
+    def loss(m, t):
+        out, (h, c) = m(t)
+        return (out * out).sum() + (h * c).sum()
+
+    def step(m, t):
+        m.zero_grad()
+        value = loss(m, t)
+        value.backward()
+        return value
+    want = step(wide, lk.tensor(x)).item()
+    want_grads = [p.grad.numpy() for p in wide.parameters()]
+    for run in (step, lk.function(step)):
+        served.clear()
+        got = run(model, lk.tensor(x.astype(np.float32))).item()
+        assert got == pytest.approx(want, rel=1e-5)
+        for p, w in zip(model.parameters(), want_grads):
+            np.testing.assert_allclose(p.grad.numpy(), w, rtol=1e-4, atol=1e-4)
+        layers = 2 * (2 if bidirectional else 1)
+        assert served.count("lstm") == served.count("lstm_backward") == layers

@@ -246,7 +246,7 @@ def _loss_and_grads(model, run):
 
 @pytest.mark.parametrize("batch_first", [False, True])
 def test_padded_lstm_is_one_op_per_layer_and_direction_as_the_step_loop(batch_first):
-    # padded input runs each layer and direction as one lstm_sequence op; a packed sequence
+    # padded input runs each layer and direction as one lstm_layer op; a packed sequence
     # runs the loop step by step (lstm_cell): the same values and gradients, in float64
     lk.manual_seed(7)
     lstm = nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=batch_first,
@@ -268,7 +268,7 @@ def test_padded_lstm_is_one_op_per_layer_and_direction_as_the_step_loop(batch_fi
     with lk.profile() as prof:
         ours = _loss_and_grads(lstm, padded)
     ops = [e.op for e in prof.events]
-    assert ops.count("lstm_sequence") == ops.count("lstm_sequence_backward") == 4
+    assert ops.count("lstm_layer") == ops.count("lstm_layer_backward") == 4
     assert "lstm_cell" not in ops
     steps = _loss_and_grads(lstm, packed)
     np.testing.assert_allclose(ours[0], steps[0], rtol=1e-12)

@@ -3,20 +3,22 @@ gate order) and the loop over time that ``nn.RNN`` / ``nn.LSTM`` / ``nn.GRU`` ru
 layer and direction, over padded or packed sequences.
 
 An LSTM layer over padded input (without ``proj_size``) is one op per layer and direction,
-``lstm_sequence``, as cuDNN and oneDNN run it: the input projection ``x @ W_ih.T + b`` one
-product for the whole sequence, then the time loop inside the op's kernel (and its backward's).
+``lstm_layer``, as cuDNN and oneDNN run it: the input projection ``x @ W_ih.T + b`` one
+product for the whole sequence, then the time loop inside the op's kernel (and its backward's);
+on the CPU in float32 at one thread, oneDNN's fused LSTM kernels.
 Elsewhere the input projection is one product per layer, direction and block of ``BLOCK``
 steps; only ``h @ W_hh.T`` and the gates run per step.
 A packed sequence's steps shrink as sequences end (its batch is sorted by length): a step runs
 on the sequences still going, and each sequence's final state is its last real step's.
 """
+from ...autodiff import is_grad_enabled
 from ...errors import ShapeError, describe
 from ...tensor.ops.composite import unsqueeze
 from ...tensor.ops.elementwise import add, mul, relu, sigmoid, sub, tanh
 from ...tensor.ops.index import _FULL, _getitem, getitem_slices
 from ...tensor.ops.linalg import matmul_t
 from ...tensor.ops.recurrent import lstm_cell as _lstm_cell_op
-from ...tensor.ops.recurrent import lstm_sequence
+from ...tensor.ops.recurrent_layer import lstm_layer
 from ...tensor.ops.shape import concat, moved, reshape
 from .dropout import dropout as _dropout
 
@@ -154,20 +156,19 @@ class Steps:
 
 
 def _lstm_layer(x, time_dim, h0, weights, reverse):
-    """One LSTM layer and direction over padded input ``x`` as one ``lstm_sequence`` op: (its
+    """One LSTM layer and direction over padded input ``x`` as one ``lstm_layer`` op: (its
     output, time-major (L, N, H), and its final (h, c))."""
     w_ih, w_hh, b_ih, b_hh, _ = weights
-    if time_dim == 1:                     # (N, L, F): the projection in time-major order
+    if time_dim == 1:                     # (N, L, F): the layer runs time-major
         x = moved(x, 1)
     length = x.shape[0]
-    b = add(b_ih, b_hh) if b_ih is not None else None
-    xw = reshape(_linear(reshape(x, shape=(-1, x.shape[-1])), w_ih, b),
-                 shape=tuple(x.shape[:-1]) + (w_ih.shape[0],))
     if reverse:
-        xw = _getitem(xw, spec=(("s", None, None, -1),))
-    out = lstm_sequence(xw, w_hh, *h0)
-    h = _getitem(out, spec=(("i", 0),))
-    final = tuple(_getitem(out, spec=(("i", k), ("i", length - 1))) for k in (0, 1))
+        x = _getitem(x, spec=(("s", None, None, -1),))
+    b = () if b_ih is None else (add(b_ih, b_hh),)
+    inputs = (x, w_ih, w_hh) + tuple(h0) + b
+    out = lstm_layer(*inputs, keep=is_grad_enabled() and any(t.requires_grad for t in inputs))
+    h = getitem_slices(out, 0, 0, length)
+    final = tuple(_getitem(out, spec=(("i", t),)) for t in (length - 1, length))
     if reverse:
         h = _getitem(h, spec=(("s", None, None, -1),))
     return h, final

@@ -1,6 +1,6 @@
 """Products, normalisation, activations, losses and recurrent steps: matmul (with its
-transposes), layer_norm (alone and with its weight and bias), leaky_relu, smooth_l1, lstm_cell
-and lstm_sequence."""
+transposes), layer_norm (alone and with its weight and bias), leaky_relu, smooth_l1, lstm_cell,
+lstm_sequence and lstm_layer."""
 import numpy as np
 
 from ..dims import OnnxExportError
@@ -65,20 +65,16 @@ def _lstm_cell(b, node, ins):
                   name=node.name)
 
 
-@converter("lstm_sequence")
-def _lstm_sequence(b, node, ins):
-    """An LSTM layer's time loop unrolled over its length (which must not follow a dynamic
-    axis): each step's gates, c and h in ONNX's elementwise ops, the result's planes h, c, i, f,
-    g, o stacked."""
-    xw, w_hh, h, c = b.operands(node, node.dtype)
-    length = b.dims(node)[1]
+def _unrolled_lstm(b, node, name, length, xw, w_hh, h, c):
+    """An LSTM's time loop unrolled over its ``length`` (which must not follow a dynamic
+    axis): each step's planes (h, c, i, f, g, o) in ONNX's elementwise ops, from the input's
+    projection ``xw`` (L, ..., 4H)."""
     if not isinstance(length, int) or length == 0:
         raise OnnxExportError(
-            f"lk.onnx.export: op 'lstm_sequence' (node '{node.name}') runs an LSTM over "
+            f"lk.onnx.export: op '{name}' (node '{node.name}') runs an LSTM over "
             f"{'a sequence whose length follows a dynamic axis' if length else 'no steps'}; "
             f"labkit writes its loop unrolled, so export it with a fixed sequence length")
     w_t = b.emit("Transpose", [w_hh], perm=[1, 0])
-    zero, one = (b.const(np.asarray([k], np.int64), name=f"axis{k}") for k in (0, 1))
     steps = []
     for t in range(length):
         x_t = b.emit("Gather", [xw, b.const(np.asarray(t, np.int64), name="step")], axis=0)
@@ -88,10 +84,38 @@ def _lstm_sequence(b, node, ins):
         g = b.emit("Tanh", [g])
         c = b.emit("Add", [b.emit("Mul", [f, c]), b.emit("Mul", [i, g])])
         h = b.emit("Mul", [o, b.emit("Tanh", [c])])
-        planes = b.emit("Concat", [b.emit("Unsqueeze", [v, zero]) for v in (h, c, i, f, g, o)],
-                        axis=0)
-        steps.append(b.emit("Unsqueeze", [planes, one]))
+        steps.append((h, c, i, f, g, o))
+    return steps
+
+
+@converter("lstm_sequence")
+def _lstm_sequence(b, node, ins):
+    """The unrolled loop's planes h, c, i, f, g, o stacked, (6, L, ..., H)."""
+    xw, w_hh, h, c = b.operands(node, node.dtype)
+    zero, one = (b.const(np.asarray([k], np.int64), name=f"axis{k}") for k in (0, 1))
+    steps = [b.emit("Unsqueeze", [b.emit("Concat", [b.emit("Unsqueeze", [v, zero])
+                                                    for v in planes], axis=0), one])
+             for planes in _unrolled_lstm(b, node, "lstm_sequence", b.dims(node)[1], xw, w_hh,
+                                          h, c)]
     return b.emit("Concat", steps, axis=1, name=node.name)
+
+
+@converter("lstm_layer")
+def _lstm_layer(b, node, ins):
+    """The input's projection (MatMul and Add), the unrolled loop, then every step's h and the
+    last step's c stacked, (L + 1, ..., H)."""
+    x, w_ih, w_hh, h, c, *bias = b.operands(node, node.dtype)
+    xw = b.emit("MatMul", [x, b.emit("Transpose", [w_ih], perm=[1, 0])])
+    if bias:
+        xw = b.emit("Add", [xw, bias[0]])
+    zero = b.const(np.asarray([0], np.int64), name="axis0")
+    length = b.dims(node)[0]
+    steps = _unrolled_lstm(b, node, "lstm_layer", length - 1 if isinstance(length, int) else
+                           length, xw, w_hh, h, c)
+    rows = [b.emit("Unsqueeze", [planes[0], zero]) for planes in steps]
+    # c' has the step's whole shape; h0 and c0 may broadcast over x's dims
+    return b.emit("Concat", rows + [b.emit("Unsqueeze", [steps[-1][1], zero])], axis=0,
+                  name=node.name)
 
 
 @converter("leaky_relu")

@@ -19,4 +19,4 @@ from . import loss  # noqa: F401,E402
 from . import nn_kernels  # noqa: F401,E402
 from . import quantized  # noqa: F401,E402
 from . import checks, complex, fft  # noqa: F401,E402
-from . import recurrent  # noqa: F401,E402
+from . import recurrent, recurrent_layer  # noqa: F401,E402

@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from labkit.tensor.ops import recurrent as R
+from labkit.tensor.ops import recurrent_layer as R_layer
 
 from ..case_kit import Case, Sample, normal, torch_ref
 
@@ -142,4 +143,67 @@ PRIMITIVE_CASES += [
     Case("lstm_sequence_backward", R.lstm_sequence_backward, torch_ref(_sequence_backward),
          lambda rng, **p: Sample(_sequence_backward_inputs(rng, **p)), _sequence_params(),
          _SEQUENCE_EDGES, op="lstm_sequence_backward"),
+]
+
+
+# ---- lstm_layer and lstm_layer_backward ------------------------------------------------------
+def _layer(x, w_ih, w_hh, h0, c0, *b):
+    xw = x @ w_ih.T + (b[0] if b else 0)
+    lead, n = tuple(x.shape[1:-1]), w_hh.shape[1]
+    if x.shape[0] == 0:
+        return c0.expand(lead + (n,))[None] + 0 * h0.sum() + 0 * xw.sum()
+    planes = _sequence(xw, w_hh, h0, c0)
+    return torch.cat([planes[0], planes[1, -1:]])
+
+
+def _layer_backward(g, out, *inputs):
+    # PyTorch's first-order gradients, made with create_graph so that the harness's
+    # second-order checks compare with its double backward (``out``, the forward's result, is
+    # where oneDNN's kernel finds the gates its forward kept: the values do not depend on it)
+    with torch.enable_grad():
+        ins = [t if t.requires_grad else t.detach().requires_grad_(True) for t in inputs]
+        grads = torch.autograd.grad(_layer(*ins), ins, g, create_graph=True, allow_unused=True)
+    return torch.cat([(d if d is not None else torch.zeros_like(t)).reshape(-1)
+                      for d, t in zip(grads, ins)])
+
+
+@st.composite
+def _layer_params(draw):
+    lead = draw(st.lists(st.integers(0, 3), max_size=2).map(tuple))
+    return {"length": draw(st.integers(0, 3)), "lead": lead, "hidden": draw(st.integers(1, 2)),
+            "features": draw(st.integers(1, 3)), "bias": draw(st.booleans()),
+            "state_lead": draw(st.sampled_from(["same", "none", "ones"]))}
+
+
+_LAYER_EDGES = [dict(length=3, lead=(2,), hidden=2, features=3, bias=True, state_lead="same"),
+                dict(length=1, lead=(1,), hidden=1, features=1, bias=False, state_lead="same"),
+                dict(length=0, lead=(2,), hidden=2, features=2, bias=True, state_lead="same"),
+                dict(length=2, lead=(0,), hidden=1, features=2, bias=True, state_lead="same"),
+                dict(length=2, lead=(2, 3), hidden=2, features=1, bias=True, state_lead="ones"),
+                dict(length=3, lead=(2,), hidden=1, features=2, bias=False, state_lead="none"),
+                dict(length=2, lead=(), hidden=2, features=2, bias=True, state_lead="same")]
+
+
+def _layer_inputs(rng, length, lead, hidden, features, bias, state_lead):
+    b = (normal(rng, (4 * hidden,)) * 0.5,) if bias else ()
+    return (normal(rng, (length,) + lead + (features,)),
+            normal(rng, (4 * hidden, features)) * 0.7, normal(rng, (4 * hidden, hidden)) * 0.7,
+            *_states(rng, lead, hidden, state_lead), *b)
+
+
+def _layer_backward_inputs(rng, length, lead, hidden, **p):
+    inputs = _layer_inputs(rng, length, lead, hidden, **p)
+    return (normal(rng, (length + 1,) + lead + (hidden,)),
+            R_layer.lstm_layer.kernel(np, *inputs), *inputs)
+
+
+PRIMITIVE_CASES += [
+    Case("lstm_layer", R_layer.lstm_layer, torch_ref(_layer),
+         lambda rng, **p: Sample(_layer_inputs(rng, **p)), _layer_params(), _LAYER_EDGES,
+         op="lstm_layer"),
+    # (not differentiated by the forward's result, whose values the gradients do not read)
+    Case("lstm_layer_backward", R_layer.lstm_layer_backward, torch_ref(_layer_backward),
+         lambda rng, **p: Sample(_layer_backward_inputs(rng, **p),
+                                 grad=(0,) + tuple(range(2, 7 + p["bias"]))), _layer_params(),
+         _LAYER_EDGES, op="lstm_layer_backward"),
 ]
