@@ -60,7 +60,8 @@ _CPU, _SCRATCHPAD_USER = 1, 1
 _Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST, _Q_SCRATCHPAD = \
     129, 130, 131, 132, 133, 134, 136
 _Q_IMPL = 8
-_ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_SCRATCHPAD = 1, 17, 33, 80
+_ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_SCRATCHPAD, _ARG_WORKSPACE = 1, 17, 33, 80, 64
+_Q_WORKSPACE = 135
 _ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS = 129, 145, 161
 _CACHE = 256
 _KEPT_SCRATCH = 1 << 20          # a plan keeps a scratchpad up to this size (bytes) per thread
@@ -123,6 +124,11 @@ def _declare(lib):
             p(_vp), _vp, ctypes.c_int, ctypes.c_int, _vp, _vp, ctypes.c_int, _vp],
         "dnnl_softmax_backward_primitive_desc_create": [
             p(_vp), _vp, ctypes.c_int, _vp, _vp, _vp, ctypes.c_int, _vp, _vp],
+        "dnnl_pooling_forward_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, ctypes.c_int, _vp, _vp, _Dims, _Dims, _Dims, _Dims, _Dims,
+            _vp],
+        "dnnl_pooling_backward_primitive_desc_create": [
+            p(_vp), _vp, ctypes.c_int, _vp, _vp, _Dims, _Dims, _Dims, _Dims, _Dims, _vp, _vp],
         "dnnl_lstm_forward_primitive_desc_create": [
             p(_vp), _vp, ctypes.c_int, ctypes.c_int] + [_vp] * 11 + [ctypes.c_uint, _vp],
         "dnnl_lstm_backward_primitive_desc_create": [
@@ -813,11 +819,10 @@ def softmax_backward(g, out, log=False):
 # ---- LSTM layers -------------------------------------------------------------------------------
 _LEFT_TO_RIGHT, _OVERWRITE = 1, 1     # dnnl_unidirectional_left2right, ..._diff_weights_overwrite
 _ARG_SRC_ITER, _ARG_SRC_ITER_C, _ARG_WEIGHTS_ITER, _ARG_BIAS = 2, 3, 34, 41
-_ARG_DST_ITER, _ARG_DST_ITER_C, _ARG_WORKSPACE = 18, 19, 64
+_ARG_DST_ITER, _ARG_DST_ITER_C = 18, 19
 _ARG_DIFF_SRC_ITER, _ARG_DIFF_SRC_ITER_C = 130, 131
 _ARG_DIFF_WEIGHTS_ITER, _ARG_DIFF_BIAS = 162, 169
 _ARG_DIFF_DST_ITER, _ARG_DIFF_DST_ITER_C = 146, 147
-_Q_WORKSPACE = 135
 _LSTM_ROLES = [(a, 0) for a in (_ARG_SRC, _ARG_SRC_ITER, _ARG_SRC_ITER_C, _ARG_WEIGHTS,
                                 _ARG_WEIGHTS_ITER, _ARG_BIAS, _ARG_DST, _ARG_DST_ITER,
                                 _ARG_DST_ITER_C)]
@@ -864,13 +869,19 @@ def _lstm_training(forward):
     workspace (every step's gates, for the backward), or None where it did not run."""
     def make(lib, engine, pd, attr, mds):
         return _lstm_forward(lib, engine, pd, _FORWARD_TRAINING, mds, attr)
-    plan = _plan_for("lstm_training", forward, (), make, _LSTM_ROLES, choose=False,
+    return _run_keeping("lstm_training", forward, (), make, _LSTM_ROLES)
+
+
+def _run_keeping(kind, arrays, geometry, make, roles):
+    """Runs a training forward primitive on ``arrays`` as they lie (``_plan_for``): the
+    workspace it leaves for its backward (a new byte array), or None where it did not run."""
+    plan = _plan_for(kind, arrays, geometry, make, roles, choose=False,
                      extra=[(_ARG_WORKSPACE, _Q_WORKSPACE)])
     if not plan:
         return None
     workspace = np.empty(plan.extra_sizes[0], np.uint8)
     try:
-        plan(forward + [workspace])
+        plan(arrays + [workspace])
     except _Failed:
         return None
     return workspace
@@ -999,3 +1010,51 @@ def lstm_backward(g, x, w_ih, w_hh, h0, c0, b=None, out=None):
     for grad, grad_t, i in ((dw_ih, grads_t[0], c), (dw_hh, grads_t[1], h)):
         grad.reshape(4 * h, i)[...] = grad_t.reshape(i, 4 * h).T
     return packed
+
+
+# ---- max pooling's gradient ------------------------------------------------------------------
+_POOLING_MAX = 0x1ff                      # dnnl_pooling_max
+
+
+def _pool_forward(lib, engine, pd, src, dst, geo, attr):
+    return lib.dnnl_pooling_forward_primitive_desc_create(pd, engine, _FORWARD_TRAINING,
+                                                          _POOLING_MAX, src, dst, *geo, attr)
+
+
+def max_pool_backward(g, x, kernel, stride, padding, dilation):
+    """The gradient of a max pooling of ``x`` (N, C, H, W) by ``kernel`` windows (``stride``,
+    ``dilation``, ``padding`` ((top, bottom), (left, right)) of the lowest value): each window's
+    ``g`` (N, C, OH, OW) at its first largest element (window positions in row-major order),
+    from oneDNN's forward (for where the maxima are: its workspace) and backward; None where
+    oneDNN does not serve. (A window holding a NaN is the caller's: oneDNN's maximum skips it.)"""
+    if not _usable(x, g) or g.shape[:2] != x.shape[:2]:
+        return None
+    (pt, pb), (pl, pr) = padding
+    geo = (_Dims(*stride), _Dims(*kernel), _Dims(*(d - 1 for d in dilation)), _Dims(pt, pl),
+           _Dims(pb, pr))
+    key = (tuple(kernel), tuple(stride), tuple(map(tuple, padding)), tuple(dilation))
+    x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
+    workspace = _run_keeping(
+        "max_pool", [x, np.empty_like(g)], key,
+        lambda lib, engine, pd, attr, mds: _pool_forward(lib, engine, pd, mds[0], mds[1], geo,
+                                                         attr),
+        [(_ARG_SRC, 0), (_ARG_DST, 0)])
+    if workspace is None:
+        return None
+    dx = np.empty_like(x)
+
+    def make(lib, engine, pd, attr, mds):
+        return _against_forward(
+            lib, lambda hint: _pool_forward(lib, engine, hint, mds[1], mds[0], geo, attr),
+            lambda hint: lib.dnnl_pooling_backward_primitive_desc_create(
+                pd, engine, _POOLING_MAX, mds[1], mds[0], *geo, hint, attr))
+    plan = _plan_for("max_pool_backward", [g, dx], key, make,
+                     [(_ARG_DIFF_DST, 0), (_ARG_DIFF_SRC, 0)], choose=False,
+                     extra=[(_ARG_WORKSPACE, _Q_WORKSPACE)])
+    if not plan or plan.extra_sizes[0] != workspace.size:
+        return None
+    try:
+        plan([g, dx, workspace])
+    except _Failed:
+        return None
+    return dx

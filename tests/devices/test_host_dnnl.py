@@ -519,3 +519,51 @@ def test_nn_lstm_takes_it_at_one_thread_eager_and_captured(bidirectional, batch_
             np.testing.assert_allclose(p.grad.numpy(), w, rtol=1e-4, atol=1e-4)
         layers = 2 * (2 if bidirectional else 1)
         assert served.count("lstm") == served.count("lstm_backward") == layers
+
+
+# ---- max pooling's gradient ------------------------------------------------------------------
+@needs_dnnl
+@pytest.mark.parametrize("shape, kernel, stride, padding, dilation", [
+    ((8, 16, 24, 24), (2, 2), (2, 2), ((0, 0), (0, 0)), (1, 1)),      # mnist's
+    ((2, 3, 9, 9), (3, 3), (2, 2), ((1, 1), (1, 1)), (1, 1)),          # overlapping, padded
+    ((2, 3, 10, 9), (3, 2), (1, 2), ((1, 2), (0, 1)), (2, 1)),         # ceil_mode's, dilated
+])
+@pytest.mark.parametrize("ties", [False, True])
+def test_max_pool_gradient_matches_the_numpy_route(shape, kernel, stride, padding, dilation,
+                                                   ties):
+    # the gradient goes to each window's first largest element, also among equal ones
+    from labkit.tensor.ops.conv import max_pool, max_pool_backward
+    rng = np.random.default_rng(4)
+    x = (rng.integers(-2, 3, shape) if ties else rng.standard_normal(shape)).astype(np.float32)
+    geo = dict(kernel_size=kernel, stride=stride, padding=padding, dilation=dilation)
+    out = max_pool.kernel(np, x, **geo)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    want = max_pool_backward.kernel(np, g.astype(np.float64), x.astype(np.float64),
+                                    out.astype(np.float64), **geo)
+    np.testing.assert_allclose(host_dnnl.max_pool_backward(g, x, kernel, stride, padding,
+                                                           dilation), want, rtol=1e-6)
+    assert host_dnnl.max_pool_backward(g.astype(np.float64), x, kernel, stride, padding,
+                                       dilation) is None
+
+
+@needs_dnnl
+def test_max_pool_op_leaves_windows_with_a_nan_to_numpy(monkeypatch):
+    import labkit as lk
+    monkeypatch.setattr(host_dnnl, "threads", lambda: 1)
+    served = []
+    monkeypatch.setattr(host_dnnl, "max_pool_backward", lambda *a, f=host_dnnl.max_pool_backward:
+                        served.append(1) or f(*a))
+    x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4)
+    for nan in (False, True):
+        served.clear()
+        xs = x.copy()
+        if nan:
+            xs[0, 0, 0, 0] = np.nan
+        t = lk.tensor(xs, requires_grad=True)
+        lk.max_pool2d(t, 2).sum().backward()
+        want = np.zeros_like(xs)
+        want[..., 1::2, 1::2] = 1
+        if nan:                     # the NaN is its window's maximum, as PyTorch's
+            want[0, 0, 0, 0], want[0, 0, 1, 1] = 1, 0
+        np.testing.assert_array_equal(t.grad.numpy(), want)
+        assert served == ([] if nan else [1])

@@ -12,7 +12,9 @@
   the cache and left the output permuted. ``max_pool2d`` is a primitive of its own,
 ``max_pool``: the running maximum of the kh*kw strided slices of the input, and its vjp
 ``max_pool_backward`` (each window's gradient to its first largest element), instead of copying
-every window (unfold, reshape), an argmax, a gather and their vjps (a scatter and a fold).
+every window (unfold, reshape), an argmax, a gather and their vjps (a scatter and a fold); at
+one OpenMP thread in float32 the backward is oneDNN's pooling (its forward for where the maxima
+are, then its backward), unless a window holds a NaN.
 """
 import math
 
@@ -845,11 +847,15 @@ def _max_pool_backward_vjp(c, result, g, x, out, **geo):
 def max_pool_backward(xp, g, x, out, kernel_size, stride, padding, dilation):
     """max_pool's vjp: each window's gradient ``g`` added at the window's first largest element
     of ``x`` (in row-major order of the window, as PyTorch's), ``out`` being max_pool's result."""
+    nan = out.dtype.kind == "f" and bool(xp.isnan(out).any())
+    if not nan and x.dtype == np.float32 and x.ndim == 4 and host_dnnl.serves(xp):
+        dx = host_dnnl.max_pool_backward(g, x, kernel_size, stride, padding, dilation)
+        if dx is not None:
+            return dx
     xpad = _pool_padded(xp, x, padding)
     oh, ow = out.shape[-2:]
     dpad = xp.zeros(xpad.shape, dtype=g.dtype)
     taken = xp.zeros(out.shape, dtype=bool)
-    nan = out.dtype.kind == "f" and bool(xp.isnan(out).any())
     last = kernel_size[0] * kernel_size[1] - 1
     # windows that do not overlap write each input element at most once: no sum needed
     apart = all(s >= (k - 1) * d + 1 for s, k, d in zip(stride, kernel_size, dilation))
