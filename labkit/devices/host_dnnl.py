@@ -611,56 +611,81 @@ def matmul(a, b, out=None):
     return out if done else None
 
 
-# ---- GELU ----------------------------------------------------------------------------------------
-_GELU_ERF = 49                            # dnnl_eltwise_gelu_erf
-_ELEMENTWISE_MIN = 1 << 14                # below this NumPy's passes cost less than the call
+# ---- elementwise: GELU and leaky ReLU ------------------------------------------------------------
+_GELU_ERF, _RELU = 49, 0x20               # dnnl_eltwise_gelu_erf, dnnl_eltwise_relu
+ELEMENTWISE_MIN = 1 << 14                 # below this NumPy's passes cost less than the call
 
 
 def _flat(*arrays):
     """The arrays as 1-d C-contiguous float32 arrays, where they are NumPy float32 arrays of one
-    shape with at least ``_ELEMENTWISE_MIN`` elements; else None."""
+    shape with at least ``ELEMENTWISE_MIN`` elements; else None."""
     if not all(type(a) is np.ndarray and a.dtype == np.float32 and a.shape == arrays[0].shape
-               for a in arrays) or arrays[0].size < _ELEMENTWISE_MIN:
+               for a in arrays) or arrays[0].size < ELEMENTWISE_MIN:
         return None
     return [np.ascontiguousarray(a).reshape(-1) for a in arrays]
 
 
-def _gelu_forward(lib, engine, pd, src, dst, attr):
+def _eltwise_forward(lib, engine, pd, alg, alpha, src, dst, attr):
     return lib.dnnl_eltwise_forward_primitive_desc_create(
-        pd, engine, _FORWARD_TRAINING, _GELU_ERF, src, dst, 0.0, 0.0, attr)
+        pd, engine, _FORWARD_TRAINING, alg, src, dst, alpha, 0.0, attr)
 
 
-def gelu(x):
-    """``x * Phi(x)`` (GELU without approximation) of a float32 array, in one pass: a new array,
-    or None where oneDNN does not serve (another dtype, fewer than ``_ELEMENTWISE_MIN``
-    elements)."""
+def _eltwise(kind, alg, alpha, x):
+    """oneDNN's eltwise ``alg`` (parameter ``alpha``) of a float32 array in one pass: a new
+    array, or None where it does not serve."""
     flat = _flat(x)
     if flat is None:
         return None
 
     def make(lib, engine, pd, attr, mds):
-        return _gelu_forward(lib, engine, pd, mds[0], mds[1], attr)
-    out = _run("gelu", flat, flat[0].shape, (), make, [(_ARG_SRC, _Q_SRC), (_ARG_DST, _Q_DST)],
-               choose=False)
+        return _eltwise_forward(lib, engine, pd, alg, alpha, mds[0], mds[1], attr)
+    out = _run(kind, flat, flat[0].shape, (alpha,), make,
+               [(_ARG_SRC, _Q_SRC), (_ARG_DST, _Q_DST)], choose=False)
     return None if out is None else out.reshape(x.shape)
 
 
-def gelu_backward(g, x):
-    """``g * gelu'(x)`` for float32 ``g`` and ``x`` of one shape, in one pass; None where oneDNN
-    does not serve."""
+def _eltwise_backward(kind, alg, alpha, g, x):
+    """``g`` times the derivative of ``_eltwise``'s function at ``x`` (float32, one shape), in
+    one pass; None where oneDNN does not serve."""
     flat = _flat(g, x)
     if flat is None:
         return None
 
     def make(lib, engine, pd, attr, mds):
         return _against_forward(
-            lib, lambda hint: _gelu_forward(lib, engine, hint, mds[1], mds[1], attr),
+            lib, lambda hint: _eltwise_forward(lib, engine, hint, alg, alpha, mds[1], mds[1],
+                                               attr),
             lambda hint: lib.dnnl_eltwise_backward_primitive_desc_create(
-                pd, engine, _GELU_ERF, mds[2], mds[0], mds[1], 0.0, 0.0, hint, attr))
-    out = _run("gelu_backward", flat, flat[0].shape, (), make,
+                pd, engine, alg, mds[2], mds[0], mds[1], alpha, 0.0, hint, attr))
+    out = _run(kind, flat, flat[0].shape, (alpha,), make,
                [(_ARG_DIFF_DST, _Q_DIFF_DST), (_ARG_SRC, _Q_SRC), (_ARG_DIFF_SRC, _Q_DIFF_SRC)],
                choose=False)
     return None if out is None else out.reshape(x.shape)
+
+
+def gelu(x):
+    """``x * Phi(x)`` (GELU without approximation) of a float32 array, in one pass: a new array,
+    or None where oneDNN does not serve (another dtype, fewer than ``ELEMENTWISE_MIN``
+    elements)."""
+    return _eltwise("gelu", _GELU_ERF, 0.0, x)
+
+
+def gelu_backward(g, x):
+    """``g * gelu'(x)`` for float32 ``g`` and ``x`` of one shape, in one pass; None where oneDNN
+    does not serve."""
+    return _eltwise_backward("gelu_backward", _GELU_ERF, 0.0, g, x)
+
+
+def leaky_relu(x, negative_slope):
+    """``x`` where ``x > 0``, else ``negative_slope * x`` (NaN stays NaN), of a float32 array in
+    one pass: a new array, or None where oneDNN does not serve."""
+    return _eltwise("leaky_relu", _RELU, negative_slope, x)
+
+
+def leaky_relu_backward(g, x, negative_slope):
+    """``g`` where ``x > 0``, else ``negative_slope * g`` (float32, one shape), in one pass; None
+    where oneDNN does not serve."""
+    return _eltwise_backward("leaky_relu_backward", _RELU, negative_slope, g, x)
 
 
 # ---- layer normalisation -----------------------------------------------------------------------
@@ -673,7 +698,7 @@ _ARG_SCALE, _ARG_SHIFT, _ARG_DIFF_SCALE, _ARG_DIFF_SHIFT = 51, 52, 255, 256
 def _rows(ndim, *arrays):
     """The arrays as C-contiguous float32 (rows, n) matrices, n the size of their last ``ndim``
     dimensions, where they are NumPy float32 arrays of one shape with at least
-    ``_ELEMENTWISE_MIN`` elements; else None."""
+    ``ELEMENTWISE_MIN`` elements; else None."""
     flat = _flat(*arrays)
     if flat is None or not 1 <= ndim <= arrays[0].ndim:
         return None
@@ -707,7 +732,7 @@ def layer_norm(x, ndim, eps, weight=None, bias=None):
     """``(x - mean) / sqrt(var + eps)`` over the last ``ndim`` dimensions of a float32 array
     (biased variance), times ``weight`` and plus ``bias`` where given (each of the normalised
     dimensions' size), in one kernel: a new array, or None where oneDNN does not serve (another
-    dtype, fewer than ``_ELEMENTWISE_MIN`` elements)."""
+    dtype, fewer than ``ELEMENTWISE_MIN`` elements)."""
     rows = _rows(ndim, x)
     params = None if rows is None else _vectors(rows[0].shape[1], weight, bias)
     if params is None:
@@ -783,7 +808,7 @@ def _softmax_forward(lib, engine, pd, alg, src, dst, attr):
 def softmax(x, log=False):
     """softmax (``log``: log_softmax) over the last dimension of a float32 array, in one kernel:
     a new array, or None where oneDNN does not serve (another dtype, fewer than
-    ``_ELEMENTWISE_MIN`` elements)."""
+    ``ELEMENTWISE_MIN`` elements)."""
     rows = _rows(1, x)
     if rows is None:
         return None

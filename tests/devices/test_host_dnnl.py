@@ -252,6 +252,32 @@ def test_gelu_declines_what_numpy_serves_better_or_it_cannot():
     assert host_dnnl.gelu_backward(np.ones((2, 1 << 14), np.float32), x) is None  # broadcast
 
 
+@needs_dnnl
+@pytest.mark.parametrize("slope", [0.01, 0.2, 1.5, -0.3])
+def test_leaky_relu_and_its_gradient_match_numpy_bit_for_bit(slope, monkeypatch):
+    # oneDNN's relu with a slope: the same products and selections, so the same bits, NaN and
+    # signed zeros included; where x holds a NaN the op's backward keeps to NumPy's rule (the
+    # slope's side, as PyTorch's), which oneDNN's kernel does not
+    from labkit.tensor.ops.nn_kernels import leaky_relu, leaky_relu_backward
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((16, 32, 32, 32)).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    x.reshape(-1)[:4] = [0.0, -0.0, np.inf, -np.inf]
+    with monkeypatch.context() as m:
+        m.setattr(host_dnnl, "threads", lambda: 2)          # the NumPy routes
+        want_y = leaky_relu.kernel(np, x, negative_slope=slope)
+        want_dx = leaky_relu_backward.kernel(np, g, x, negative_slope=slope)
+    y, dx = host_dnnl.leaky_relu(x, slope), host_dnnl.leaky_relu_backward(g, x, slope)
+    np.testing.assert_array_equal(y, want_y)
+    np.testing.assert_array_equal(np.signbit(y), np.signbit(want_y))
+    np.testing.assert_array_equal(dx, want_dx)
+    monkeypatch.setattr(host_dnnl, "threads", lambda: 1)
+    x[0, 0, 0, 5] = np.nan
+    dx = leaky_relu_backward.kernel(np, g, x, negative_slope=slope)
+    assert dx[0, 0, 0, 5] == np.float32(slope) * g[0, 0, 0, 5]
+    assert host_dnnl.leaky_relu(x[:1, :1], slope) is None                  # small
+
+
 def _layer_norm64(x, g, ndim, eps=1e-5):
     """LayerNorm's normalisation (no affine part) and its gradient, in float64."""
     axes = tuple(range(x.ndim - ndim, x.ndim))
@@ -338,11 +364,15 @@ def test_matmul_matches_float64_in_each_layout(m, k, n, ta, tb):
 
 @needs_dnnl
 def test_small_and_float64_products_do_not_load_the_library():
-    """A program of small or float64 products never loads oneDNN (about 17 MB); a large float32
-    product does, at one OpenMP thread."""
+    """A program of small or float64 products and layers never loads oneDNN (about 17 MB); a
+    large float32 product does, at one OpenMP thread."""
     code = ("import labkit as lk; from labkit.devices import host_dnnl\n"
+            "F = lk.nn.functional\n"
             "lk.ones(64, 64) @ lk.ones(64, 64); lk.ones(256, 256, dtype=lk.float64) @ "
             "lk.ones(256, 256, dtype=lk.float64)\n"
+            "x = lk.randn(64, 512, dtype=lk.float64, requires_grad=True)\n"
+            "y = F.gelu(x) + F.leaky_relu(x) + lk.softmax(x, -1) + F.layer_norm(x, (512,))\n"
+            "y.sum().backward()\n"
             "print(host_dnnl._state['where'] is None)\n"
             "lk.ones(256, 256) @ lk.ones(256, 256)\n"
             "print(host_dnnl._state['where'] is not None)\n")
@@ -398,11 +428,15 @@ def test_softmax_and_its_gradient_match_float64(shape, log):
 
 
 @needs_dnnl
-@pytest.mark.parametrize("layer", ["gelu", "layer_norm", "softmax", "log_softmax"])
+@pytest.mark.parametrize("layer", ["gelu", "layer_norm", "softmax", "log_softmax",
+                                   "leaky_relu"])
 def test_the_ops_take_it_at_one_thread_eager_and_captured(layer, monkeypatch):
     import labkit as lk
     functional = lk.nn.functional
     apply, reference, tol = {
+        "leaky_relu": (lambda t: functional.leaky_relu(t, 0.2),
+                       lambda x, g: (np.where(x > 0, x, 0.2 * x), np.where(x > 0, g, 0.2 * g)),
+                       dict(rtol=1e-6, atol=0)),
         "gelu": (functional.gelu, _gelu64, dict(rtol=1e-5, atol=2e-6)),
         "layer_norm": (lambda t: functional.layer_norm(t, (64,)),
                        lambda x, g: _layer_norm64(x, g, 1), dict(rtol=1e-4, atol=1e-5)),
