@@ -932,7 +932,7 @@ def lstm(x, w_ih, w_hh, h0, c0, b=None, keep=False):
     ``w_hh`` (4H, H), ``h0`` and ``c0`` (N, H), ``b`` (4H,) or None, all float32: a new
     (L + 1, N, H) array, every step's h then the last step's c, or None where oneDNN does not
     serve the call. ``keep``: run the training forward and keep its workspace (the gates of
-    every step) for ``lstm_backward`` with this result, until the result is freed."""
+    every step) for one ``lstm_backward`` with this result, or until the result is freed."""
     shapes = _lstm_shapes(x, w_ih, w_hh, h0, c0, b)
     if shapes is None:
         return None
@@ -991,6 +991,9 @@ def lstm_backward(g, x, w_ih, w_hh, h0, c0, b=None, out=None):
         return None
     workspace = _kept_workspace(out, x, w_ih, w_hh, h0, c0, b)
     if workspace is not None:         # the forward's result: its h, final h and final c
+        # used once: a result kept longer (a final state carried to the next batch) does not
+        # keep the workspace too, and a second backward runs the forward again
+        _workspaces.pop(id(out), None)
         results = [out[:length], out[length - 1:length].reshape(1, 1, n, h),
                    out[length:].reshape(1, 1, n, h)]
     else:

@@ -495,12 +495,18 @@ def test_lstm_and_its_gradients_match_float64(length, n, c, h, bias):
     kept = host_dnnl.lstm(*f32, keep=True)
     np.testing.assert_array_equal(kept, y)
     assert host_dnnl._kept_workspace(kept, *f32) is not None
-    np.testing.assert_array_equal(host_dnnl.lstm_backward(g32, *f32, out=kept), grads)
-    # not for other arrays (a copy of the input), nor once the result is gone
+    # not for other arrays (a copy of the input)
     assert host_dnnl._kept_workspace(kept, f32[0].copy(), *f32[1:]) is None
+    # used by one backward, then dropped: a second one runs the forward again
+    np.testing.assert_array_equal(host_dnnl.lstm_backward(g32, *f32, out=kept), grads)
+    assert host_dnnl._kept_workspace(kept, *f32) is None
+    np.testing.assert_array_equal(host_dnnl.lstm_backward(g32, *f32, out=kept), grads)
+    # and dropped once the result is gone
     before = len(host_dnnl._workspaces)
+    kept = host_dnnl.lstm(*f32, keep=True)
+    assert len(host_dnnl._workspaces) == before + 1
     del kept
-    assert len(host_dnnl._workspaces) == before - 1
+    assert len(host_dnnl._workspaces) == before
 
 
 @needs_dnnl
@@ -601,3 +607,20 @@ def test_max_pool_op_leaves_windows_with_a_nan_to_numpy(monkeypatch):
             want[0, 0, 0, 0], want[0, 0, 1, 1] = 1, 0
         np.testing.assert_array_equal(t.grad.numpy(), want)
         assert served == ([] if nan else [1])
+
+
+@needs_dnnl
+def test_nn_lstm_backward_twice_with_retain_graph(monkeypatch):
+    # the first backward uses the workspace the forward kept and drops it; the second runs
+    # oneDNN's forward again for it: the same gradients
+    import labkit as lk
+    monkeypatch.setattr(host_dnnl, "threads", lambda: 1)
+    lk.manual_seed(5)
+    model = lk.nn.LSTM(5, 6)
+    out, _ = model(lk.randn(4, 3, 5))
+    loss = (out * out).sum()
+    loss.backward(retain_graph=True)
+    once = [p.grad.numpy().copy() for p in model.parameters()]
+    loss.backward()
+    for p, g in zip(model.parameters(), once):
+        np.testing.assert_allclose(p.grad.numpy(), 2 * g, rtol=1e-6)
