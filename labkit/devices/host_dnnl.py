@@ -1,5 +1,6 @@
-"""Host oneDNN: direct convolution kernels, a blocked GEMM, fused LSTM layers, and one-pass GELU,
-layer normalisation and softmax, for float32 on the CPU, from Intel's oneDNN.
+"""Host oneDNN: direct convolution kernels, a blocked GEMM, fused LSTM layers, max pooling's
+gradient, and one-pass GELU, leaky ReLU, layer normalisation and softmax, for float32 on the CPU,
+from Intel's oneDNN.
 
 NumPy has no convolution: labkit's own convolutions are im2col copies and BLAS GEMMs
 (``labkit.tensor.ops.conv``), which run narrow layers below the GEMM's peak and pay for the
@@ -12,7 +13,10 @@ the compiler's OpenMP runtime (its threads follow ``OMP_NUM_THREADS``).
 Each call describes NumPy's (N, C, H, W) arrays to oneDNN as they lie in memory, lets the
 convolution choose its own blocked layouts, and converts in and out with oneDNN's reorders.
 GELU and its gradient (``gelu``, ``gelu_backward``) are oneDNN's eltwise kernels over the
-arrays' memory as it is: one pass where NumPy takes about twenty for the float32 erf.
+arrays' memory as it is: one pass where NumPy takes about twenty for the float32 erf; so are
+``leaky_relu`` and ``leaky_relu_backward`` (one pass where NumPy takes two and three).
+``max_pool_backward`` runs its pooling forward, for where each window's maximum is (the
+workspace), then its backward.
 ``layer_norm`` and ``layer_norm_backward`` are its layer normalisation, with or without scale and
 shift (the backward runs the forward for the rows' mean and variance first, and gives the
 scale's and shift's gradients with the input's), where NumPy takes about seven passes forward
