@@ -230,18 +230,22 @@ def threads():
     return get() if get is not None else None
 
 
-def serves(xp):
+def serves(xp, *arrays):
     """Whether labkit's kernels ask oneDNN first for arrays of the array module ``xp``: NumPy's,
     while OpenMP runs one thread. At more, oneDNN's OpenMP pool and NumPy's OpenBLAS pool fight
     over the cores (a BLAS worker spins for a while after each threaded product), and labkit's
     own NumPy routes with BLAS threads are faster (``labkit.tensor.ops.conv`` has the numbers).
+    Given ``arrays``, only where they are all float32: looked at before the library is loaded,
+    so that a program of other dtypes never loads it (about 17 MB).
 
     >>> import numpy as np
     >>> from labkit.devices import host_dnnl
     >>> host_dnnl.serves(np) == (host_dnnl.threads() == 1)
     True
+    >>> host_dnnl.serves(np, np.ones(3))        # float64
+    False
     """
-    return xp is np and threads() == 1
+    return xp is np and all(a.dtype == np.float32 for a in arrays) and threads() == 1
 
 
 def available():

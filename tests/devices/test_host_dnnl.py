@@ -364,8 +364,9 @@ def test_matmul_matches_float64_in_each_layout(m, k, n, ta, tb):
 
 @needs_dnnl
 def test_small_and_float64_products_do_not_load_the_library():
-    """A program of small or float64 products and layers never loads oneDNN (about 17 MB); a
-    large float32 product does, at one OpenMP thread."""
+    """A program of small or float64 products and layers (convolutions, pooling and LSTMs
+    included) never loads oneDNN (about 17 MB); a large float32 product does, at one OpenMP
+    thread."""
     code = ("import labkit as lk; from labkit.devices import host_dnnl\n"
             "F = lk.nn.functional\n"
             "lk.ones(64, 64) @ lk.ones(64, 64); lk.ones(256, 256, dtype=lk.float64) @ "
@@ -373,6 +374,11 @@ def test_small_and_float64_products_do_not_load_the_library():
             "x = lk.randn(64, 512, dtype=lk.float64, requires_grad=True)\n"
             "y = F.gelu(x) + F.leaky_relu(x) + lk.softmax(x, -1) + F.layer_norm(x, (512,))\n"
             "y.sum().backward()\n"
+            "im = lk.randn(4, 16, 32, 32, dtype=lk.float64, requires_grad=True)\n"
+            "w = lk.randn(16, 16, 3, 3, dtype=lk.float64, requires_grad=True)\n"
+            "lk.max_pool2d(F.conv2d(im, w, padding=1), 2).sum().backward()\n"
+            "out, _ = lk.nn.LSTM(8, 8, dtype=lk.float64)(lk.randn(5, 3, 8, dtype=lk.float64))\n"
+            "out.sum().backward()\n"
             "print(host_dnnl._state['where'] is None)\n"
             "lk.ones(256, 256) @ lk.ones(256, 256)\n"
             "print(host_dnnl._state['where'] is not None)\n")

@@ -288,11 +288,11 @@ _MIN_WEIGHT = 4096
 # Only where OpenMP runs one thread (``host_dnnl.serves``): at two threads of each, DCGAN's eager
 # step took 384-411 ms against 178-347 ms on labkit's routes with BLAS threads (three runs each,
 # alternated).
-def _direct(xp, kind, n, c, o, positions):
+def _direct(xp, kind, n, c, o, positions, *arrays):
     """Whether a convolution (``kind`` "forward", "input_grad" or "weight_grad") of ``n``
     images, ``c`` input and ``o`` output channels and ``positions`` output positions an image,
-    on arrays of ``xp``, goes to oneDNN's direct kernels first."""
-    if n * positions < 32 or not host_dnnl.serves(xp):
+    on ``arrays`` (its two operands), goes to oneDNN's direct kernels first."""
+    if n * positions < 32 or not host_dnnl.serves(xp, *arrays):
         return False
     if kind == "input_grad":
         return c >= 16 and o >= 16
@@ -406,7 +406,7 @@ def convolution(xp, x, weight, stride, padding, dilation, groups):
         n, o = x.shape[0], weight.shape[0]
         positions = math.prod(out_size(*a) for a in zip(x.shape[2:], weight.shape[2:], stride,
                                                          padding, dilation))
-        if _direct(xp, "forward", n, x.shape[1], o, positions):
+        if _direct(xp, "forward", n, x.shape[1], o, positions, x, weight):
             out = host_dnnl.conv2d(x, weight, stride, padding, dilation)
             if out is not None:
                 return out
@@ -487,7 +487,7 @@ def conv2d_input_grad(xp, g, weight, image_shape, stride, padding, dilation, gro
     if (oh, ow) != tuple(out_size(*a) for a in zip((h, w), (kh, kw), stride, padding, dilation)):
         raise ValueError("the gradient's size is not the convolution's")   # the rule explains
     og, k, p = o // groups, cg * kh * kw, oh * ow
-    if groups == 1 and _direct(xp, "input_grad", n, c, o, p):
+    if groups == 1 and _direct(xp, "input_grad", n, c, o, p, g, weight):
         dx = host_dnnl.conv2d_input_grad(g, weight, tuple(image_shape), stride, padding, dilation)
         if dx is not None:
             return dx
@@ -647,7 +647,7 @@ def conv2d_weight_grad(xp, g, x, weight_shape, stride, padding, dilation, groups
     if tuple(g.shape) != (n, o, oh, ow):
         raise ValueError("the gradient's shape is not the convolution's")   # the rule explains
     og, k = o // groups, cg * kh * kw
-    if groups == 1 and _direct(xp, "weight_grad", n, c, o, oh * ow):
+    if groups == 1 and _direct(xp, "weight_grad", n, c, o, oh * ow, g, x):
         dw = host_dnnl.conv2d_weight_grad(g, x, tuple(weight_shape), stride, padding, dilation)
         if dw is not None:
             return dw
@@ -848,7 +848,7 @@ def max_pool_backward(xp, g, x, out, kernel_size, stride, padding, dilation):
     """max_pool's vjp: each window's gradient ``g`` added at the window's first largest element
     of ``x`` (in row-major order of the window, as PyTorch's), ``out`` being max_pool's result."""
     nan = out.dtype.kind == "f" and bool(xp.isnan(out).any())
-    if not nan and x.dtype == np.float32 and x.ndim == 4 and host_dnnl.serves(xp):
+    if not nan and x.ndim == 4 and host_dnnl.serves(xp, x):
         dx = host_dnnl.max_pool_backward(g, x, kernel_size, stride, padding, dilation)
         if dx is not None:
             return dx

@@ -169,8 +169,8 @@ def _gemm(xp, a, b, out=None):
     one thread, ``host_dnnl.matmul``: faster than OpenBLAS's on the Xeons measured), else
     ``xp.matmul``. (The dtype and size first: a program of small or float64 products never
     loads oneDNN, about 17 MB.)"""
-    if a.dtype == np.float32 and a.shape[0] * a.shape[1] * b.shape[1] >= host_dnnl.MATMUL_MIN \
-            and host_dnnl.serves(xp):
+    if a.shape[0] * a.shape[1] * b.shape[1] >= host_dnnl.MATMUL_MIN and \
+            host_dnnl.serves(xp, a, b):
         result = host_dnnl.matmul(a, b, out)
         if result is not None:
             return result
