@@ -920,6 +920,20 @@ def _run_keeping(kind, arrays, geometry, make, roles):
     return workspace
 
 
+def _run_reading(kind, workspace, arrays, geometry, make, roles):
+    """Runs a backward primitive on ``arrays`` as they lie (``_plan_for``) with the
+    ``workspace`` its training forward left (``_run_keeping``); whether it ran."""
+    plan = _plan_for(kind, arrays, geometry, make, roles, choose=False,
+                     extra=[(_ARG_WORKSPACE, _Q_WORKSPACE)])
+    if not plan or plan.extra_sizes[0] != workspace.size:
+        return False
+    try:
+        plan(arrays + [workspace])
+    except _Failed:
+        return False
+    return True
+
+
 # The workspace each kept forward left for its backward (the gates of every step, in oneDNN's
 # layout), by the id of the forward's result: (a weak reference to that result, the
 # workspace, the inputs' fingerprint). An entry goes when its result is freed.
@@ -1035,13 +1049,8 @@ def lstm_backward(g, x, w_ih, w_hh, h0, c0, b=None, out=None):
         finally:
             for md in weights:
                 lib.dnnl_memory_desc_destroy(md)
-    backward = _plan_for("lstm_backward", arrays, (), make, _LSTM_ROLES + _LSTM_DIFF_ROLES,
-                         choose=False, extra=[(_ARG_WORKSPACE, _Q_WORKSPACE)])
-    if not backward or backward.extra_sizes[0] != workspace.size:
-        return None
-    try:
-        backward(arrays + [workspace])
-    except _Failed:
+    if not _run_reading("lstm_backward", workspace, arrays, (), make,
+                        _LSTM_ROLES + _LSTM_DIFF_ROLES):
         return None
     for grad, grad_t, i in ((dw_ih, grads_t[0], c), (dw_hh, grads_t[1], h)):
         grad.reshape(4 * h, i)[...] = grad_t.reshape(i, 4 * h).T
@@ -1084,13 +1093,6 @@ def max_pool_backward(g, x, kernel, stride, padding, dilation):
             lib, lambda hint: _pool_forward(lib, engine, hint, mds[1], mds[0], geo, attr),
             lambda hint: lib.dnnl_pooling_backward_primitive_desc_create(
                 pd, engine, _POOLING_MAX, mds[1], mds[0], *geo, hint, attr))
-    plan = _plan_for("max_pool_backward", [g, dx], key, make,
-                     [(_ARG_DIFF_DST, 0), (_ARG_DIFF_SRC, 0)], choose=False,
-                     extra=[(_ARG_WORKSPACE, _Q_WORKSPACE)])
-    if not plan or plan.extra_sizes[0] != workspace.size:
-        return None
-    try:
-        plan([g, dx, workspace])
-    except _Failed:
-        return None
-    return dx
+    done = _run_reading("max_pool_backward", workspace, [g, dx], key, make,
+                        [(_ARG_DIFF_DST, 0), (_ARG_DIFF_SRC, 0)])
+    return dx if done else None

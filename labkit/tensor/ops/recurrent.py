@@ -399,24 +399,32 @@ def _rows(x):
 
 
 def _lstm_sequence_vjp(g, out, xw, w_hh, h0, c0):
-    n, length = w_hh.shape[-1], out.shape[1]
-    if length == 0:
+    if out.shape[1] == 0:
         return tuple(zeros_like(x) if needs_grad(x) else None for x in (xw, w_hh, h0, c0))
+    return _sequence_vjp(g, out, w_hh, h0, c0, [needs_grad(x) for x in (xw, w_hh, h0, c0)])
+
+
+def _sequence_vjp(g, out, w_hh, h0, c0, wanted):
+    """lstm_sequence's vjp (of at least one step) for the inputs xw, w_hh, h0, c0 that
+    ``wanted`` says want a cotangent (flags, so that a rule that made xw itself,
+    lstm_layer_backward's, can pass its own)."""
+    want_xw, want_w, want_h0, want_c0 = wanted
+    n, length = w_hh.shape[-1], out.shape[1]
     r = lstm_sequence_backward(g, out, w_hh, c0)
     d_gates = _cols(r, 0, 4 * n)                                 # (L, ..., 4H)
     first = _getitem(d_gates, spec=(("i", 0),))
     dw = dh0 = None
-    if needs_grad(w_hh):
+    if want_w:
         lead = tuple(out.shape[2:-1])
         dw = matmul_t(_rows(first), _rows(broadcast_to(h0, shape=lead + (n,))),
                       transpose_a=True)
         if length > 1:
             dw = add(dw, matmul_t(_rows(_steps(d_gates, 1, None)),
                                   _rows(_steps(_plane(out, 0), 0, length - 1)), transpose_a=True))
-    if needs_grad(h0):
+    if want_h0:
         dh0 = matmul(first, w_hh)
-    return (d_gates if needs_grad(xw) else None, dw, dh0,
-            _getitem(_cols(r, 4 * n, None), spec=(("i", 0),)) if needs_grad(c0) else None)
+    return (d_gates if want_xw else None, dw, dh0,
+            _getitem(_cols(r, 4 * n, None), spec=(("i", 0),)) if want_c0 else None)
 
 
 def _shifted(first, rest):

@@ -38,12 +38,12 @@ from ...errors import ShapeError, describe
 from ..op import needs_grad, op
 from ..shape_rules import shape_of
 from .elementwise import add
-from .index import _getitem, getitem_slices, zeros_like
+from .index import getitem_slices, zeros_like
 from .linalg import _product, matmul, matmul_t
 from .reduce import sum as _reduce_sum
-from .recurrent import (PLANES, _each_example, _same_float,
-                        _sequence_backward, _sequence_backward_vjp, _shifted, lstm_sequence,
-                        lstm_sequence_backward)
+from .recurrent import (PLANES, _cols, _each_example, _plane, _rows, _same_float,
+                        _sequence_backward, _sequence_backward_vjp, _sequence_vjp, _shifted,
+                        lstm_sequence, lstm_sequence_backward)
 from .shape import (batch_size, broadcast_to, concat, expand_dims, materialized, moved,
                     reshape)
 
@@ -211,10 +211,6 @@ def lstm_layer_backward(xp, g, out, x, w_ih, w_hh, h0, c0, *b):
 
 
 # ---- the backward op's vjp -------------------------------------------------------------------
-def _step(x, t):
-    return _getitem(x, spec=(("i", t),))
-
-
 def _at_first_step(v, length):
     """(L, ...) zeros but for ``v`` at step 0."""
     first = expand_dims(v, axes=(0,))
@@ -222,10 +218,6 @@ def _at_first_step(v, length):
         return first
     rest = zeros_like(broadcast_to(first, shape=(length - 1,) + tuple(v.shape)))
     return concat(first, rest, dim=0)
-
-
-def _rows(x):
-    return reshape(x, shape=(-1, x.shape[-1]))
 
 
 def _backward_vjp(u, r, g, out, x, w_ih, w_hh, h0, c0, *b):
@@ -247,8 +239,8 @@ def _backward_vjp(u, r, g, out, x, w_ih, w_hh, h0, c0, *b):
     planes = lstm_sequence(xw, w_hh, h0, c0)
     g6 = concat(*[expand_dims(p, axes=(0,)) for p in _cotangent_planes(g, length)], dim=0)
     d = lstm_sequence_backward(g6, planes, w_hh, c0)                  # (L, ..., 5H)
-    gates = getitem_slices(d, d.ndim - 1, 0, 4 * n)
-    h_prev = _shifted(broadcast_to(h0, shape=lead + (n,)), _step(planes, 0))
+    gates = _cols(d, 0, 4 * n)
+    h_prev = _shifted(broadcast_to(h0, shape=lead + (n,)), _plane(planes, 0))
     # the cotangent of the gates' cotangents D, from dx, dw_ih, dw_hh, dh0 and db
     u_gates = add(add(matmul_t(u_dx, w_ih, transpose_b=True),
                       matmul_t(x, u_dwih, transpose_b=True)),
@@ -263,30 +255,26 @@ def _backward_vjp(u, r, g, out, x, w_ih, w_hh, h0, c0, *b):
                                        needs_grad(c0)])
     d_g = None
     if needs_grad(g):
-        d_g = concat(_step(u_g6, 0), expand_dims(_step(_step(u_g6, 1), length - 1), axes=(0,)),
-                     dim=0)
+        d_g = concat(_plane(u_g6, 0),
+                     expand_dims(_plane(_plane(u_g6, 1), length - 1), axes=(0,)), dim=0)
     if not want_forward:
         return (d_g, None) + (None,) * len(inputs)
     # the products' other operands: x (in dw_ih), h_prev (in dw_hh), w_ih (in dx), w_hh (in dh0)
     u_h_prev = matmul(gates, u_dwhh)                                 # (L, ..., H)
     if length > 1:
         later = concat(getitem_slices(u_h_prev, 0, 1, length),
-                       zeros_like(expand_dims(_step(u_h_prev, 0), axes=(0,))), dim=0)
+                       zeros_like(expand_dims(_plane(u_h_prev, 0), axes=(0,))), dim=0)
         u_planes = add(u_planes, concat(expand_dims(later, axes=(0,)),
                                         zeros_like(getitem_slices(u_planes, 0, 1, PLANES)),
                                         dim=0))
-    # through lstm_sequence (its vjp written out: the flags it would read are the ones of xw,
-    # made here, not of the inputs)
-    through = lstm_sequence_backward(u_planes, planes, w_hh, c0)
-    d_xw = getitem_slices(through, d.ndim - 1, 0, 4 * n)
-    dw_hh_fwd = matmul_t(_rows(d_xw), _rows(h_prev), transpose_a=True)
-    dh0 = matmul(_step(d_xw, 0), w_hh)
-    dc0_fwd = _step(getitem_slices(through, d.ndim - 1, 4 * n, None), 0)
+    # through lstm_sequence (xw, made here, wants its cotangent whatever its own flag says)
+    d_xw, dw_hh_fwd, dh0, dc0_fwd = _sequence_vjp(
+        u_planes, planes, w_hh, h0, c0, [True, needs_grad(w_hh), needs_grad(h0), needs_grad(c0)])
     d_x = matmul(gates, u_dwih)
     d_wih = matmul_t(_rows(gates), _rows(u_dx), transpose_a=True)
-    dw_hh = _sum(dw_hh, dw_hh_fwd, matmul_t(_rows(_step(gates, 0)), _rows(u_dh0),
+    dw_hh = _sum(dw_hh, dw_hh_fwd, matmul_t(_rows(_plane(gates, 0)), _rows(u_dh0),
                                             transpose_a=True))
-    dh0 = _sum(dh0, _step(u_h_prev, 0))
+    dh0 = _sum(dh0, _plane(u_h_prev, 0))
     dc0 = _sum(dc0, dc0_fwd)
     d_x = add(d_x, matmul(d_xw, w_ih))
     d_wih = add(d_wih, matmul_t(_rows(d_xw), _rows(x), transpose_a=True))
@@ -300,7 +288,7 @@ def _cotangent_planes(g, length):
     """lstm_layer's cotangent (L + 1, ..., H) as lstm_sequence's six planes (L, ..., H): h's
     every step, c's at the last step, none of the gates'."""
     h = getitem_slices(g, 0, 0, length)
-    last = expand_dims(_step(g, length), axes=(0,))
+    last = expand_dims(_plane(g, length), axes=(0,))
     zero = zeros_like(h)
     c = last if length == 1 else concat(getitem_slices(zero, 0, 1, length), last, dim=0)
     return [h, c] + [zero] * (PLANES - 2)
