@@ -78,8 +78,8 @@ _MODULE_KIND = {"linalg": "matmul / conv", "conv": "matmul / conv", "einsum": "m
 _OP_KIND = {"layer_norm": "reduction", "layer_norm_backward": "reduction",
             "layer_norm_affine": "reduction", "layer_norm_affine_backward": "reduction",
             "batch_norm": "reduction", "batch_norm_backward": "reduction",
-            "channel_moments": "reduction", "max_pool": "reduction",
-            "max_pool_backward": "reduction",
+            "channel_moments": "reduction", "channel_moments_backward": "elementwise",
+            "max_pool": "reduction", "max_pool_backward": "reduction",
             "lstm_sequence": "matmul / conv", "lstm_sequence_backward": "matmul / conv",
             "lstm_layer": "matmul / conv", "lstm_layer_backward": "matmul / conv"}
 

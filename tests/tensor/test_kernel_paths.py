@@ -185,24 +185,36 @@ def _channels_first(a):
 @pytest.mark.parametrize("layouts", ["cc", "ct", "tc", "tt"])
 def test_batch_norm_kernels_match_torch_in_every_layout(shape, layouts):
     # per-channel sums over (example, channel) rows of positions, read in place where the array
-    # is laid out channels first, then added over the batch
+    # is laid out channels first, then added over the batch; x's gradient is the backward op's
+    # share plus the moments' (1/n and 2 (x - mean)/n per channel, channel_moments' vjp)
     torch = pytest.importorskip("torch")
-    from labkit.tensor.ops import nn_kernels as K
+    from labkit.tensor.ops import channel_norm as K
     rng = np.random.default_rng(1)
     x, g = rng.standard_normal(shape) * 3 + 2, rng.standard_normal(shape)
+    w, b = rng.standard_normal(shape[1]), rng.standard_normal(shape[1])
     x = _channels_first(x) if layouts[0] == "t" else x
     g = _channels_first(g) if layouts[1] == "t" else g
     tx = torch.tensor(np.ascontiguousarray(x), requires_grad=True)
-    y = torch.nn.functional.batch_norm(tx, None, None, training=True, eps=1e-5)
+    tw, tb = (torch.tensor(v, requires_grad=True) for v in (w, b))
+    y = torch.nn.functional.batch_norm(tx, None, None, tw, tb, training=True, eps=1e-5)
     y.backward(torch.tensor(np.ascontiguousarray(g)))
     axes = (0,) + tuple(range(2, x.ndim))
+    c, n = shape[1], x.size // shape[1]
+    per = (c,) + (1,) * (x.ndim - 2)
     for dtype, tol in ((np.float64, 1e-10), (np.float32, 1e-4)):
-        xd, gd = x.astype(dtype), g.astype(dtype)
-        dx = K.batch_norm_backward.kernel(np, gd, xd, eps=1e-5)
-        out = K.batch_norm.kernel(np, xd, eps=1e-5)
+        xd, gd, wd, bd = (a.astype(dtype) for a in (x, g, w, b))
         moments = K.channel_moments.kernel(np, xd)
-        assert dx.dtype == out.dtype == moments.dtype == dtype
+        out = K.batch_norm.kernel(np, xd, moments[0], moments[1], wd, bd, eps=1e-5,
+                                  weight=True, bias=True)
+        packed = K.batch_norm_backward.kernel(np, gd, xd, moments[0], moments[1], wd, eps=1e-5,
+                                              weight=True, bias=True, stats=True)
+        assert out.dtype == moments.dtype == packed.dtype == dtype
+        dmean, dvar, dw, db = packed[x.size:].reshape(4, c)
+        dx = packed[:x.size].reshape(shape) + (dmean.reshape(per) + 2 * dvar.reshape(per) * (
+            xd - moments[0].reshape(per))) / n
         np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(db, tb.grad.numpy(), rtol=tol, atol=tol)
         np.testing.assert_allclose(out, y.detach().numpy(), rtol=tol, atol=tol)
         np.testing.assert_allclose(moments, np.stack([x.mean(axes), x.var(axes)]), rtol=tol,
                                    atol=tol)
@@ -216,24 +228,72 @@ def _layouts(a):
             "strided": wide[..., ::2]}
 
 
+@pytest.mark.parametrize("bad, error, words", [
+    (dict(mean=lk.ones(1)), "ShapeError", "the mean"),
+    (dict(var=lk.ones(3, dtype=lk.float64)), "DTypeError", "the variance"),
+    (dict(params=(lk.ones(1),), weight=True), "ShapeError", "the weight"),
+    (dict(params=(lk.ones(3), lk.ones(3)), weight=True), "ShapeError", "got 2 tensors")])
+@pytest.mark.parametrize("captured", [False, True])
+def test_batch_norm_op_names_bad_statistics_eager_and_captured(bad, error, words, captured):
+    # NumPy would broadcast a (1,) vector and drop a wider dtype: the kernel checks, as the rule
+    from labkit.tensor.ops import channel_norm as K
+    x = lk.ones(2, 3)
+    args = dict(mean=lk.zeros(3), var=lk.ones(3), params=(), weight=False)
+    args.update(bad)
+
+    def run(x):
+        return K.batch_norm(x, args["mean"], args["var"], *args["params"], eps=1e-5,
+                            weight=args["weight"])
+    with pytest.raises(Exception) as info:
+        (lk.function(run) if captured else run)(x)
+    assert type(info.value).__name__ == error and words in str(info.value)
+    assert "batch_norm" in str(info.value)
+
+
+def test_batch_norm_of_a_half_input_with_float32_parameters():
+    # a mixed-precision network: float16 activations, BatchNorm's weights and statistics in
+    # float32 (as PyTorch's); computed in float32, the result and x's gradient in float16
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    xv = (rng.standard_normal((4, 3, 5, 5)) * 2 + 1).astype(np.float16)
+    gv = rng.standard_normal(xv.shape).astype(np.float16)
+    bn, tbn = lk.nn.BatchNorm2d(3), torch.nn.BatchNorm2d(3)
+    x, tx = lk.tensor(xv, requires_grad=True), torch.tensor(xv.astype(np.float32),
+                                                            requires_grad=True)
+    y, ty = bn(x), tbn(tx)
+    y.backward(lk.tensor(gv))
+    ty.backward(torch.tensor(gv.astype(np.float32)))
+    assert y.dtype == x.grad.dtype == lk.float16 and bn.weight.grad.dtype == lk.float32
+    np.testing.assert_allclose(y.detach().numpy().astype(np.float32), ty.detach().numpy(),
+                               atol=4e-3)
+    np.testing.assert_allclose(x.grad.numpy().astype(np.float32), tx.grad.numpy(), atol=4e-3)
+    np.testing.assert_allclose(bn.weight.grad.numpy(), tbn.weight.grad.numpy(), rtol=1e-3,
+                               atol=1e-3)
+    np.testing.assert_allclose(bn.running_var.numpy(), tbn.running_var.numpy(), rtol=1e-3)
+
+
 @pytest.mark.parametrize("shape", [(16, 8, 2, 2), (32, 8, 8, 8), (6, 3, 11, 13), (9, 2, 150),
                                    (2, 4, 16, 16), (7, 5)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_batch_norm_kernels_give_the_same_bits_in_every_layout(shape, dtype):
     # A captured plan writes into C-ordered buffers where eager ops keep their input's layout:
     # sums that followed the layout would make a captured training run drift from eager's
-    from labkit.tensor.ops import nn_kernels as K
+    from labkit.tensor.ops import channel_norm as K
     rng = np.random.default_rng(3)
     x = (rng.standard_normal(shape) * 3 + 2).astype(dtype)
     g = rng.standard_normal(shape).astype(dtype)
+    w = rng.standard_normal(shape[1]).astype(dtype)
 
     def kernels(x, g):
-        return (K.batch_norm.kernel(np, x, eps=1e-5), K.channel_moments.kernel(np, x),
-                K.batch_norm_backward.kernel(np, g, x, eps=1e-5))
+        m = K.channel_moments.kernel(np, x)
+        return (m, K.batch_norm.kernel(np, x, m[0], m[1], w, w, eps=1e-5, weight=True,
+                                       bias=True),
+                K.batch_norm_backward.kernel(np, g, x, m[0], m[1], w, eps=1e-5, weight=True,
+                                             bias=True, stats=True))
     want = kernels(x, g)
     for (x_name, xs), (g_name, gs) in itertools.product(_layouts(x).items(),
                                                         _layouts(g).items()):
-        for name, a, b in zip(("batch_norm", "channel_moments", "backward"), want,
+        for name, a, b in zip(("channel_moments", "batch_norm", "backward"), want,
                               kernels(xs, gs)):
             np.testing.assert_array_equal(b, a, err_msg=f"{name}: x {x_name}, g {g_name}")
 

@@ -23,7 +23,8 @@ from ... import config
 from ...errors import GraphError
 from ...tensor.ops import elementwise as ew
 from ...tensor.ops import index as ix
-from ...tensor.ops import linalg, nn_kernels, recurrent_layer, reduce, shape, softmax, state
+from ...tensor.ops import (channel_norm, linalg, nn_kernels, recurrent_layer, reduce, shape,
+                           softmax, state)
 from ..node import CAPTURE, CONSTANT, PLACEHOLDER, Node, as_node, is_graph
 
 SPECIAL_KINDS = (PLACEHOLDER, CAPTURE, CONSTANT)
@@ -39,6 +40,8 @@ FRESH_OPS = {
     reduce.argmax, reduce.argmin, shape.concat, ix.zeros_like, ix.index_add,
     ix._gather, ix._scatter_add, softmax.softmax_backward, softmax.log_softmax_backward,
     nn_kernels.layer_norm_affine, nn_kernels.layer_norm_affine_backward,
+    channel_norm.batch_norm, channel_norm.batch_norm_backward, channel_norm.channel_moments,
+    channel_norm.channel_moments_backward,
     recurrent_layer.lstm_layer, recurrent_layer.lstm_layer_backward,
 }
 

@@ -19,8 +19,8 @@ from ...tensor.autocast import precision
 from ...tensor.ops.composite import mean
 from ...tensor.ops.elementwise import add, cast, div, mul, sub
 from ...tensor.ops.elementwise_math import clamp_min, rsqrt
-from ...tensor.ops.nn_kernels import batch_norm as _batch_norm
-from ...tensor.ops.nn_kernels import channel_moments as _channel_moments
+from ...tensor.ops.channel_norm import batch_norm as _batch_norm
+from ...tensor.ops.channel_norm import channel_moments as _channel_moments
 from ...tensor.ops.nn_kernels import layer_norm as _layer_norm
 from ...tensor.ops.nn_kernels import layer_norm_affine as _layer_norm_affine
 from ...tensor.ops.norm import vector_norm
@@ -137,28 +137,28 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     """
     if input.ndim < 2:
         raise ShapeError(f"batch_norm: expects (N, C, *) input, got {describe(input)}")
-    shape = _channel_shape(input)
+    params = tuple(p for p in (weight, bias) if p is not None)
     if training:
         count = input.numel() // max(input.shape[1], 1) if None not in input.shape else None
         if count == 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when "
                              f"training, got input {describe(input)}; use a larger batch, or "
                              f"model.eval() to use the running statistics")
-        if running_mean is not None or running_var is not None:
+        moments = _channel_moments(input)             # (2, C): mean and biased variance
+        mean, var = moments[0], moments[1]
+        if running_mean is not None:
+            _update_running(running_mean, mean, momentum)
+        if running_var is not None:
             with no_grad():
-                moments = _channel_moments(input)         # (2, C): mean and biased variance
-            if running_mean is not None:
-                _update_running(running_mean, moments[0], momentum)
-            if running_var is not None:
-                _update_running(running_var, mul(moments[1], count / max(count - 1, 1)),
-                                momentum)
-        y = _batch_norm(input, eps=eps)                    # one op each way (nn_kernels)
+                unbiased = mul(var, count / max(count - 1, 1))
+            _update_running(running_var, unbiased, momentum)
     else:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm: training=False needs running_mean and running_var")
-        y = mul(sub(input, reshape(running_mean, shape=shape)),
-                rsqrt(add(reshape(running_var, shape=shape), eps)))
-    return _affine(y, weight, bias, shape)
+        mean, var = running_mean, running_var
+    # one op each way (tensor.ops.channel_norm); the batch's moments have their own gradient
+    return _batch_norm(input, mean, var, *params, eps=eps, weight=weight is not None,
+                       bias=bias is not None)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,

@@ -1,6 +1,6 @@
 """Products, normalisation, activations, losses and recurrent steps: matmul (with its
-transposes), layer_norm (alone and with its weight and bias), leaky_relu, smooth_l1, lstm_cell,
-lstm_sequence and lstm_layer."""
+transposes), layer_norm (alone and with its weight and bias), batch_norm, leaky_relu,
+smooth_l1, lstm_cell, lstm_sequence and lstm_layer."""
 import numpy as np
 
 from ..dims import OnnxExportError
@@ -44,6 +44,21 @@ def _layer_norm_affine(b, node, ins):
     operands = b.operands(node, node.dtype)
     return b.emit("LayerNormalization", list(operands), axis=-ndim, epsilon=eps,
                   name=node.name)
+
+
+@converter("batch_norm")
+def _batch_norm(b, node, ins):
+    """BatchNormalization in inference mode: the statistics are inputs (a model exported in
+    evaluation reads its running statistics; the moments of a batch, in training, have no
+    converter). A missing weight is ones, a missing bias zeros."""
+    x, mean, var, *params = b.operands(node, node.dtype)
+    c = int(b.dims(node)[1]) if len(b.dims(node)) > 1 else 1
+    ones = b.const(np.ones(c, node.dtype.np), name="ones") if not node.attrs["weight"] else None
+    zeros = b.const(np.zeros(c, node.dtype.np), name="zeros") if not node.attrs["bias"] else None
+    w = params[0] if node.attrs["weight"] else ones
+    bias = params[-1] if node.attrs["bias"] else zeros
+    return b.emit("BatchNormalization", [x, w, bias, mean, var],
+                  epsilon=float(node.attrs["eps"]), name=node.name)
 
 
 @converter("lstm_cell")

@@ -16,7 +16,7 @@ from . import scan, sorting, statistics  # noqa: F401,E402
 from . import bitwise, elementwise_math  # noqa: F401,E402
 from . import layout, scatter  # noqa: F401,E402
 from . import loss  # noqa: F401,E402
-from . import nn_kernels  # noqa: F401,E402
+from . import channel_norm, nn_kernels  # noqa: F401,E402
 from . import quantized  # noqa: F401,E402
 from . import checks, complex, fft  # noqa: F401,E402
 from . import recurrent, recurrent_layer  # noqa: F401,E402

@@ -1,7 +1,7 @@
 """Kernels of layers that programs run many times: ``gelu`` and ``layer_norm`` (every
-transformer), ``batch_norm`` (every CNN), ``leaky_relu`` (GAN discriminators), each with its
-gradient as one op (``gelu_backward``, ``layer_norm_backward``, ``batch_norm_backward``,
-``leaky_relu_backward``), and ``channel_moments`` (BatchNorm's running statistics, no gradient).
+transformer), ``leaky_relu`` (GAN discriminators), each with its gradient as one op
+(``gelu_backward``, ``layer_norm_backward``, ``leaky_relu_backward``). (Batch normalisation's
+are in ``channel_norm``.)
 
 Written as compositions of elementwise ops and reductions they cost 5 ops forward and about 15
 backward (GELU), 7 and 15 (layer norm), each a pass over the activations with its own dispatch
@@ -14,11 +14,6 @@ written in labkit ops (from the closed-form second derivatives), so gradients of
 three gradients as one flat array (x's, the weight's, the bias's), which its vjp hands out as
 views: on oneDNN one kernel computes them all, where the affine part as ops of its own cost
 four more passes (two products, a product and a sum for the weight's gradient).
-``batch_norm`` is the same over every dimension but the channels (dim 1); its per-channel sums
-and dot products (the variance, and the backward's ``sum(g * (x - mean))``) are taken over each
-(example, channel) row, read in place also where the array is laid out channels first (a
-convolution's output), then added over the batch in one order: the same bits in every layout.
-Its backward is then three passes.
 
 On the CPU a float32 ``erf`` is computed with a rational approximation (a few float32 ulps,
 like PyTorch's vectorised one) instead of SciPy's, which is ten times slower.
@@ -42,7 +37,7 @@ from ..op import needs_grad, op
 from ..shape_rules import broadcast_shapes, dtype_of, float_dtype, shape_of
 from .elementwise import add, div, exp, mul, sub, tanh, zeros_like
 from .elementwise_math import special
-from .reduce import channel_dots, channel_sums, row_sums, sum as _sum
+from .reduce import row_sums, sum as _sum
 from .index import getitem_slices
 from .shape import batch_size, concat, materialized, moved, reshape
 
@@ -554,117 +549,3 @@ def layer_norm_affine_backward(xp, g, x, w, ndim, eps, bias):
     sums = [(g32 * xhat).sum(axis=lead)] + ([g32.sum(axis=lead)] if bias else [])
     dx = _through_rows(xp, g32 * _upcast(xp, w), xhat, rstd, inv_n, ndim)
     return xp.concatenate([p.reshape(-1) for p in [dx] + sums]).astype(x.dtype, copy=False)
-
-
-# ---- batch_norm: the normalisation over every dimension but the channels (dim 1) --------------
-def _laid_out_like(xp, a, ref):
-    """``a`` (N, C, ...) in the layout of ``ref`` where that is channels first (copied once, so
-    that the passes after it run over both in the same order)."""
-    if ref.flags.c_contiguous or not xp.swapaxes(ref, 0, 1).flags.c_contiguous or \
-            xp.swapaxes(a, 0, 1).flags.c_contiguous:
-        return a
-    return xp.swapaxes(xp.ascontiguousarray(xp.swapaxes(a, 0, 1)), 0, 1)
-
-
-def _channel_stats(xp, x, eps):
-    """(x - mean, 1 / sqrt(var + eps), 1 / n) per channel, in float32 at least."""
-    x = _upcast(xp, x)
-    inv_n = 1.0 / max(x.size // max(x.shape[1], 1), 1)
-    centered = x - channel_sums(xp, x) * inv_n
-    var = channel_dots(xp, centered, centered) * inv_n
-    return centered, 1 / xp.sqrt(var + eps), inv_n
-
-
-def _batch_norm_rule(x, eps, name="batch_norm"):
-    if len(shape_of(x)) < 2:
-        raise ShapeError(f"{name}: expects (N, C, ...) input, got {describe(x)}")
-    return shape_of(x), float_dtype(name, x)
-
-
-def _channel_mean(t):
-    dims = (0,) + tuple(range(2, t.ndim))
-    n = 1
-    for d in dims:
-        n *= t.shape[d]
-    return mul(_sum(t, dim=dims, keepdim=True), 1.0 / max(n, 1))
-
-
-def _channels_last(t):
-    """(N, C, ...) batched (B first) with the channels first: (B, C, N, ...), for layer_norm."""
-    return moved(t, 2, to=1)
-
-
-def _batch_norm_batch(backward=False):
-    """Batch norm of a batch of examples: each example's statistics are over its own batch and
-    positions, so with the channels moved next to the examples' batch dimension it is
-    layer_norm over the rest."""
-    def rule(inputs, bdims, eps):
-        n = batch_size(inputs, bdims)
-        xs = [_channels_last(materialized(t, d, n)) for t, d in zip(inputs, bdims)]
-        nd = xs[-1].ndim - 2
-        out = layer_norm_backward(*xs, ndim=nd, eps=eps) if backward else \
-            layer_norm(*xs, ndim=nd, eps=eps)
-        return moved(out, 1, to=2), 0
-    return rule
-
-
-@op("batch_norm", shape=_batch_norm_rule, batch=_batch_norm_batch(),
-    vjp=lambda g, out, x, eps: (batch_norm_backward(g, x, eps=eps),))
-def batch_norm(xp, x, eps):
-    """``(x - mean) / sqrt(var + eps)`` per channel of (N, C, ...) ``x``: the mean and (biased)
-    variance over the batch and the positions."""
-    out, rstd, _ = _channel_stats(xp, x, eps)
-    out *= rstd
-    return out.astype(x.dtype, copy=False)
-
-
-def _batch_norm_backward_rule(g, x, eps):
-    if shape_of(g) != shape_of(x):
-        raise ShapeError(f"batch_norm_backward: gradient {describe(g)} and input {describe(x)} "
-                         f"must have the same shape")
-    return _batch_norm_rule(x, eps, "batch_norm_backward")
-
-
-@op("batch_norm_backward", shape=_batch_norm_backward_rule,
-    batch=_batch_norm_batch(backward=True),
-    vjp=lambda c, out, g, x, eps: _normalisation_vjp(
-        c, g, x, _channel_mean, _with_eps(lambda t: batch_norm(t, eps=eps), eps),
-        lambda t: batch_norm_backward(t, x, eps=eps)))
-def batch_norm_backward(xp, g, x, eps):
-    """The gradient through ``batch_norm(x)`` of an upstream gradient ``g``."""
-    # rstd (g - mean(g) - xhat mean(g xhat)) as rstd g + (x - mean) k - rstd mean(g), with the
-    # per-channel k = -rstd**3 mean(g (x - mean)): two sums and one dot product per channel,
-    # then three passes over the activations
-    centered, rstd, inv_n = _channel_stats(xp, x, eps)
-    g32 = _laid_out_like(xp, _upcast(xp, g), centered)
-    g_mean = channel_sums(xp, g32) * inv_n
-    centered *= -(rstd ** 3) * (channel_dots(xp, g32, centered) * inv_n)
-    dx = xp.multiply(g32, rstd, dtype=centered.dtype)
-    dx += centered
-    dx -= rstd * g_mean
-    return dx.astype(x.dtype, copy=False)
-
-
-def _moments_rule(x):
-    _batch_norm_rule(x, 0.0, "channel_moments")
-    return (2, shape_of(x)[1]), float_dtype("channel_moments", x)
-
-
-def _moments_batch(inputs, bdims):
-    x = moved(inputs[0], bdims[0])           # (B, N, C, ...): each example's own moments
-    b, n, c = x.shape[:3]
-    merged = reshape(moved(x, 1, to=0), shape=(n, b * c) + tuple(x.shape[3:]))
-    return moved(reshape(channel_moments(merged), shape=(2, b, c)), 1, to=0), 0
-
-
-@op("channel_moments", shape=_moments_rule, vjp=None, batch=_moments_batch)
-def channel_moments(xp, x):
-    """``stack([mean, var])`` per channel of (N, C, ...) ``x`` over the batch and the positions
-    (the biased variance): what BatchNorm's running statistics are updated from. No gradient."""
-    x32 = _upcast(xp, x)
-    c = x.shape[1]
-    inv_n = 1.0 / max(x.size // max(c, 1), 1)
-    mean = channel_sums(xp, x32) * inv_n
-    centered = x32 - mean
-    var = channel_dots(xp, centered, centered) * inv_n
-    return xp.stack([mean.reshape(c), var.reshape(c)]).astype(x.dtype, copy=False)
