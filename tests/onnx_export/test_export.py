@@ -108,8 +108,20 @@ def test_digits_cnn_becomes_conv_and_maxpool_and_matches():
                                other_args=[(batch(7, seed=1),), (batch(2, seed=2),)])
     kinds = op_types(proto)
     assert kinds.count("Conv") == 2 and kinds.count("MaxPool") == 1
+    assert kinds.count("BatchNormalization") == 1     # the running statistics, one op
     assert "Slice" not in kinds            # no im2col left behind
     assert model.training                  # exported in eval mode, then put back
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_batch_norm_without_and_with_its_weight_and_bias(affine):
+    _ = lk.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4, affine=affine),
+                          nn.BatchNorm2d(4, affine=affine, eps=0.1))
+    model(batch(8))             # running statistics that are not the defaults
+    proto = export_and_compare(model, (batch(3),), ["x"], {"x": [0]},
+                               other_args=[(batch(5, seed=1),)])
+    assert op_types(proto).count("BatchNormalization") == 2
 
 
 @pytest.mark.parametrize("geometry", [dict(stride=2, padding=1), dict(dilation=2, bias=False),

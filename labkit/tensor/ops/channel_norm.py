@@ -37,16 +37,9 @@ from ..op import needs_grad, op
 from ..shape_rules import dtype_of, float_dtype, shape_of
 from .elementwise import add, cast, div, mul, sqrt, sub, zeros_like
 from .index import getitem_slices
+from .nn_kernels import _upcast
 from .reduce import channel_dots, channel_sums, sum as _sum
 from .shape import batch_size, concat, materialized, moved, reshape
-
-_LOW = (np.dtype(np.float16),)
-
-
-def _upcast(xp, a):
-    """float16 is computed in float32 (as PyTorch's kernels accumulate)."""
-    return a.astype(np.float32) if a.dtype in _LOW else a
-
 
 def _channel_shape(ndim, c):
     return (c,) + (1,) * (ndim - 2)
