@@ -179,6 +179,22 @@ def test_normalisation_functions():
         F.batch_norm(lk.ones(1, 3), None, None, training=True)
 
 
+@pytest.mark.parametrize("call", [
+    lambda f, lib: f.layer_norm(lib.ones(2, 4), (4,), weight=lib.ones(1)),
+    lambda f, lib: f.layer_norm(lib.ones(2, 4), (4,), lib.ones(4), bias=lib.ones(2)),
+    lambda f, lib: f.group_norm(lib.ones(2, 4, 3), 2, weight=lib.ones(1)),
+    lambda f, lib: f.batch_norm(lib.ones(2, 4), None, None, lib.ones(1), training=True),
+    lambda f, lib: f.batch_norm(lib.ones(2, 4), lib.zeros(1), lib.ones(4), training=False)])
+def test_a_weight_or_statistic_of_the_wrong_shape_is_refused_as_in_pytorch(call):
+    # NumPy would broadcast a (1,) weight over the normalised dimensions without a word
+    import torch
+    import torch.nn.functional as TF
+    with pytest.raises(RuntimeError):
+        call(TF, torch)
+    with pytest.raises(lk.ShapeError, match="must have shape"):
+        call(F, lk)
+
+
 @pytest.mark.parametrize("norm", ["batch_norm", "batch_norm_eval", "instance_norm", "rms_norm"])
 def test_a_normalised_output_may_change_in_place(norm):
     # PyTorch's normalisations do not save their output for the backward pass, so a residual

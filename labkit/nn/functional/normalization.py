@@ -56,10 +56,23 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
     """
     dims = _last_dims("layer_norm", input, normalized_shape)
+    _check_params("layer_norm", input, input.shape[input.ndim - len(dims):],
+                  "the normalised dimensions", weight, bias)
     if weight is not None and all(_fits(p, input, len(dims)) for p in (weight, bias)):
         return _layer_norm_affine(input, weight, *(() if bias is None else (bias,)),
                                   ndim=len(dims), eps=eps)
     return _affine(_layer_norm(input, ndim=len(dims), eps=eps), weight, bias)
+
+
+def _check_params(name, input, shape, meaning, weight, bias):
+    """The weight and bias have ``shape`` (NumPy would broadcast a (1,) one silently; PyTorch
+    refuses it)."""
+    if None in tuple(shape):            # a size that follows a graph's dynamic axis
+        return
+    for p, what in ((weight, "weight"), (bias, "bias")):
+        if p is not None and tuple(p.shape) != tuple(shape):
+            raise ShapeError(f"{name}: the {what} {describe(p)} must have shape {tuple(shape)}, "
+                             f"{meaning} of the input {describe(input)}")
 
 
 def _fits(param, input, ndim):
@@ -98,6 +111,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         raise ShapeError(f"group_norm: {num_groups} groups must divide the channels (dimension "
                          f"1) of {describe(input)}")
     n, c = input.shape[:2]
+    _check_params("group_norm", input, (c,), "the channels (dimension 1)", weight, bias)
     grouped = reshape(input, shape=(n, num_groups, -1))
     y = reshape(_layer_norm(grouped, ndim=1, eps=eps), shape=input.shape)
     return _affine(y, weight, bias, (c,) + (1,) * (input.ndim - 2))
