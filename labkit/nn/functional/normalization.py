@@ -58,7 +58,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     dims = _last_dims("layer_norm", input, normalized_shape)
     _check_params("layer_norm", input, input.shape[input.ndim - len(dims):],
                   "the normalised dimensions", weight, bias)
-    if weight is not None and all(_fits(p, input, len(dims)) for p in (weight, bias)):
+    if weight is not None and all(_fits(p, input) for p in (weight, bias)):
         return _layer_norm_affine(input, weight, *(() if bias is None else (bias,)),
                                   ndim=len(dims), eps=eps)
     return _affine(_layer_norm(input, ndim=len(dims), eps=eps), weight, bias)
@@ -75,12 +75,12 @@ def _check_params(name, input, shape, meaning, weight, bias):
                              f"{meaning} of the input {describe(input)}")
 
 
-def _fits(param, input, ndim):
-    """Whether ``param`` (or None) is what ``layer_norm_affine`` takes: the normalised
-    dimensions' shape, known, and the input's dtype (else the affine part is separate ops)."""
-    return param is None or (
-        tuple(param.shape) == tuple(input.shape[input.ndim - ndim:]) and
-        param.dtype == input.dtype and all(isinstance(d, int) for d in input.shape))
+def _fits(param, input):
+    """Whether ``param`` (or None; its shape already checked) is what ``layer_norm_affine``
+    takes: the input's dtype, and the input's shape known (else the affine part is separate
+    ops)."""
+    return param is None or (param.dtype == input.dtype and
+                             all(isinstance(d, int) for d in input.shape))
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):

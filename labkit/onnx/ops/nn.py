@@ -52,11 +52,11 @@ def _batch_norm(b, node, ins):
     evaluation reads its running statistics; the moments of a batch, in training, have no
     converter). A missing weight is ones, a missing bias zeros."""
     x, mean, var, *params = b.operands(node, node.dtype)
-    c = int(b.dims(node)[1]) if len(b.dims(node)) > 1 else 1
-    ones = b.const(np.ones(c, node.dtype.np), name="ones") if not node.attrs["weight"] else None
-    zeros = b.const(np.zeros(c, node.dtype.np), name="zeros") if not node.attrs["bias"] else None
-    w = params[0] if node.attrs["weight"] else ones
-    bias = params[-1] if node.attrs["bias"] else zeros
+    c = int(b.dims(node)[1])                  # (N, C, ...): the rule's
+    w = params[0] if node.attrs["weight"] else \
+        b.const(np.ones(c, node.dtype.np), name="ones")
+    bias = params[-1] if node.attrs["bias"] else \
+        b.const(np.zeros(c, node.dtype.np), name="zeros")
     return b.emit("BatchNormalization", [x, w, bias, mean, var],
                   epsilon=float(node.attrs["eps"]), name=node.name)
 

@@ -180,10 +180,10 @@ def _scale(xp, var, w, eps, like):
 
 def _checked(name, x, vectors, weight, bias):
     """The kernels' own check of the rule's conditions on the channel vectors (eager dispatch
-    runs a rule only where a kernel fails, and NumPy would broadcast a (1,) vector)."""
-    c, dt = (x.shape[1],), x.dtype
-    if all(v.shape == c and (v.dtype == dt or (v.dtype == np.float32 and dt.itemsize == 2))
-           for v in vectors):
+    runs a rule only where a kernel fails, and NumPy would broadcast a (1,) vector): the
+    common case at a glance, any other by the rule's check."""
+    c = (x.shape[1],)
+    if all(v.shape == c and v.dtype == x.dtype for v in vectors):
         return
     _check_channel_vectors(name, x, zip(vectors, ("mean", "variance") + _params(weight, bias)))
 
