@@ -79,6 +79,25 @@ def test_sums_over_leading_or_trailing_dimensions_match_numpy(dims, keepdim):
                                rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtypes", [("float32", "float32"), ("float64", "float64"),
+                                    ("float32", "float64"), ("int64", "int64")])
+@pytest.mark.parametrize("shapes", [((97, 1), (1, 204)), ((3, 5, 1), (1, 4)), ((1, 1), (1, 1))])
+def test_an_inner_dimension_of_one_is_numpys_product_bit_for_bit(shapes, dtypes):
+    # (m, 1) @ (1, n) runs as a broadcast multiply where OpenBLAS's GEMM is slow: the same
+    # products, each rounded once, in any layout and into a given array
+    from labkit.tensor.ops import linalg
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal(shapes[0]) * 4).astype(dtypes[0])
+    b = (rng.standard_normal(shapes[1]) * 4).astype(dtypes[1])
+    want = a @ b
+    for bt in (b, np.asfortranarray(b.T).T):
+        got = linalg.matmul.kernel(np, a, bt)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    out = np.empty(want.shape, want.dtype)
+    assert linalg._matmul_into(np, False, True)(a, np.ascontiguousarray(b.T), out=out) is out
+    assert np.array_equal(out, want)
+
+
 @pytest.mark.parametrize("shapes", [((4, 6, 8), (8, 5)), ((2, 3, 4, 8), (8, 5)),
                                     ((6, 8), (8, 5)), ((3, 6, 8), (3, 8, 5))])
 @pytest.mark.parametrize("flags", [(False, False), (True, False), (False, True)])

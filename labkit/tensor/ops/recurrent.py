@@ -99,18 +99,18 @@ def _sigmoid_into(xp, x):
 
 def _gates_into(xp, xw, hw, out):
     """The activated gates i, f, g, o of one step from its two projections (..., 4H), written
-    into ``out``, planes (4, ..., H). (With the gates read from columns, a whole-array sigmoid
+    into ``out``, planes (4, ..., H): one addition into all four planes, then sigmoid on i, f
+    and o and tanh on g, each in place. (With the gates read from columns, a whole-array sigmoid
     beats _activate's tanh: a pass that scales gate columns broadcasts, which costs NumPy more
     than it saves, and in float64 its tanh is slower than exp.)"""
-    n, rank = out.shape[-1], out.ndim - 1
+    n = out.shape[-1]
 
-    def planes(x):              # (..., 4H) -> (4, ..., H), a view
-        x = x.reshape((1,) * (rank - x.ndim) + x.shape[:-1] + (4, n))
-        return x.transpose((rank - 1,) + tuple(range(rank - 1)) + (rank,))
-    xp.add(planes(xw), planes(hw), out=out)
-    g = xp.tanh(out[2])
-    _sigmoid_into(xp, out)
-    out[2] = g
+    def planes(x):              # (..., 4H) -> (..., 4, H), a view
+        return x.reshape(x.shape[:-1] + (4, n))
+    xp.add(planes(xw), planes(hw), out=xp.moveaxis(out, 0, -2))
+    _sigmoid_into(xp, out[:2])
+    _sigmoid_into(xp, out[3])
+    xp.tanh(out[2], out=out[2])
     return out
 
 
@@ -218,8 +218,38 @@ def _lstm_cell_backward_vjp(u, r, g, out, c):
 def lstm_cell_backward(xp, g, out, c):
     """lstm_cell's vjp: for the cotangent ``g`` of its result ``out`` (6, ..., H), from the
     cell state ``c`` the step started from, ``[d gates, d c]`` (..., 5H): one step of
-    lstm_sequence_backward."""
-    return _sequence_backward(xp, g[:, None], out[:, None], None, c)[0]
+    lstm_sequence_backward, in the same order of operations (so the same bits)."""
+    n, lead = out.shape[-1], out.shape[1:-1]
+    m = math.prod(lead)
+    _, c_new, i, f, gt, o = out.reshape(PLANES, m, n)
+    gs = g.reshape(PLANES, m, n)
+    c_prev = xp.broadcast_to(c, lead + (n,)).reshape(m, n)
+    r = xp.empty((m, 5 * n), dtype=out.dtype)
+    tc = xp.tanh(c_new)
+    gcn = _derivative(xp, tc, 2, xp.empty_like(tc))         # the cotangent of c':
+    gcn *= o                                                # gh o (1 - tanh(c')^2) + gc
+    gcn *= gs[0]
+    gcn += gs[1]
+    direct = _any_bits(xp, gs[2:])     # cotangents of the gates themselves (rare)
+    slope = xp.empty_like(tc)
+    for j, (s, other) in enumerate(((i, gt), (f, c_prev), (gt, i), (o, tc))):
+        d = r[:, j * n:(j + 1) * n]
+        _derivative(xp, s, j, slope)
+        if direct:
+            xp.multiply(slope, gs[2 + j], out=d)
+        slope *= other
+        if direct:
+            d += xp.multiply(gs[0] if j == 3 else gcn, slope)
+        else:
+            xp.multiply(gs[0] if j == 3 else gcn, slope, out=d)
+    xp.multiply(gcn, f, out=r[:, 4 * n:])
+    return r.reshape(lead + (5 * n,))
+
+
+def _any_bits(xp, x):
+    """Whether any element of the floating array ``x`` has a bit set (-0.0 counts, as in
+    _nonzero_steps)."""
+    return bool(x.view(xp.dtype(f"i{x.dtype.itemsize}")).any())
 
 
 # ---- a whole sequence: lstm_sequence and its backward -------------------------------------------
@@ -337,7 +367,7 @@ def lstm_sequence_backward(xp, g, out, w_hh, c0):
 
 
 def _sequence_backward(xp, g, out, w_hh, c0):
-    """lstm_sequence_backward's kernel (``w_hh`` may be None for one step)."""
+    """lstm_sequence_backward's kernel."""
     length, n = out.shape[1], out.shape[-1]
     lead = out.shape[2:-1]
     m = math.prod(lead)
@@ -345,7 +375,7 @@ def _sequence_backward(xp, g, out, w_hh, c0):
         return xp.empty((0,) + lead + (5 * n,), dtype=out.dtype)
     h, c, i, f, gt, o = out.reshape(PLANES, length, m, n)
     gs = g.reshape(PLANES, length, m, n)
-    if length == 1:             # (lstm_cell_backward's case)
+    if length == 1:
         c_prev = _state(xp, c0, lead, m)[None]
     else:
         c_prev = xp.empty_like(c)
