@@ -103,11 +103,11 @@ def _gates_into(xp, xw, hw, out):
     and o and tanh on g, each in place. (With the gates read from columns, a whole-array sigmoid
     beats _activate's tanh: a pass that scales gate columns broadcasts, which costs NumPy more
     than it saves, and in float64 its tanh is slower than exp.)"""
-    n = out.shape[-1]
+    n, rank = out.shape[-1], out.ndim
 
     def planes(x):              # (..., 4H) -> (..., 4, H), a view
         return x.reshape(x.shape[:-1] + (4, n))
-    xp.add(planes(xw), planes(hw), out=xp.moveaxis(out, 0, -2))
+    xp.add(planes(xw), planes(hw), out=out.transpose(tuple(range(1, rank - 1)) + (0, rank - 1)))
     _sigmoid_into(xp, out[:2])
     _sigmoid_into(xp, out[3])
     xp.tanh(out[2], out=out[2])
@@ -249,7 +249,8 @@ def lstm_cell_backward(xp, g, out, c):
 def _any_bits(xp, x):
     """Whether any element of the floating array ``x`` has a bit set (-0.0 counts, as in
     _nonzero_steps)."""
-    return bool(x.view(xp.dtype(f"i{x.dtype.itemsize}")).any())
+    bits = x.view(xp.dtype(f"i{x.dtype.itemsize}"))
+    return bool(np.bitwise_or.reduce(bits, axis=None) if xp is np else bits.any())
 
 
 # ---- a whole sequence: lstm_sequence and its backward -------------------------------------------

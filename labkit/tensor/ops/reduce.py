@@ -37,6 +37,10 @@ def _fast_path_axes(dim, ndim):
     and then to the rule's error)."""
     if dim is None:
         return None
+    if type(dim) is tuple and len(dim) == 1:        # (a bias's gradient: sum_to_shape's)
+        dim = dim[0]
+    if type(dim) is int:
+        return [dim % ndim] if -ndim <= dim < ndim else None
     dims = (dim,) if isinstance(dim, int) else tuple(dim)
     if any(not -ndim <= d < ndim for d in dims):
         return None
@@ -335,8 +339,26 @@ def _blas_sum(xp, x, dim, keepdim):
     kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdim else \
         tuple(n for i, n in enumerate(x.shape) if i not in axes)
     if kind == "columns":
-        return (np.ones(n, x.dtype) @ rows).reshape(kept)
-    return (rows @ np.ones(n, x.dtype)).reshape(kept)
+        return (_ones(n, x.dtype) @ rows).reshape(kept)
+    return (rows @ _ones(n, x.dtype)).reshape(kept)
+
+
+_ONES = {}
+
+
+def _ones(n, dtype):
+    """A read-only vector of ``n`` ones, kept for the next sum of its length where it is short
+    (a few hundred lengths at most: making one costs more than a small sum's product)."""
+    key = (n, dtype)
+    v = _ONES.get(key)
+    if v is None:
+        v = np.ones(n, dtype)
+        v.flags.writeable = False
+        if n <= 1 << 16:
+            if len(_ONES) >= 256:
+                _ONES.clear()
+            _ONES[key] = v
+    return v
 
 
 def _as_matrix(x, split):
