@@ -321,7 +321,7 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
                     elif id(prev._data) in owned:
                         _add_in_place(prev, gi)
                     else:
-                        grads[parent] = add(prev, gi)
+                        grads[parent] = _sum(prev, gi, inp, owned, create_graph)
                     continue
                 # A leaf's cotangents are summed back to its shape once, after the walk: the
                 # fan-in of a bias broadcast at every step of a loop is added up first, then
@@ -337,7 +337,7 @@ def _walk(root_nodes, grads, leaf_grads, target_keys, results, retain_graph, cre
                     continue
                 if pg.shape != gi.shape or gi.shape is None or None in gi.shape:
                     pg, gi = _fit(pg, inp), _fit(gi, inp)
-                leaf_grads[key] = (inp, add(pg, gi))
+                leaf_grads[key] = (inp, _sum(pg, gi, inp, owned, create_graph))
             if not retain_graph:
                 node.free()
         if last:
@@ -355,6 +355,20 @@ def _holomorphic_vjp(op, g, out, inputs, attrs):
     """PyTorch's gradient ``g * conj(f'(z))`` of an op whose vjp is a real rule that extends
     holomorphically (``Op.holomorphic``): the conjugate of the rule's cotangents for ``conj(g)``."""
     return tuple(c if c is None else conj(c) for c in op.vjp(conj(g), out, *inputs, **attrs))
+
+
+def _sum(a, b, like, owned, create_graph):
+    """``add(a, b)``: two cotangents of ``like``. Where no graph of the gradient is being built
+    and the sum already has ``like``'s shape, dtype and device, its array is noted in ``owned``
+    (made here, held nowhere else), so that the next cotangent is added into it in place rather
+    than by another op and array (a weight used at every step of a loop)."""
+    total = add(a, b)
+    data, want = total._data, like._data
+    if not create_graph and data is not None and want is not None and \
+            data.shape == want.shape and data.dtype == want.dtype and \
+            total._device is like._device:
+        owned.add(id(data))
+    return total
 
 
 def _add_in_place(acc, g):

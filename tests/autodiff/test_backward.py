@@ -476,3 +476,39 @@ def test_a_gradient_handed_on_by_a_vjp_is_not_added_into_in_place():
     (p[0].sum() + 2.0 * p[1].sum() + 3.0 * a[2].sum() + 5.0 * b[0].sum()).backward()
     np.testing.assert_allclose(u.grad.numpy(), [[1.0] * 4, [2.0] * 4, [3.0] * 4])
     np.testing.assert_allclose(v.grad.numpy(), [[6.0] * 4, [2.0] * 4, [0.0] * 4])
+
+
+@pytest.mark.parametrize("leaf", [True, False])
+def test_a_tensor_used_at_every_step_sums_its_cotangents_in_place(leaf, monkeypatch):
+    # its second cotangent makes one sum (an op); the others are added into that sum's array,
+    # with the same gradient as a sum per step, and a .grad that aliases nothing else
+    from labkit.autodiff import engine
+    adds = []
+    real = engine.add
+    monkeypatch.setattr(engine, "add", lambda a, b: adds.append(1) or real(a, b))
+    rng = np.random.default_rng(1)
+    w0, x0 = rng.standard_normal((4, 4)), rng.standard_normal((10, 3, 4))
+    w_leaf = lk.tensor(w0, requires_grad=True)
+    w = w_leaf if leaf else w_leaf * 1.0
+    h = lk.zeros((3, 4), dtype="float64")
+    for t in range(10):
+        h = (lk.tensor(x0[t]) @ w + h).tanh()
+    h.sum().backward()
+    assert len(adds) == 1
+    got = w_leaf.grad.numpy().copy()
+    # the same gradient with every cotangent added out of place (create_graph builds each sum)
+    w2 = lk.tensor(w0, requires_grad=True)
+    h = lk.zeros((3, 4), dtype="float64")
+    for t in range(10):
+        h = (lk.tensor(x0[t]) @ (w2 if leaf else w2 * 1.0) + h).tanh()
+    adds.clear()
+    (g,) = lk.autodiff.engine.gradients(h.sum(), [w2], create_graph=True)
+    assert len(adds) == 9                        # (ten tensors w2 * 1.0 add up at w2 too)
+    np.testing.assert_allclose(got, g.detach().numpy(), rtol=1e-12, atol=1e-14)
+    # a second backward adds into .grad, which holds the summed array: nothing else writes it
+    w = w_leaf if leaf else w_leaf * 1.0
+    h = lk.zeros((3, 4), dtype="float64")
+    for t in range(10):
+        h = (lk.tensor(x0[t]) @ w + h).tanh()
+    h.sum().backward()
+    np.testing.assert_allclose(w_leaf.grad.numpy(), 2 * got, rtol=1e-12, atol=1e-14)
