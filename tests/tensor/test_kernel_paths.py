@@ -79,6 +79,15 @@ def test_sums_over_leading_or_trailing_dimensions_match_numpy(dims, keepdim):
                                rtol=1e-5)
 
 
+@pytest.mark.parametrize("dim", [1, (1,), (np.int64(1),), [np.int32(1)], -1, (0, 1)])
+def test_sum_takes_a_dim_of_any_integer_kind(dim):
+    # the fast paths' quick test for one int must hand NumPy's integers to the general one
+    x = np.random.default_rng(6).standard_normal((40, 12))
+    want = x.sum(axis=tuple(np.atleast_1d(dim).tolist()))
+    np.testing.assert_allclose(lk.sum(lk.tensor(x), dim=dim).numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(reduce.sum.kernel(np, x, dim=dim), want, rtol=1e-12)
+
+
 @pytest.mark.parametrize("dtypes", [("float32", "float32"), ("float64", "float64"),
                                     ("float32", "float64"), ("int64", "int64")])
 @pytest.mark.parametrize("shapes", [((97, 1), (1, 204)), ((3, 5, 1), (1, 4)), ((1, 1), (1, 1))])

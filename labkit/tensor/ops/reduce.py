@@ -37,7 +37,7 @@ def _fast_path_axes(dim, ndim):
     and then to the rule's error)."""
     if dim is None:
         return None
-    if type(dim) is tuple and len(dim) == 1:        # (a bias's gradient: sum_to_shape's)
+    if type(dim) is tuple and len(dim) == 1 and type(dim[0]) is int:   # (sum_to_shape's)
         dim = dim[0]
     if type(dim) is int:
         return [dim % ndim] if -ndim <= dim < ndim else None
