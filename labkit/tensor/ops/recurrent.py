@@ -74,11 +74,16 @@ def _derivative(xp, s, k, out):
     return out
 
 
+def _partners(i, f, g, o, c_prev, tc):
+    """Each gate with its partner in ``c' = f c + i g`` and ``h' = o tanh(c')``, in gate order."""
+    return (i, g), (f, c_prev), (g, i), (o, tc)
+
+
 def _gate_slopes(xp, i, f, g, o, c_prev, tc, out):
     """What each gate's cotangent is per unit of the cotangent of c' (for i, f, g) or of h'
-    (for o): the activation's derivative times the gate's partner in ``c' = f c + i g`` and
-    ``h' = o tanh(c')``, into ``out[k]`` for gate k."""
-    for k, (s, other) in enumerate(((i, g), (f, c_prev), (g, i), (o, tc))):
+    (for o): the activation's derivative times the gate's partner, into ``out[k]`` for
+    gate k."""
+    for k, (s, other) in enumerate(_partners(i, f, g, o, c_prev, tc)):
         _derivative(xp, s, k, out[k])
         out[k] *= other
     return out
@@ -232,7 +237,7 @@ def lstm_cell_backward(xp, g, out, c):
     gcn += gs[1]
     direct = _any_bits(xp, gs[2:])     # cotangents of the gates themselves (rare)
     slope = xp.empty_like(tc)
-    for j, (s, other) in enumerate(((i, gt), (f, c_prev), (gt, i), (o, tc))):
+    for j, (s, other) in enumerate(_partners(i, f, gt, o, c_prev, tc)):
         d = r[:, j * n:(j + 1) * n]
         _derivative(xp, s, j, slope)
         if direct:
